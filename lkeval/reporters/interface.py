@@ -1,0 +1,78 @@
+"""What every reporter receives and promises.
+
+A reporter is a tiny class with one pure method, ``format(report) -> str``: writing files,
+streams or HTTP stays with the caller (:mod:`lkeval.publish`), so a reporter is tested by
+comparing its whole output with a golden file.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from lkeval.baseline import Comparison
+from lkeval.gate import GateOutcome
+from lkeval.masking import Masker
+from lkeval.results import RunResults
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything a reporter renders: the results, the baseline comparison, the gate, options.
+
+    ``max_chars``/``max_bytes`` are hard budgets (a PR comment holds 65,536 characters, a job
+    summary 1 MiB); a reporter that supports them trims and never exceeds them. ``run_url``
+    is where the full results live (the workflow run with its artifacts), named whenever
+    something had to be left out.
+    """
+
+    results: RunResults
+    comparison: Comparison | None
+    gate: GateOutcome
+    max_chars: int | None = None
+    max_bytes: int | None = None
+    details: bool = True
+    run_url: str | None = None
+    title: str = "lk-eval"
+    masker: Masker = field(default_factory=Masker, compare=False, repr=False)
+
+
+def build_report(
+    results: RunResults,
+    comparison: Comparison | None,
+    gate: GateOutcome,
+    *,
+    masker: Masker | None = None,
+    max_chars: int | None = None,
+    max_bytes: int | None = None,
+    details: bool = True,
+    run_url: str | None = None,
+    title: str = "lk-eval",
+) -> Report:
+    """A :class:`Report` whose results were already masked, the way callers should make one."""
+    masker = masker or Masker()
+    return Report(
+        results=masker.mask_results(results),
+        comparison=masker.mask_results(comparison),
+        gate=masker.mask_results(gate),
+        max_chars=max_chars,
+        max_bytes=max_bytes,
+        details=details,
+        run_url=run_url,
+        title=title,
+        masker=masker,
+    )
+
+
+class Reporter(ABC):
+    """Renders a :class:`Report` as one string. Pure: no files, no streams, no network."""
+
+    #: The name used on the command line and in :data:`lkeval.reporters.REPORTER_BY_NAME`.
+    name: ClassVar[str]
+    #: The usual file suffix of this format, for default file names.
+    suffix: ClassVar[str]
+
+    @abstractmethod
+    def format(self, report: Report) -> str:
+        """The rendered report, masked with ``report.masker``."""

@@ -1,0 +1,148 @@
+"""JUnit XML, the format every CI test-report viewer reads.
+
+Shaped for the consumers users actually run (dorny/test-reporter, mikepenz/action-junit-report,
+EnricoMi/publish-unit-test-result-action): one ``testsuite`` per scenario group, one
+``testcase`` per scenario with ``classname`` = group, ``name`` = label, ``file``/``line`` = where
+the scenario is written (mikepenz and EnricoMi annotate the file with them), ``time``; a
+one-line ``message`` on failure/error/skipped (the only text most viewers show) and the full
+story in the element text and ``system-out`` (the transcript, which EnricoMi shows).
+
+A quarantined scenario is reported ``skipped`` with ``quarantined: failed (...)``: a viewer that
+counts failures must not count it, yet the reader still sees what happened.
+
+The output validates against Jenkins' junit-10.xsd (with ``file``/``line`` on ``testcase``).
+junit-xml builds the elements; the root and the serialisation are ours so that the output is
+deterministic and carries no attribute that schema does not know (``disabled``).
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+
+from junit_xml import TestCase, TestSuite
+
+from lkeval.reporters.describe import (
+    attempt_to_show,
+    failure_reasons,
+    format_transcript,
+    outcome_line,
+    plain,
+    ran_attempts,
+)
+from lkeval.reporters.interface import Report, Reporter
+from lkeval.results import RunResults, ScenarioResult
+
+#: How many log lines of a crashed agent go into an ``error`` element.
+LOG_TAIL_LINES = 40
+
+# What XML 1.0 cannot carry besides C0 controls (which plain() removes): surrogates, FFFE/FFFF.
+_ILLEGAL_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    """Text safe for an XML document: ANSI colours and illegal characters removed."""
+    return _ILLEGAL_XML.sub("", plain(text))
+
+
+class JUnitReporter(Reporter):
+    """Renders results as a JUnit XML document."""
+
+    name = "junit"
+    suffix = ".xml"
+
+    def format(self, report: Report) -> str:
+        """The JUnit XML document (UTF-8 declaration, two-space indent, trailing newline)."""
+        results = report.results
+        root = ET.Element("testsuites", {"name": xml_text(report.title)})
+        totals = {"tests": 0, "failures": 0, "errors": 0}
+        total_time = 0.0
+        for name, scenarios in _groups(results):
+            suite = TestSuite(
+                xml_text(name),
+                [_testcase(s) for s in scenarios],
+                timestamp=xml_text(results.metadata.started_at) or None,
+                file=xml_text(scenarios[0].file) or None,
+            )
+            element = suite.build_xml_doc()
+            element.attrib.pop("disabled", None)
+            suite_time = sum(s.duration_seconds for s in scenarios)
+            element.set("time", f"{suite_time:.3f}")
+            for case_element, scenario in zip(element.iter("testcase"), scenarios, strict=True):
+                case_element.set("time", f"{scenario.duration_seconds:.3f}")
+            for key in totals:
+                totals[key] += int(element.get(key, "0"))
+            total_time += suite_time
+            root.append(element)
+        for key, value in totals.items():
+            root.set(key, str(value))
+        root.set("time", f"{total_time:.3f}")
+        ET.indent(root, space="  ")
+        body = ET.tostring(root, encoding="unicode")
+        return report.masker.mask('<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n")
+
+
+def _groups(results: RunResults) -> Iterable[tuple[str, list[ScenarioResult]]]:
+    """Scenarios by group (group id, else name and file), in the order groups first appear."""
+    groups: dict[tuple[str, str], list[ScenarioResult]] = {}
+    names: dict[tuple[str, str], str] = {}
+    for scenario in results.scenarios:
+        key = (scenario.group_id or scenario.group_name, scenario.file)
+        groups.setdefault(key, []).append(scenario)
+        names.setdefault(key, scenario.group_name or scenario.file or "scenarios")
+    return [(names[key], members) for key, members in groups.items()]
+
+
+def _testcase(scenario: ScenarioResult) -> TestCase:
+    case = TestCase(
+        xml_text(scenario.label),
+        classname=xml_text(scenario.group_name or scenario.file),
+        elapsed_sec=scenario.duration_seconds,
+        stdout=xml_text(_system_out(scenario)) or None,
+        file=xml_text(scenario.file) or None,
+        line=str(scenario.line) if scenario.line else None,
+    )
+    message = xml_text(outcome_line(scenario))
+    reasons = xml_text("\n".join(failure_reasons(scenario)))
+    if scenario.status == "skipped":
+        case.add_skipped_info(message=f"skipped: {message}" if scenario.reason else "skipped")
+    elif scenario.quarantined:
+        detail = "" if scenario.status == "passed" else f" ({message})"
+        case.add_skipped_info(
+            message=f"quarantined: {scenario.status}{detail}", output=reasons or None
+        )
+    elif scenario.status == "failed":
+        case.add_failure_info(message=message, output=reasons or message, failure_type="failure")
+    elif scenario.status == "error":
+        case.add_error_info(
+            message=message, output=xml_text(_error_text(scenario)), error_type="error"
+        )
+    return case
+
+
+def _error_text(scenario: ScenarioResult) -> str:
+    lines = failure_reasons(scenario)
+    attempt = attempt_to_show(scenario)
+    if attempt is not None and attempt.log_tail:
+        where = f" of {attempt.log_path}" if attempt.log_path else ""
+        lines.append(f"last {min(len(attempt.log_tail), LOG_TAIL_LINES)} log lines{where}:")
+        lines.extend(attempt.log_tail[-LOG_TAIL_LINES:])
+    elif attempt is not None and attempt.log_path:
+        lines.append(f"agent log: {attempt.log_path}")
+    return "\n".join(lines) or scenario.status
+
+
+def _system_out(scenario: ScenarioResult) -> str:
+    """Every attempt's transcript, headed by its number and outcome when repeated."""
+    attempts = ran_attempts(scenario)
+    blocks: list[str] = []
+    for number, attempt in enumerate(attempts, start=1):
+        lines: list[str] = []
+        if len(attempts) > 1:
+            lines.append(f"--- attempt {number}/{len(attempts)}: {attempt.status} ---")
+        if attempt.end_reason:
+            lines.append(f"(ended: {attempt.end_reason})")
+        lines.extend(format_transcript(attempt.transcript))
+        blocks.append("\n".join(lines))
+    return "\n\n".join(b for b in blocks if b)

@@ -1,0 +1,272 @@
+"""The result model and its JSON file: what one run of lk-eval found, built to be kept.
+
+A results file is the unit everything downstream reads: reporters render it, ``lkeval report``
+posts it, ``lkeval merge`` joins shards of it, and a later run compares against it as its
+baseline. So it carries a format version, and :func:`load_results` reads what
+:func:`dump_results` wrote, field by field, ignoring keys it does not know (a newer writer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
+
+FORMAT_VERSION = 1
+
+Status = Literal["passed", "failed", "error", "skipped"]
+VerdictValue = Literal["pass", "fail", "maybe"]
+
+
+@dataclass(frozen=True)
+class TranscriptItem:
+    """One item of the conversation, as the agent's session recorded it.
+
+    ``kind`` is message / function_call / function_call_output / agent_handoff /
+    agent_config_update. ``turn`` is 0 for what the agent did before the first user turn
+    (its greeting), then 1, 2, ...
+    """
+
+    kind: str
+    turn: int
+    role: str | None = None
+    text: str = ""
+    name: str | None = None
+    arguments: str | None = None
+    output: str | None = None
+    is_error: bool | None = None
+    call_id: str | None = None
+    old_agent: str | None = None
+    new_agent: str | None = None
+    interrupted: bool = False
+
+
+@dataclass(frozen=True)
+class ExpectationResult:
+    """The outcome of one scripted expectation."""
+
+    turn: int
+    index: int
+    description: str
+    passed: bool
+    reason: str = ""
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verdict from one source: ``scripted``, ``judge`` (or ``judge:<name>``), ``agent``."""
+
+    source: str
+    verdict: VerdictValue
+    reason: str = ""
+    votes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one party (agent, caller, judge)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = None
+        if self.cost_usd is not None or other.cost_usd is not None:
+            cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            cost,
+        )
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One run of a scenario against one agent process (a scenario may be repeated)."""
+
+    status: Status
+    reason: str = ""
+    transcript: tuple[TranscriptItem, ...] = ()
+    expectations: tuple[ExpectationResult, ...] = ()
+    verdicts: tuple[Verdict, ...] = ()
+    end_reason: str = ""
+    boot_seconds: float | None = None
+    turn_seconds: tuple[float, ...] = ()
+    duration_seconds: float = 0.0
+    log_path: str | None = None
+    log_tail: tuple[str, ...] = ()
+    usage: dict[str, Usage] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    """The outcome of one scenario over all its attempts."""
+
+    scenario_id: str
+    label: str
+    group_id: str
+    group_name: str
+    file: str
+    line: int
+    status: Status
+    reason: str = ""
+    id_derived: bool = False
+    tags: dict[str, str] = field(default_factory=dict)
+    attempts: tuple[Attempt, ...] = ()
+    min_pass: int = 1
+    quarantined: bool = False
+    duration_seconds: float = 0.0
+
+    @property
+    def passes(self) -> int:
+        """How many attempts passed."""
+        return sum(1 for a in self.attempts if a.status == "passed")
+
+    @property
+    def pass_rate(self) -> float | None:
+        """Passed attempts over attempts that ran (None when none ran)."""
+        ran = [a for a in self.attempts if a.status != "skipped"]
+        return (self.passes / len(ran)) if ran else None
+
+    @property
+    def usage(self) -> dict[str, Usage]:
+        """Token usage summed over attempts, per party."""
+        return sum_usage(a.usage for a in self.attempts)
+
+
+@dataclass(frozen=True)
+class RunMetadata:
+    """Where and with what a run happened."""
+
+    lkeval_version: str
+    livekit_agents_version: str | None
+    agent: str
+    scenario_files: tuple[str, ...]
+    started_at: str
+    finished_at: str = ""
+    duration_seconds: float = 0.0
+    git_sha: str | None = None
+    git_branch: str | None = None
+    shard: str | None = None
+    interrupted: bool = False
+    argv: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunResults:
+    """The whole results file."""
+
+    metadata: RunMetadata
+    scenarios: tuple[ScenarioResult, ...]
+    format_version: int = FORMAT_VERSION
+
+    def count(self, status: Status) -> int:
+        """Scenarios with this status."""
+        return sum(1 for s in self.scenarios if s.status == status)
+
+    @property
+    def usage(self) -> dict[str, Usage]:
+        """Token usage summed over the run, per party."""
+        return sum_usage(s.usage for s in self.scenarios)
+
+
+def sum_usage(parts: Any) -> dict[str, Usage]:
+    """Add up ``{party: Usage}`` mappings."""
+    total: dict[str, Usage] = {}
+    for part in parts:
+        for party, usage in part.items():
+            total[party] = total.get(party, Usage()) + usage
+    return total
+
+
+class ResultsFileError(Exception):
+    """A results file that cannot be read (missing, not JSON, wrong format)."""
+
+
+def results_to_dict(results: RunResults) -> dict[str, Any]:
+    """The JSON-ready form of a run's results."""
+    data = asdict(results)
+    data = {"format_version": data.pop("format_version"), **data}
+    return data
+
+
+def dump_results(results: RunResults) -> str:
+    """Serialise results as pretty JSON (stable key order, UTF-8 kept readable)."""
+    return json.dumps(results_to_dict(results), indent=2, ensure_ascii=False) + "\n"
+
+
+def write_results(results: RunResults, path: str | Path) -> None:
+    """Write the results file atomically, so an interrupted write never leaves half a file."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".json", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(dump_results(results))
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_results(path: str | Path) -> RunResults:
+    """Read a results file written by any lk-eval of the same format version."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ResultsFileError(f"{path}: no such results file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ResultsFileError(f"{path}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ResultsFileError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    return results_from_dict(raw, source=str(path))
+
+
+def results_from_dict(raw: Any, source: str = "<results>") -> RunResults:
+    """Build :class:`RunResults` from parsed JSON, checking the format version."""
+    if not isinstance(raw, dict) or "scenarios" not in raw or "metadata" not in raw:
+        raise ResultsFileError(f"{source}: not an lk-eval results file")
+    version = raw.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ResultsFileError(
+            f"{source}: results format_version {version!r} is not supported "
+            f"(this lk-eval reads version {FORMAT_VERSION})"
+        )
+    try:
+        return _build(RunResults, raw)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ResultsFileError(f"{source}: malformed results file: {exc}") from None
+
+
+T = TypeVar("T")
+
+
+def _build(cls: type[T], raw: Any) -> T:
+    hints = get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name in raw:
+            kwargs[f.name] = _convert(hints[f.name], raw[f.name])
+    return cls(**kwargs)
+
+
+def _convert(tp: Any, value: Any) -> Any:
+    origin = get_origin(tp)
+    args = get_args(tp)
+    if value is None:
+        return None
+    if is_dataclass(tp) and isinstance(tp, type):
+        return _build(tp, value)
+    if origin is tuple:
+        return tuple(_convert(args[0], v) for v in value)
+    if origin is dict:
+        return {k: _convert(args[1], v) for k, v in value.items()}
+    if origin is not None and type(None) in args:  # Optional[X]
+        inner = [a for a in args if a is not type(None)]
+        return _convert(inner[0], value) if len(inner) == 1 else value
+    return value

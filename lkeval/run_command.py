@@ -1,0 +1,244 @@
+"""``lkeval run``: load scenarios, run them against the agent, write results, report, gate.
+
+The results file is written whatever happens after the first scenario starts: on success, on a
+gate failure, and on SIGINT/SIGTERM (then with ``interrupted: true`` and the attempts that
+finished), so no result is ever lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lkeval import __version__
+from lkeval.agent_host import SUPPORTED_RANGE
+from lkeval.agent_process import AgentLaunch, kill_all_now
+from lkeval.cli import EXIT_USAGE, UsageError
+from lkeval.engine import Engine, EngineOptions, Selection, default_concurrency, parse_tag_selector
+from lkeval.results import RunMetadata, RunResults, ScenarioResult, write_results
+from lkeval.scenario import Scenario
+from lkeval.scenario_loader import load_or_raise
+from lkeval.scenario_runner import RunSettings
+from lkeval.sharding import parse_shard, select_shard
+
+DEFAULT_RESULTS = "lkeval-results/results.json"
+
+
+def add_run_command(sub: Any) -> None:
+    """Register ``run`` and its flags."""
+    from lkeval.llm_config import add_llm_arguments
+    from lkeval.publish import add_report_arguments
+
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "run",
+        help="run scenarios against an agent and gate on the result",
+        description="Boot the agent once per scenario through the LiveKit console, play the "
+        "scenarios, judge them, write results and reports, and exit by the gate.",
+    )
+    parser.add_argument("--agent", required=True, metavar="AGENT.py",
+                        help="the agent's entry file (the one you pass to `console`)")
+    parser.add_argument("--scenarios", required=True, nargs="+", metavar="SCENARIOS.yaml",
+                        help="one or more LiveKit scenario files")
+    parser.add_argument("--results", default=DEFAULT_RESULTS, metavar="PATH",
+                        help=f"where to write the JSON results (default {DEFAULT_RESULTS})")
+    parser.add_argument("--logs-dir", metavar="DIR",
+                        help="one log file per agent process (default: logs/ beside --results)")
+    parser.add_argument("--python", default=sys.executable, metavar="PYTHON",
+                        help="interpreter that runs the agent; it needs livekit-agents "
+                        f"{SUPPORTED_RANGE} (default: this one)")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra environment variable for the agent (repeatable)")
+    limits = parser.add_argument_group("limits and scale")
+    limits.add_argument("--boot-timeout", type=_seconds, default=60.0, metavar="S",
+                        help="seconds for an agent to boot and connect (default 60)")
+    limits.add_argument("--turn-timeout", type=_seconds, default=90.0, metavar="S",
+                        help="seconds for one agent turn (default 90: an agent gives up on a "
+                        "hanging LLM after ~44 s)")
+    limits.add_argument("--concurrency", type=_positive_int, default=None, metavar="N",
+                        help=f"agents at once (default {default_concurrency()} on this machine)")
+    limits.add_argument("--repeat", type=_positive_int, default=None, metavar="N",
+                        help="run every scenario N times (a scenario's own `repeat` wins)")
+    limits.add_argument("--min-pass", type=_positive_int, default=None, metavar="N",
+                        help="passes a repeated scenario needs (default: all of its runs)")
+    limits.add_argument("--shard", type=parse_shard, default=None, metavar="I/N",
+                        help="run only shard I of N (1-based), for matrix jobs; merge with "
+                        "`lkeval merge`")
+    select = parser.add_argument_group("selection")
+    select.add_argument("--tag", action="append", default=[], type=_tag, metavar="KEY=VALUE",
+                        help="run only scenarios with this tag (repeatable: all must match)")
+    select.add_argument("--match", action="append", default=[], metavar="GLOB",
+                        help="run only scenarios whose id or label matches (repeatable)")
+    select.add_argument("--quarantine", action="append", default=[], type=_tag,
+                        metavar="KEY=VALUE", help="scenarios with this tag run and are reported "
+                        "but never fail the gate (repeatable)")
+    add_llm_arguments(parser)
+    add_report_arguments(parser)
+    parser.set_defaults(handler=run_main)
+
+
+def run_main(args: argparse.Namespace) -> int:
+    """The ``run`` subcommand."""
+    from lkeval.evaluation import build_evaluator
+    from lkeval.progress import make_progress
+    from lkeval.publish import github_enabled, publish
+
+    agent = Path(args.agent)
+    if not agent.is_file():
+        raise UsageError(f"--agent {args.agent}: no such file")
+    groups, warnings = load_or_raise(args.scenarios)
+    for warning in warnings:
+        print(warning, file=sys.stderr)
+    scenarios = [s for g in groups for s in g.scenarios]
+    if args.shard is not None:
+        scenarios = select_shard(scenarios, *args.shard)
+    evaluator = build_evaluator(args, scenarios)  # checks credentials before anything boots
+
+    results_path = Path(args.results)
+    logs_dir = Path(args.logs_dir) if args.logs_dir else results_path.parent / "logs"
+    env = dict(_parse_env(item) for item in args.env)
+    progress = make_progress(sys.stdout, github=github_enabled(args))
+    options = EngineOptions(
+        concurrency=args.concurrency or default_concurrency(),
+        repeat=args.repeat,
+        min_pass=args.min_pass,
+        quarantine=tuple(args.quarantine),
+        selection=Selection(tags=tuple(args.tag), patterns=tuple(args.match)),
+    )
+    started_at = dt.datetime.now(dt.timezone.utc)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="lkeval-") as work_dir:
+        settings = RunSettings(
+            launch=AgentLaunch(agent=agent.resolve(), python=args.python, env=env),
+            logs_dir=logs_dir,
+            work_dir=Path(work_dir),
+            boot_timeout=args.boot_timeout,
+            turn_timeout=args.turn_timeout,
+            max_turns=args.max_turns,
+        )
+        engine = Engine(settings, evaluator, progress, options)
+        scenario_results, stopped_by = _run_until_signal(engine, scenarios)
+
+    metadata = RunMetadata(
+        lkeval_version=__version__,
+        livekit_agents_version=_installed("livekit-agents"),
+        agent=str(args.agent),
+        scenario_files=tuple(str(f) for f in args.scenarios),
+        started_at=started_at.isoformat(timespec="seconds"),
+        finished_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        duration_seconds=round(time.monotonic() - started, 3),
+        git_sha=_git("rev-parse", "HEAD"),
+        git_branch=os.environ.get("GITHUB_HEAD_REF") or _git("rev-parse", "--abbrev-ref", "HEAD"),
+        shard=f"{args.shard[0]}/{args.shard[1]}" if args.shard else None,
+        interrupted=stopped_by is not None,
+        argv=tuple(sys.argv[1:]),
+    )
+    results = RunResults(metadata=metadata, scenarios=tuple(scenario_results))
+    write_results(results, results_path)
+    print(f"results: {results_path}")
+    if stopped_by is not None:
+        print(f"lk-eval: interrupted by {stopped_by.name}; partial results written",
+              file=sys.stderr)
+        return 128 + int(stopped_by)
+    outcome = publish(results, str(results_path), args, sys.stdout)
+    return outcome.exit_code
+
+
+def _run_until_signal(
+    engine: Engine, scenarios: list[Scenario]
+) -> tuple[list[ScenarioResult], signal.Signals | None]:
+    """Run the engine; on SIGINT/SIGTERM stop every agent and return what finished."""
+    stopped_by: list[signal.Signals] = []
+
+    async def main() -> list[ScenarioResult]:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def on_signal(sig: signal.Signals) -> None:
+            if stopped_by:  # a second signal: no more waiting for graceful exits
+                kill_all_now()
+                return
+            stopped_by.append(sig)
+            task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal, sig)
+        try:
+            return await engine.run(scenarios)
+        except asyncio.CancelledError:
+            if not stopped_by:
+                raise
+            return engine.results(interrupted=True)
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        kill_all_now()
+    return results, (stopped_by[0] if stopped_by else None)
+
+
+def _installed(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def _git(*args: str) -> str | None:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+    return None
+
+
+def _parse_env(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise UsageError(f"--env {item!r}: expected KEY=VALUE")
+    return key, value
+
+
+def _tag(text: str) -> tuple[str, str]:
+    try:
+        return parse_tag_selector(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
+    return value
+
+
+__all__ = ["EXIT_USAGE", "add_run_command", "run_main"]

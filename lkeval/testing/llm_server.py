@@ -1,0 +1,398 @@
+"""A scripted, OpenAI-compatible chat-completions server on 127.0.0.1.
+
+Why a real HTTP server rather than a mock: the agent under test talks to its LLM through
+livekit-plugins-openai and the ``openai`` SDK, in another process. Pointing OPENAI_BASE_URL
+at this server exercises the same wire format, streaming parser, retries and timeouts as
+production, while the answers come from rules (see :mod:`lkeval.testing.llm_rules`), so
+tests are deterministic and the shipped example runs with no API key.
+
+Standard library only (plus PyYAML for rule files), so it can run anywhere lk-eval runs::
+
+    rules = [{"last_user": "weather", "tool_calls": [{"name": "get_weather"}]}]
+    with LLMServer(rules) as srv:
+        os.environ["OPENAI_BASE_URL"] = srv.base_url
+
+or from a shell: ``python -m lkeval.testing.llm_server --rules rules.yaml --url-file url.txt``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+from lkeval.testing.llm_rules import Reply, RuleBook, RuleError, load_rules, read_rules_file
+
+__all__ = ["LLMServer", "RecordedRequest", "RuleError", "load_rules", "main"]
+
+HOST = "127.0.0.1"
+DEFAULT_MODEL = "lkeval-scripted"
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    429: "rate_limit_exceeded",
+}
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One chat-completions request as received, for assertions in tests."""
+
+    path: str
+    authorization: str | None
+    body: dict[str, Any]
+
+
+def _tokens(text: str) -> int:
+    """A rough token count (chars / 4): callers only need plausible, non-zero usage."""
+    return (len(text) + 3) // 4
+
+
+def _usage(prompt: int, reply: Reply) -> dict[str, int]:
+    completion = _tokens(
+        (reply.text or "") + "".join(c.name + c.arguments for c in reply.tool_calls)
+    )
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def _tool_call_json(index: int, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {
+        "index": index,
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
+
+
+def completion_body(reply: Reply, model: str, prompt_tokens: int) -> dict[str, Any]:
+    """A non-streaming ``chat.completion`` object for ``reply``."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                k: v
+                for k, v in _tool_call_json(i, _call_id(), c.name, c.arguments).items()
+                if k != "index"
+            }
+            for i, c in enumerate(reply.tool_calls)
+        ]
+    return {
+        "id": _completion_id(),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": None,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+            }
+        ],
+        "usage": _usage(prompt_tokens, reply),
+    }
+
+
+def stream_chunks(
+    reply: Reply, model: str, prompt_tokens: int, include_usage: bool
+) -> Iterator[dict[str, Any]]:
+    """``chat.completion.chunk`` objects for ``reply``, in the order OpenAI sends them.
+
+    Text goes out word by word and tool arguments in pieces, so clients' delta accumulation
+    is really exercised rather than handed everything in one chunk.
+    """
+    base = {
+        "id": _completion_id(),
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": None,
+    }
+    extra = {"usage": None} if include_usage else {}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return {**base, "choices": [choice], **extra}
+
+    yield chunk({"role": "assistant", "content": "", "refusal": None})
+    for piece in re.findall(r"\s*\S+\s*", reply.text or "") or ([reply.text] if reply.text else []):
+        yield chunk({"content": piece})
+    for i, call in enumerate(reply.tool_calls):
+        yield chunk({"tool_calls": [_tool_call_json(i, _call_id(), call.name, "")]})
+        for start in range(0, len(call.arguments), 16):
+            piece = call.arguments[start : start + 16]
+            yield chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+    yield chunk({}, "tool_calls" if reply.tool_calls else "stop")
+    if include_usage:
+        yield {**base, "choices": [], "usage": _usage(prompt_tokens, reply)}
+
+
+def error_body(status: int, message: str | None) -> dict[str, Any]:
+    """An OpenAI-style error object, which the SDK turns into its typed exceptions."""
+    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    text = message or f"scripted {status} {HTTPStatus(status).phrase}"
+    return {"error": {"message": text, "type": kind, "param": None, "code": kind}}
+
+
+def _completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+
+
+def _call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False  # a hanging handler must never block stop()
+    owner: LLMServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Routes the two OpenAI endpoints, with or without the ``/v1`` prefix."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive, as the openai SDK's httpx pool expects
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Stay quiet: request logs would drown test and eval output."""
+
+    def _route(self) -> str:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        return path[3:] if path.startswith("/v1/") else path
+
+    def _send_json(
+        self, status: int, body: Mapping[str, Any], headers: Mapping[str, str] | None = None
+    ) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        """``GET /v1/models``: some clients probe it before their first request."""
+        if self._route() != "/models":
+            self._send_json(404, error_body(404, f"no route GET {self.path}"))
+            return
+        names = [DEFAULT_MODEL, *self.server.owner.rules.model_names()]
+        data = [{"id": n, "object": "model", "created": 0, "owned_by": "lkeval"} for n in names]
+        self._send_json(200, {"object": "list", "data": data})
+
+    def do_POST(self) -> None:
+        """``POST /v1/chat/completions``: pick a rule's reply and send it, streamed or not."""
+        owner = self.server.owner
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self._route() != "/chat/completions":
+            self._send_json(404, error_body(404, f"no route POST {self.path}"))
+            return
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            self._send_json(400, error_body(400, "request body must be a JSON object"))
+            return
+        owner._record(RecordedRequest(self.path, self.headers.get("Authorization"), body))
+        reply = owner.rules.pick(body)
+        if reply.hang or (reply.delay and owner._stopping.wait(reply.delay)):
+            owner._stopping.wait()  # released by stop(); then drop the connection unanswered
+            self.close_connection = True
+            return
+        try:
+            self._answer(body, reply)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (e.g. its timeout)
+            self.close_connection = True
+
+    def _answer(self, body: dict[str, Any], reply: Reply) -> None:
+        if reply.status:
+            headers = {"Retry-After": "0"} if reply.status == 429 else {}
+            self._send_json(reply.status, error_body(reply.status, reply.text), headers)
+            return
+        model = str(body.get("model") or DEFAULT_MODEL)
+        prompt_tokens = _tokens(json.dumps(body.get("messages", [])))
+        if not body.get("stream"):
+            self._send_json(200, completion_body(reply, model, prompt_tokens))
+            return
+        options = body.get("stream_options")
+        include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        events = (
+            f"data: {json.dumps(c)}\n\n"
+            for c in stream_chunks(reply, model, prompt_tokens, include_usage)
+        )
+        for event in [*events, "data: [DONE]\n\n"]:
+            data = event.encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+
+
+class LLMServer:
+    """A scripted OpenAI-compatible LLM on ``127.0.0.1``, served from a daemon thread.
+
+    ``base_url`` ends in ``/v1`` (what OPENAI_BASE_URL expects). Every chat request is kept in
+    ``requests``. Rules can be changed while it runs with :meth:`set_rules` / :meth:`add_rule`.
+    """
+
+    def __init__(
+        self, rules: Iterable[Mapping[str, Any]] = (), *, default_text: str = "OK.", port: int = 0
+    ) -> None:
+        self.rules = RuleBook(rules, default_text)
+        self._port = port
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._requests: list[RecordedRequest] = []
+
+    @classmethod
+    def from_file(
+        cls, path: str | Path, *, default_text: str | None = None, port: int = 0
+    ) -> LLMServer:
+        """A server scripted by a YAML/JSON rules file (its ``default_text`` unless overridden)."""
+        rules, file_default = read_rules_file(path)
+        return cls(rules, default_text=default_text or file_default or "OK.", port=port)
+
+    @property
+    def port(self) -> int:
+        """The bound port (the real one when constructed with port 0)."""
+        if self._httpd is None:
+            raise RuntimeError("LLMServer is not running; call start() or use it as a context")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``, for OPENAI_BASE_URL or ``openai.LLM(base_url=...)``."""
+        return f"http://{HOST}:{self.port}/v1"
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """A snapshot of the chat requests received so far, oldest first."""
+        with self._lock:
+            return list(self._requests)
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+    def set_rules(self, rules: Iterable[Mapping[str, Any]]) -> None:
+        """Replace the script; raises :class:`RuleError` (and keeps the old one) if malformed."""
+        self.rules.set_rules(rules)
+
+    def add_rule(self, rule: Mapping[str, Any]) -> None:
+        """Append one rule to the script."""
+        self.rules.add_rule(rule)
+
+    def start(self) -> LLMServer:
+        """Bind and serve in a daemon thread; returns self so ``LLMServer(...).start()`` chains."""
+        if self._httpd is not None:
+            raise RuntimeError("LLMServer already started")
+        self._stopping.clear()
+        httpd = _HTTPServer((HOST, self._port), _Handler)
+        httpd.owner = self
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"lkeval-llm-server:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release hanging/delayed requests; safe to call twice."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        self._stopping.set()
+        httpd.shutdown()
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> LLMServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve a rules file until SIGTERM/SIGINT; exit 2 with one line if the file is bad."""
+    parser = argparse.ArgumentParser(
+        prog="python -m lkeval.testing.llm_server",
+        description="Scripted OpenAI-compatible chat-completions server on 127.0.0.1.",
+    )
+    parser.add_argument("--rules", help="YAML/JSON rules file (a list, or {rules: [...]})")
+    parser.add_argument("--port", type=int, default=0, help="port to bind (default: any free)")
+    parser.add_argument("--url-file", help="also write the base URL to this file")
+    parser.add_argument("--default-text", help='reply when no rule matches (default "OK.")')
+    args = parser.parse_args(argv)
+    try:
+        server = (
+            LLMServer.from_file(args.rules, default_text=args.default_text, port=args.port)
+            if args.rules
+            else LLMServer(default_text=args.default_text or "OK.", port=args.port)
+        )
+        server.start()
+    except RuleError as e:
+        print(f"error: bad rules file {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"error: cannot listen on {HOST}:{args.port}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    done = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        if args.url_file:  # write-then-rename, so a poller never reads half a URL
+            tmp = Path(f"{args.url_file}.{os.getpid()}.tmp")
+            tmp.write_text(server.base_url, encoding="utf-8")
+            os.replace(tmp, args.url_file)
+        print(f"listening on {server.base_url}", flush=True)
+        while not done.wait(0.2):
+            pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
