@@ -27,6 +27,7 @@ from livekit.agents.llm import (
     ChatMessage,
     FunctionCall,
     FunctionCallOutput,
+    ToolError,
 )
 
 from lkeval.llm_call import LLMError, LLMReply, MeteredLLM, call_llm, forced, make_tool
@@ -301,7 +302,7 @@ async def run_builtin_judges(
             result = await factories[name]().evaluate(chat_ctx=chat_ctx, llm=metered)
         except (LLMError, JudgeError):
             raise
-        except (ValueError, TypeError) as exc:  # livekit's parse of a malformed verdict call
+        except (ValueError, TypeError, ToolError) as exc:  # livekit's parse of a bad verdict
             text = " ".join(str(exc).split())[:200]
             raise JudgeError(f"judge:{name}: unusable verdict ({text})") from None
         if result.verdict not in VERDICTS:

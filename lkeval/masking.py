@@ -76,7 +76,8 @@ class Masker:
         """A copy of a frozen result model (or any nest of them) with every string masked."""
         if not self._values:
             return value
-        return self._mask_any(value)  # type: ignore[no-any-return]
+        masked: T = self._mask_any(value)
+        return masked
 
     def _mask_any(self, value: Any) -> Any:
         if isinstance(value, str):

@@ -90,7 +90,7 @@ def run_main(args: argparse.Namespace) -> int:
     """The ``run`` subcommand."""
     from lkeval.evaluation import build_evaluator
     from lkeval.progress import make_progress
-    from lkeval.publish import github_enabled, publish
+    from lkeval.publish import publish
 
     agent = Path(args.agent)
     if not agent.is_file():
@@ -106,7 +106,8 @@ def run_main(args: argparse.Namespace) -> int:
     results_path = Path(args.results)
     logs_dir = Path(args.logs_dir) if args.logs_dir else results_path.parent / "logs"
     env = dict(_parse_env(item) for item in args.env)
-    progress = make_progress(sys.stdout, github=github_enabled(args))
+    github = args.github if args.github is not None else os.environ.get("GITHUB_ACTIONS") == "true"
+    progress = make_progress(sys.stdout, github=github)
     options = EngineOptions(
         concurrency=args.concurrency or default_concurrency(),
         repeat=args.repeat,

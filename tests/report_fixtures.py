@@ -25,7 +25,7 @@ UPDATE_GOLDEN = os.environ.get("LKEVAL_UPDATE_GOLDEN") == "1"
 
 
 def assert_golden(name: str, actual: str) -> None:
-    """Compare ``actual`` with tests/golden/``name`` (or rewrite it under LKEVAL_UPDATE_GOLDEN=1)."""
+    """Compare ``actual`` with tests/golden/``name`` (rewritten under LKEVAL_UPDATE_GOLDEN=1)."""
     path = GOLDEN_DIR / name
     if UPDATE_GOLDEN:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -202,7 +202,7 @@ ERRORED = ScenarioResult(
             log_path=".lkeval/logs/SCN_crash-1.log",
             log_tail=(
                 "\x1b[32mDEBUG\x1b[0m livekit.agents starting worker",
-                'Traceback (most recent call last):',
+                "Traceback (most recent call last):",
                 '  File "agent.py", line 12, in entrypoint',
                 "KeyError: 'guest'",
                 '{"message": "job crashed", "reason": "job crashed"}',

@@ -13,6 +13,7 @@ from lkeval.scenario_loader import load_scenario_file
 # Lines 1-4; the turn under test starts on line 5, its first expectation on line 7.
 HEAD = "scenarios:\n  - label: A\n    instructions: hi\n    turns:\n"
 E = "scenarios[0].turns[0].expect[0]"
+X = "- user: hi\n  expect:\n    "
 
 
 def load(turns: str, tmp_path: Path) -> tuple[tuple[Turn, ...], list[str]]:
@@ -55,42 +56,102 @@ def test_greeting_turn_and_shorthands(tmp_path: Path) -> None:
 
 def test_greeting_turn_without_expectations_warns(tmp_path: Path) -> None:
     _, found = load("- {}\n- user: hi\n", tmp_path)
-    assert found == ["s.yaml:5:9: warning: scenarios[0].turns[0]: a greeting turn without 'expect:' checks nothing"]
+    assert found == [
+        "s.yaml:5:9: warning: scenarios[0].turns[0]: "
+        "a greeting turn without 'expect:' checks nothing"
+    ]
 
 
+# (turns, "line:column field: message start"); X stands for "- user: hi / expect:".
 TURN_ERRORS = [
-    ("- hello\n", "s.yaml:5:9: error: scenarios[0].turns[0]: a turn must be a mapping"),
-    ("- user: hi\n  usr: again\n", "s.yaml:6:9: error: scenarios[0].turns[0].usr: unknown key 'usr' (did you mean 'user'?)"),
-    ("- user: ''\n", "s.yaml:5:15: error: scenarios[0].turns[0].user: must not be empty"),
-    ("- user: 42\n", "s.yaml:5:15: error: scenarios[0].turns[0].user: must be a string, got a number (42); quote it: '42'"),
-    ("- user: hi\n- expect: []\n", "s.yaml:6:9: error: scenarios[0].turns[1].user: missing required field (only the first turn may omit it"),
-    ("- user: hi\n  expect: {message: {}}\n", "s.yaml:6:17: error: scenarios[0].turns[0].expect: must be a list of expectations"),
-    ("- user: hi\n  expect:\n    - {}\n", f"s.yaml:7:11: error: {E}: empty expectation; use one key of: message"),
-    ("- user: hi\n  expect:\n    - message\n", f"s.yaml:7:11: error: {E}: an expectation must be a mapping with one key of: message"),
-    ("- user: hi\n  expect:\n    - mesage: {}\n", f"s.yaml:7:11: error: {E}.mesage: unknown expectation 'mesage' (did you mean 'message'?)"),
-    ("- user: hi\n  expect:\n    - {message: {}, skip: 1}\n", f"s.yaml:7:11: error: {E}: an expectation takes exactly one key, found 2: message, skip"),
-    ("- user: hi\n  expect:\n    - message: {contians: x}\n", f"s.yaml:7:22: error: {E}.message.contians: unknown key 'contians' (did you mean 'contains'?); allowed: role, contains, matches, intent"),
-    ("- user: hi\n  expect:\n    - message: {role: system}\n", f"s.yaml:7:28: error: {E}.message.role: must be one of: assistant, user"),
-    ("- user: hi\n  expect:\n    - message: {matches: '(['}\n", f"s.yaml:7:31: error: {E}.message.matches: invalid regular expression: unterminated character set"),
-    ("- user: hi\n  expect:\n    - message: {contains: [ok, 3]}\n", f"s.yaml:7:37: error: {E}.message.contains[1]: must be a string, got a number (3)"),
-    ("- user: hi\n  expect:\n    - message: {intent: ''}\n", f"s.yaml:7:30: error: {E}.message.intent: must not be empty"),
-    ("- user: hi\n  expect:\n    - message: hello\n", f"s.yaml:7:20: error: {E}.message: must be a mapping of role, contains, matches, intent (or empty)"),
-    ("- user: hi\n  expect:\n    - function_call: {name: f, arguments: [1]}\n", f"s.yaml:7:49: error: {E}.function_call.arguments: must be a mapping of argument names to values"),
-    ("- user: hi\n  expect:\n    - function_call_output: {is_error: maybe}\n", f"s.yaml:7:46: error: {E}.function_call_output.is_error: must be true or false"),
-    ("- user: hi\n  expect:\n    - handoff: {agent: Sales}\n", f"s.yaml:7:22: error: {E}.handoff.agent: unknown key 'agent'; allowed: to"),
-    ("- user: hi\n  expect:\n    - skip: false\n", f"s.yaml:7:17: error: {E}.skip: must be a whole number of at least 1, got a boolean (false)"),
-    ("- user: hi\n  expect:\n    - no_more_events: false\n", f"s.yaml:7:27: error: {E}.no_more_events: must be true, got a boolean (false)"),
-    ("- user: hi\n  expect:\n    - contains: {skip: 1}\n", f"s.yaml:7:22: error: {E}.contains.skip: 'skip' cannot be used inside 'contains'"),
-    ("- user: hi\n  expect:\n    - contains: {mesage: {}}\n", f"s.yaml:7:22: error: {E}.contains.mesage: unknown expectation 'mesage' (did you mean 'message'?)"),
-    ("- user: hi\n  expect:\n    - contains: [message]\n", f"s.yaml:7:21: error: {E}.contains: must be a mapping with one key of: message"),
+    ("- hello\n", "5:9 scenarios[0].turns[0]: a turn must be a mapping"),
+    (
+        "- user: hi\n  usr: again\n",
+        "6:9 scenarios[0].turns[0].usr: unknown key 'usr' (did you mean 'user'?)",
+    ),
+    ("- user: ''\n", "5:15 scenarios[0].turns[0].user: must not be empty"),
+    (
+        "- user: 42\n",
+        "5:15 scenarios[0].turns[0].user: must be a string, got a number (42); quote it",
+    ),
+    (
+        "- user: hi\n- expect: []\n",
+        "6:9 scenarios[0].turns[1].user: missing required field (only the first turn",
+    ),
+    (
+        "- user: hi\n  expect: {message: {}}\n",
+        "6:17 scenarios[0].turns[0].expect: must be a list of expectations",
+    ),
+    (X + "- {}\n", f"7:13 {E}: empty expectation; use one key of: message"),
+    (X + "- message\n", f"7:13 {E}: an expectation must be a mapping with one key of: message"),
+    (
+        X + "- mesage: {}\n",
+        f"7:13 {E}.mesage: unknown expectation 'mesage' (did you mean 'message'?)",
+    ),
+    (
+        X + "- {message: {}, skip: 1}\n",
+        f"7:13 {E}: an expectation takes exactly one key, found 2: message, skip",
+    ),
+    (
+        X + "- message: {contians: x}\n",
+        f"7:23 {E}.message.contians: unknown key 'contians' (did you mean 'contains'?); "
+        "allowed: role, contains, matches, intent",
+    ),
+    (X + "- message: {role: system}\n", f"7:29 {E}.message.role: must be one of: assistant, user"),
+    (
+        X + "- message: {matches: '(['}\n",
+        f"7:32 {E}.message.matches: invalid regular expression: unterminated character set",
+    ),
+    (
+        X + "- message: {contains: [ok, 3]}\n",
+        f"7:38 {E}.message.contains[1]: must be a string, got a number (3)",
+    ),
+    (X + "- message: {intent: ''}\n", f"7:31 {E}.message.intent: must not be empty"),
+    (
+        X + "- message: hello\n",
+        f"7:22 {E}.message: must be a mapping of role, contains, matches, intent (or empty)",
+    ),
+    (
+        X + "- function_call: {name: f, arguments: [1]}\n",
+        f"7:49 {E}.function_call.arguments: must be a mapping of argument names to values",
+    ),
+    (
+        X + "- function_call_output: {is_error: maybe}\n",
+        f"7:46 {E}.function_call_output.is_error: must be true or false",
+    ),
+    (
+        X + "- handoff: {agent: Sales}\n",
+        f"7:23 {E}.handoff.agent: unknown key 'agent'; allowed: to",
+    ),
+    (
+        X + "- skip: false\n",
+        f"7:19 {E}.skip: must be a whole number of at least 1, got a boolean (false)",
+    ),
+    (
+        X + "- no_more_events: false\n",
+        f"7:29 {E}.no_more_events: must be true, got a boolean (false)",
+    ),
+    (
+        X + "- contains: {skip: 1}\n",
+        f"7:24 {E}.contains.skip: 'skip' cannot be used inside 'contains'",
+    ),
+    (
+        X + "- contains: {mesage: {}}\n",
+        f"7:24 {E}.contains.mesage: unknown expectation 'mesage' (did you mean 'message'?)",
+    ),
+    (
+        X + "- contains: [message]\n",
+        f"7:23 {E}.contains: must be a mapping with one key of: message",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("turns", "expected"), TURN_ERRORS)
 def test_turn_grammar_errors(turns: str, expected: str, tmp_path: Path) -> None:
     _, found = load(turns, tmp_path)
+    location, _, rest = expected.partition(" ")
     errors = [m for m in found if ": error: " in m]
-    assert len(errors) == 1 and errors[0].startswith(expected), found
+    assert len(errors) == 1 and errors[0].startswith(f"s.yaml:{location}: error: {rest}"), found
 
 
 def test_turns_must_be_a_list(tmp_path: Path) -> None:

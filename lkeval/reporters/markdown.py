@@ -130,8 +130,9 @@ def _fit(report: Report) -> str:
         while (dropped_chars <= need_chars or dropped_bytes <= need_bytes) and doc.details:
             gone = doc.details.pop()
             doc.details_omitted += 1
-            dropped_chars, dropped_bytes = dropped_chars + len(gone), dropped_bytes + len(
-                gone.encode()
+            dropped_chars, dropped_bytes = (
+                dropped_chars + len(gone),
+                dropped_bytes + len(gone.encode()),
             )
         if not doc.details:
             while (dropped_chars <= need_chars or dropped_bytes <= need_bytes) and doc.rows:
@@ -150,8 +151,9 @@ def _cut(value: str, report: Report, where: str) -> str:
     """Last resort: cut the text itself, ending with a note when there is room for one."""
     note = f"\n\n_…cut to fit the size limit; {where}._\n"
     for suffix in (note, ""):
-        budget_chars = (report.max_chars or len(value)) - len(suffix)
-        budget_bytes = (report.max_bytes or len(value.encode())) - len(suffix.encode())
+        chars = report.max_chars if report.max_chars is not None else len(value)
+        size = report.max_bytes if report.max_bytes is not None else len(value.encode())
+        budget_chars, budget_bytes = chars - len(suffix), size - len(suffix.encode())
         if budget_chars < 0 or budget_bytes < 0:
             continue
         head = value[:budget_chars]
@@ -171,7 +173,9 @@ def _build(report: Report, transcript_items: int) -> _Doc:
     changes = report.comparison.changes if report.comparison else ()
     by_id = {c.scenario_id: c for c in changes}
     with_baseline = report.comparison is not None
-    header = ["|   | Scenario | Group | Runs | Time |" + (" vs baseline |" if with_baseline else "")]
+    header = [
+        "|   | Scenario | Group | Runs | Time |" + (" vs baseline |" if with_baseline else "")
+    ]
     header.append("|:-:|---|---|---|--:|" + ("---|" if with_baseline else ""))
     rows = [_row(s, by_id.get(s.scenario_id), with_baseline) for s in results.scenarios]
     rows += [_removed_row(c) for c in changes if c.kind == "removed"]
@@ -298,14 +302,15 @@ def _details(scenario: ScenarioResult, transcript_items: int) -> str:
         if attempt.transcript:
             items = attempt.transcript[-transcript_items:]
             earlier = len(attempt.transcript) - len(items)
-            heading = "Transcript" + (f" (last {len(items)} of {len(attempt.transcript)})"
-                                      if earlier else "")
+            heading = "Transcript" + (
+                f" (last {len(items)} of {len(attempt.transcript)})" if earlier else ""
+            )
             if len(scenario.attempts) > 1:
                 number = scenario.attempts.index(attempt) + 1
                 heading += f", attempt {number}/{len(scenario.attempts)}"
             parts.append(f"{heading}:\n\n<pre>{text(chr(10).join(format_transcript(items)))}</pre>")
         if scenario.status == "error" and attempt.log_tail:
-            tail = attempt.log_tail[-min(LOG_TAIL_LINES, transcript_items):]
+            tail = attempt.log_tail[-min(LOG_TAIL_LINES, transcript_items) :]
             where = f" of <code>{text(attempt.log_path)}</code>" if attempt.log_path else ""
             parts.append(
                 f"Last {len(tail)} log lines{where}:\n\n<pre>{text(chr(10).join(tail))}</pre>"

@@ -1,0 +1,5 @@
+"""``python -m lkeval``: the same as the ``lkeval`` command."""
+
+from lkeval.cli import entrypoint
+
+entrypoint()

@@ -1,0 +1,63 @@
+"""Shared test plumbing: the local LLM server, the CLI as a subprocess, a clean environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lkeval.testing.llm_server import LLMServer
+
+ROOT = Path(__file__).resolve().parent.parent
+HOTEL = ROOT / "examples" / "hotel"
+TEST_AGENTS = Path(__file__).resolve().parent / "agents"
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment for a child lkeval: no GitHub Actions context unless a test sets one,
+    no real LLM endpoints or keys from the developer's shell."""
+    drop = ("GITHUB_", "INPUT_", "OPENAI_", "LKEVAL_", "LIVEKIT_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop) and k != "CI"}
+    env.update(extra)
+    return env
+
+
+def hotel_env(llm: LLMServer, **extra: str) -> dict[str, str]:
+    """Environment that points the example agent at the local LLM."""
+    return clean_env(
+        OPENAI_BASE_URL=llm.base_url,
+        OPENAI_API_KEY="test-key-not-secret",
+        HOTEL_AGENT_MODEL="hotel-agent",
+        **extra,
+    )
+
+
+def run_lkeval(
+    args: list[str], env: dict[str, str], timeout: float = 240, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI in a child process, as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "lkeval", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def hotel_llm() -> Iterator[LLMServer]:
+    with LLMServer.from_file(HOTEL / "llm_rules.yaml") as server:
+        yield server

@@ -1,0 +1,195 @@
+"""A small, real GitHub REST server on 127.0.0.1 for the comment and context tests.
+
+It keeps issue comments in memory and answers the calls lk-eval makes, the way GitHub does
+(status codes, ``Link`` pagination honouring ``per_page``, JSON error ``message``), plus
+switchable faults: 403 "Resource not accessible by integration" (a fork PR's token), 500, and
+answers slower than the client's timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+MAX_BODY = 65_536
+
+_LIST = re.compile(r"^/repos/([^/]+)/([^/]+)/issues/(\d+)/comments$")
+_ONE = re.compile(r"^/repos/([^/]+)/([^/]+)/issues/comments/(\d+)$")
+_PULLS = re.compile(r"^/repos/([^/]+)/([^/]+)/commits/([0-9a-f]+)/pulls$")
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class FakeGitHub:
+    """State and behaviour of the fake; tests poke at it directly."""
+
+    token: str = "ghs_faketoken123456"
+    comments: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    pulls_by_sha: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    requests: list[Request] = field(default_factory=list)
+    #: None, "403", "500" or "slow"; applies to methods in ``fault_methods`` (all when empty).
+    fault: str | None = None
+    fault_methods: tuple[str, ...] = ()
+    slow_seconds: float = 1.0
+    next_id: int = 1000
+    base_url: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add_comments(self, repo: str, number: int, bodies: list[str]) -> None:
+        for body in bodies:
+            self._create(repo, number, body, user="someone")
+
+    def _create(self, repo: str, number: int, body: str, user: str) -> dict[str, Any]:
+        self.next_id += 1
+        comment = {
+            "id": self.next_id,
+            "body": body,
+            "user": {"login": user},
+            "html_url": f"https://github.example/{repo}/pull/{number}#issuecomment-{self.next_id}",
+        }
+        self.comments.setdefault((repo, number), []).append(comment)
+        return comment
+
+    def comments_of(self, repo: str, number: int) -> list[dict[str, Any]]:
+        return self.comments.get((repo, number), [])
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
+    def _send(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
+        raw = json.dumps(data).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(raw)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(raw)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout test)
+
+    def _handle(self, method: str) -> None:
+        gh = self.server.github
+        url = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body = json.loads(raw) if raw else None
+        with gh.lock:
+            gh.requests.append(
+                Request(method, url.path, parse_qs(url.query), dict(self.headers.items()), body)
+            )
+            fault = gh.fault if (not gh.fault_methods or method in gh.fault_methods) else None
+        if fault == "slow":
+            time.sleep(gh.slow_seconds)
+        elif fault == "403":
+            return self._send(
+                403,
+                {
+                    "message": "Resource not accessible by integration",
+                    "documentation_url": "https://docs.github.com/rest",
+                },
+            )
+        elif fault == "500":
+            return self._send(500, {"message": "Server Error"})
+        if self.headers.get("Authorization") != f"Bearer {gh.token}":
+            return self._send(401, {"message": "Bad credentials"})
+        with gh.lock:
+            self._route(method, url.path, parse_qs(url.query), body)
+
+    def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> None:
+        gh = self.server.github
+        if m := _LIST.match(path):
+            repo, number = f"{m[1]}/{m[2]}", int(m[3])
+            if method == "GET":
+                return self._list(repo, number, query)
+            if method == "POST":
+                if not self._valid_body(body):
+                    return None
+                return self._send(201, gh._create(repo, number, body["body"], "github-actions[bot]"))
+        if (m := _ONE.match(path)) and method == "PATCH":
+            if not self._valid_body(body):
+                return None
+            for comments in gh.comments.values():
+                for comment in comments:
+                    if comment["id"] == int(m[3]):
+                        comment["body"] = body["body"]
+                        return self._send(200, comment)
+            return self._send(404, {"message": "Not Found"})
+        if (m := _PULLS.match(path)) and method == "GET":
+            return self._send(200, gh.pulls_by_sha.get(m[3], []))
+        return self._send(404, {"message": "Not Found"})
+
+    def _valid_body(self, body: Any) -> bool:
+        if not isinstance(body, dict) or not isinstance(body.get("body"), str):
+            self._send(422, {"message": "Invalid request: body is required"})
+            return False
+        if len(body["body"]) > MAX_BODY:
+            self._send(422, {"message": "Validation Failed: body is too long (maximum is 65536)"})
+            return False
+        return True
+
+    def _list(self, repo: str, number: int, query: dict[str, list[str]]) -> None:
+        gh = self.server.github
+        per_page = min(int(query.get("per_page", ["30"])[0]), 100)
+        page = int(query.get("page", ["1"])[0])
+        comments = gh.comments_of(repo, number)
+        last = max(1, -(-len(comments) // per_page))
+        chunk = comments[(page - 1) * per_page : page * per_page]
+        base = f"{gh.base_url}/repos/{repo}/issues/{number}/comments"
+        links = []
+        if page < last:
+            links.append(f'<{base}?per_page={per_page}&page={page + 1}>; rel="next"')
+            links.append(f'<{base}?per_page={per_page}&page={last}>; rel="last"')
+        if page > 1:
+            links.append(f'<{base}?per_page={per_page}&page=1>; rel="first"')
+        return self._send(200, chunk, {"Link": ", ".join(links)} if links else None)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    github: FakeGitHub
+
+
+@contextmanager
+def github_server() -> Iterator[FakeGitHub]:
+    """Run the fake on a free loopback port; yields its state with ``base_url`` set."""
+    server = _Server(("127.0.0.1", 0), _Handler)
+    server.github = FakeGitHub()
+    server.github.base_url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.github
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,194 @@
+"""End to end: the real CLI boots real agents through the LiveKit console and the real protocol.
+
+Each lkeval run here boots agent processes (~2.5 CPU-s each), so the checks are grouped into
+few runs and every run is asserted from several sides.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import HOTEL, TEST_AGENTS, clean_env, hotel_env, read_json, run_lkeval
+from lkeval.testing.llm_server import LLMServer
+
+pytestmark = pytest.mark.e2e
+
+
+def _scenarios_file(tmp_path: Path, scenarios: list[dict], name: str = "Tests") -> Path:
+    path = tmp_path / "scenarios.yaml"
+    path.write_text(yaml.safe_dump({"name": name, "scenarios": scenarios}, sort_keys=False))
+    return path
+
+
+def _by_id(results: dict) -> dict[str, dict]:
+    return {s["scenario_id"]: s for s in results["scenarios"]}
+
+
+def test_hotel_scripted_scenarios(tmp_path: Path, hotel_llm: LLMServer) -> None:
+    example = yaml.safe_load((HOTEL / "scenarios.yaml").read_text())
+    scripted = [s for s in example["scenarios"] if "turns" in s]
+    wrong_args = {
+        "id": "SCN_wrongArgs",
+        "label": "Wrong nights",
+        "turns": [{"user": "Is a double room free?", "expect": [
+            {"function_call": {"name": "check_availability", "arguments": {"nights": 3}}}]}],
+    }
+    scenarios = _scenarios_file(tmp_path, [*scripted, wrong_args], name="Hotel front desk")
+    results_path = tmp_path / "out" / "results.json"
+    proc = run_lkeval(
+        ["run", "--agent", str(HOTEL / "agent.py"), "--scenarios", str(scenarios),
+         "--results", str(results_path), "--concurrency", "2"],
+        hotel_env(hotel_llm),
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    results = read_json(results_path)
+    assert results["format_version"] == 1
+    assert results["metadata"]["livekit_agents_version"]
+    by_id = _by_id(results)
+
+    check = by_id["SCN_checkDouble01"]
+    assert check["status"] == "passed", check
+    attempt = check["attempts"][0]
+    assert check["line"] == scenarios.read_text().splitlines().index(
+        next(line for line in scenarios.read_text().splitlines() if "SCN_checkDouble01" in line)
+    ) + 1
+    greeting = [i for i in attempt["transcript"] if i["turn"] == 0 and i["kind"] == "message"]
+    assert greeting and "Welcome" in greeting[0]["text"]  # the greeting was waited for
+    assert all(e["passed"] for e in attempt["expectations"]) and len(attempt["expectations"]) == 5
+    assert attempt["usage"]["agent"]["input_tokens"] > 0
+    assert Path(attempt["log_path"]).is_file()
+    assert attempt["boot_seconds"] > 0 and len(attempt["turn_seconds"]) == 1
+
+    handoff = by_id["SCN_bookAda01"]
+    assert handoff["status"] == "passed", handoff
+    kinds = [i["kind"] for i in handoff["attempts"][0]["transcript"]]
+    assert "agent_handoff" in kinds
+
+    veto = by_id["SCN_vetoGrace01"]
+    assert veto["status"] == "failed"
+    assert "agent veto" in veto["reason"] and "Grace" in veto["reason"]
+    sources = {v["source"]: v["verdict"] for v in veto["attempts"][0]["verdicts"]}
+    assert sources == {"scripted": "pass", "agent": "fail"}
+
+    wrong = by_id["SCN_wrongArgs"]
+    assert wrong["status"] == "failed"
+    assert "nights" in wrong["reason"] and "expected 3" in wrong["reason"]
+    assert "✗" in proc.stdout and "Wrong nights" in proc.stdout
+
+
+def test_faulty_agents_are_errors_and_the_run_goes_on(tmp_path: Path) -> None:
+    rules = [
+        {"model": "faulty-agent", "last_user": "explode", "tool_calls": [{"name": "explode"}]},
+        {"model": "faulty-agent", "after_tool": "lookup", "text": "That failed."},
+        {"model": "faulty-agent", "last_user": "bad key",
+         "tool_calls": [{"name": "lookup", "arguments": {"key": "bad"}}]},
+        {"model": "faulty-agent", "text": "Fine."},
+    ]
+    scenarios = _scenarios_file(tmp_path, [
+        {"id": "crash", "label": "Crashes mid-turn", "userdata": {"fault": "exit_in_tool"},
+         "turns": [{"user": "please explode"}, {"user": "still there?"}]},
+        {"id": "raises", "label": "Entrypoint raises",
+         "userdata": {"fault": "raise_in_entrypoint"}, "turns": [{"user": "hello"}]},
+        {"id": "tool-error", "label": "Tool error is an event",
+         "turns": [{"user": "look up the bad key", "expect": [
+             {"function_call": {"name": "lookup"}},
+             {"function_call_output": {"is_error": True}},
+             {"message": {"contains": "failed"}}]}]},
+    ])
+    results_path = tmp_path / "results.json"
+    with LLMServer(rules) as llm:
+        started = time.monotonic()
+        proc = run_lkeval(
+            ["run", "--agent", str(TEST_AGENTS / "faulty_agent.py"), "--scenarios",
+             str(scenarios), "--results", str(results_path), "--boot-timeout", "90"],
+            clean_env(OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="k"),
+        )
+        elapsed = time.monotonic() - started
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    by_id = _by_id(read_json(results_path))
+    crash = by_id["crash"]
+    assert crash["status"] == "error"
+    assert "exited with code 3" in crash["reason"], crash["reason"]
+    assert crash["attempts"][0]["log_tail"]
+    raises = by_id["raises"]
+    assert raises["status"] == "error"
+    assert "crashed" in raises["reason"] and "boot timeout" not in raises["reason"]
+    assert raises["attempts"][0]["duration_seconds"] < 30  # found in the log, not timed out
+    assert by_id["tool-error"]["status"] == "passed", by_id["tool-error"]
+    assert elapsed < 90 * 3
+
+
+def test_import_error_means_nothing_could_run(tmp_path: Path) -> None:
+    scenarios = _scenarios_file(tmp_path, [{"label": "Anything", "turns": [{"user": "hi"}]}])
+    results_path = tmp_path / "results.json"
+    proc = run_lkeval(
+        ["run", "--agent", str(TEST_AGENTS / "import_error_agent.py"), "--scenarios",
+         str(scenarios), "--results", str(results_path)],
+        clean_env(),
+    )
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    (result,) = read_json(results_path)["scenarios"]
+    assert result["status"] == "error"
+    assert "lkeval_no_such_module" in result["reason"]
+    assert result["scenario_id"] == "tests/anything"  # derived from group name + label
+
+
+def _agent_processes(marker: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if "agent_host" in cmdline and marker in cmdline:
+            found.append(int(pid))
+    return found
+
+
+def test_sigterm_writes_partial_results_and_leaves_no_agent(tmp_path: Path) -> None:
+    rules = [
+        {"model": "hotel-agent", "system": "Greet", "text": "Hello."},
+        {"model": "hotel-agent", "last_user": "slow", "text": "...", "delay": 60},
+        {"model": "hotel-agent", "text": "Quick."},
+    ]
+    scenarios = _scenarios_file(tmp_path, [
+        {"id": "quick", "label": "Quick", "turns": [{"user": "hi", "expect": [{"message": {}}]}]},
+        {"id": "slow", "label": "Slow", "turns": [{"user": "slow please"}]},
+    ])
+    agent = tmp_path / "agent_copy.py"  # a unique path to find our agent processes by
+    agent.write_text((HOTEL / "agent.py").read_text())
+    results_path = tmp_path / "results.json"
+    with LLMServer(rules) as llm:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "lkeval", "run", "--agent", str(agent), "--scenarios",
+             str(scenarios), "--results", str(results_path), "--concurrency", "1"],
+            env=hotel_env(llm), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # wait until the slow turn is in flight
+            if any("slow please" in str(r.body) for r in llm.requests):
+                break
+            time.sleep(0.2)
+        else:
+            proc.kill()
+            pytest.fail("the slow turn never reached the LLM")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, out + err
+    results = read_json(results_path)
+    assert results["metadata"]["interrupted"] is True
+    by_id = _by_id(results)
+    assert by_id["quick"]["status"] == "passed"
+    assert by_id["slow"]["status"] == "error" and "interrupted" in by_id["slow"]["reason"]
+    assert _agent_processes(str(agent)) == []
+    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("lkeval-*/slow.dispatch.json"))

@@ -1,0 +1,350 @@
+"""The judge against a real (scripted) OpenAI-compatible server over HTTP.
+
+Nothing here patches our own functions: the LLM is livekit-plugins-openai's, pointed at
+:class:`LLMServer`, so the forced tool call, retries, timeouts and usage go over the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import pytest
+from livekit.agents.llm import LLM
+
+from lkeval.judge import (
+    JudgeError,
+    combine_verdicts,
+    judge_conversation,
+    judge_intent,
+    render_transcript,
+    run_builtin_judges,
+)
+from lkeval.llm_call import LLMError
+from lkeval.llm_config import LLMSpec, build_llm, resolve_llm_spec
+from lkeval.results import TranscriptItem, Usage, Verdict
+from lkeval.testing.llm_server import LLMServer
+
+T = TypeVar("T")
+
+TRANSCRIPT = (
+    TranscriptItem("message", 0, role="assistant", text="Hello, Hotel Aurora, how can I help?"),
+    TranscriptItem("message", 1, role="user", text="I need a room for May 3rd."),
+    TranscriptItem(
+        "function_call", 1, name="book_room", arguments='{"date": "2025-05-03"}', call_id="c1"
+    ),
+    TranscriptItem(
+        "function_call_output",
+        1,
+        name="book_room",
+        output="no rooms",
+        is_error=True,
+        call_id="c1",
+    ),
+    TranscriptItem("agent_handoff", 1, old_agent="Greeter", new_agent="Booker"),
+    TranscriptItem("message", 1, role="assistant", text="Sorry, we are full on May 3rd."),
+)
+EXPECTATIONS = "The agent tries to book the room and tells the caller the truth."
+INSTRUCTIONS = "You are Ana and want a room on May 3rd."
+
+
+def verdict_rule(
+    verdict: str, reasoning: str = "because", forced: str = "submit_verdict", **match: Any
+) -> dict[str, Any]:
+    """A rule answering a (forced) submit_verdict call; livekit's own judges force 'required'."""
+    args = {"reasoning": reasoning, "verdict": verdict}
+    return {
+        "tool_choice": forced,
+        **match,
+        "tool_calls": [{"name": "submit_verdict", "arguments": args}],
+    }
+
+
+@pytest.fixture
+def srv() -> Iterator[LLMServer]:
+    with LLMServer() as server:
+        yield server
+
+
+def spec_for(server: LLMServer, **overrides: Any) -> LLMSpec:
+    flags = {"judge_model": "lkeval-scripted", "judge_base_url": server.base_url}
+    spec = resolve_llm_spec("judge", flags, environ={})
+    fast = {"retry_delay": 0.01, "retry_max_delay": 0.05, "timeout": 5.0}
+    return replace(spec, **{**fast, **overrides})
+
+
+def run(spec: LLMSpec, fn: Callable[[LLM], Awaitable[T]]) -> T:
+    """Build the spec's LLM (from the real environment), run ``fn`` with it, close it."""
+
+    async def main() -> T:
+        llm = build_llm(spec)
+        try:
+            return await fn(llm)
+        finally:
+            await llm.aclose()
+
+    return asyncio.run(main())
+
+
+def judge(spec: LLMSpec, rejudge: int = 0) -> tuple[Verdict, Usage]:
+    return run(
+        spec,
+        lambda llm: judge_conversation(
+            llm, spec, TRANSCRIPT, EXPECTATIONS, INSTRUCTIONS, rejudge=rejudge
+        ),
+    )
+
+
+@pytest.mark.parametrize("value", ["pass", "fail", "maybe"])
+def test_judge_returns_the_verdict_of_the_forced_tool_call(srv: LLMServer, value: str) -> None:
+    srv.set_rules([verdict_rule(value, f"it is {value}")])
+    verdict, usage = judge(spec_for(srv))
+    assert verdict == Verdict("judge", value, f"it is {value}")  # type: ignore[arg-type]
+    assert usage.input_tokens > 0 and usage.output_tokens > 0
+    assert usage.cost_usd is None  # no price for a scripted model
+
+    body = srv.requests[0].body
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "submit_verdict"}}
+    assert body["temperature"] == 0
+    (tool,) = body["tools"]
+    assert tool["function"]["parameters"]["properties"]["verdict"]["enum"] == [
+        "pass",
+        "fail",
+        "maybe",
+    ]
+    prompt = body["messages"][-1]["content"]
+    for needle in (
+        EXPECTATIONS,
+        INSTRUCTIONS,
+        'book_room({"date": "2025-05-03"})',
+        "book_room failed with: no rooms",
+        "handoff from Greeter to Booker",
+        "[turn 0] agent: Hello",
+    ):
+        assert needle in prompt
+
+
+def test_usage_is_priced_when_the_price_is_known(srv: LLMServer) -> None:
+    srv.set_rules([verdict_rule("pass")])
+    _, usage = judge(spec_for(srv, price_in=1.0, price_out=2.0))
+    expected = (usage.input_tokens * 1.0 + usage.output_tokens * 2.0) / 1e6
+    assert usage.cost_usd == pytest.approx(expected)
+
+
+def test_a_429_is_retried_after_the_servers_retry_after(srv: LLMServer) -> None:
+    srv.set_rules([{"status": 429, "times": 2}, verdict_rule("pass")])
+    start = time.monotonic()
+    # a 30 s backoff would time the test out: the server's "Retry-After: 0" must win
+    verdict, _ = judge(spec_for(srv, retry_delay=30.0, retry_max_delay=30.0))
+    assert verdict.verdict == "pass"
+    assert len(srv.requests) == 3
+    assert time.monotonic() - start < 5
+
+
+def test_a_refused_connection_is_retried_then_reported() -> None:
+    with LLMServer() as server:
+        spec = spec_for(server, max_retries=2)
+    with pytest.raises(LLMError, match=r"connection failed .*\(after 3 attempts\)"):
+        judge(spec)
+
+
+def test_a_persistent_500_becomes_llm_error_after_the_retries(srv: LLMServer) -> None:
+    srv.set_rules([{"status": 500, "text": "upstream exploded"}])
+    start = time.monotonic()
+    with pytest.raises(LLMError) as info:
+        judge(spec_for(srv, max_retries=3))
+    assert time.monotonic() - start < 3
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"judge LLM lkeval-scripted at 127.0.0.1:{srv.port}" in message
+    assert "HTTP 500" in message and "upstream exploded" in message
+    assert "after 4 attempts" in message
+    assert info.value.status == 500
+    assert len(srv.requests) == 4
+
+
+def test_a_401_is_not_retried_and_never_shows_the_key(
+    srv: LLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LKEVAL_JUDGE_API_KEY", "sk-very-secret-123")
+    spec = replace(spec_for(srv), api_key_env="LKEVAL_JUDGE_API_KEY")
+    srv.set_rules([{"status": 401, "text": "Incorrect API key provided: sk-very-secret-123"}])
+    with pytest.raises(LLMError) as info:
+        judge(spec)
+    assert "sk-very-secret" not in str(info.value)
+    assert "HTTP 401" in str(info.value) and "check LKEVAL_JUDGE_API_KEY" in str(info.value)
+    assert len(srv.requests) == 1
+    assert srv.requests[0].authorization == "Bearer sk-very-secret-123"
+
+
+def test_a_hanging_server_times_out(srv: LLMServer) -> None:
+    srv.set_rules([{"hang": True}])
+    with pytest.raises(LLMError, match=r"no answer within 0.3s \(after 2 attempts\)"):
+        judge(spec_for(srv, timeout=0.3, max_retries=1))
+
+
+def test_temperature_is_dropped_once_the_provider_rejects_it(srv: LLMServer) -> None:
+    srv.set_rules(
+        [
+            {
+                "status": 400,
+                "times": 1,
+                "text": "Unsupported value: 'temperature' does not support 0 with this model.",
+            },
+            verdict_rule("pass"),
+        ]
+    )
+    spec = spec_for(srv, max_retries=0)  # the temperature retry is not counted as a retry
+
+    async def twice(llm: LLM) -> None:
+        for _ in range(2):
+            v, _ = await judge_conversation(llm, spec, TRANSCRIPT, EXPECTATIONS, INSTRUCTIONS)
+            assert v.verdict == "pass"
+
+    run(spec, twice)
+    bodies = [r.body for r in srv.requests]
+    assert [("temperature" in b) for b in bodies] == [True, False, False]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ("{not json", "not JSON"),
+        ('{"reasoning": "hm"}', "no verdict"),
+        ('{"reasoning": "hm", "verdict": "great"}', "unknown verdict 'great'"),
+        ("[1, 2]", "not an object"),
+    ],
+)
+def test_a_malformed_verdict_call_is_a_judge_error(
+    srv: LLMServer, arguments: str, error: str
+) -> None:
+    srv.set_rules([{"tool_calls": [{"name": "submit_verdict", "arguments": arguments}]}])
+    with pytest.raises(JudgeError, match=error):
+        judge(spec_for(srv))
+
+
+def test_a_text_answer_instead_of_the_tool_call_is_a_judge_error(srv: LLMServer) -> None:
+    srv.set_rules([{"text": "I think it passes."}])
+    with pytest.raises(JudgeError, match=r"did not call submit_verdict.*I think it passes"):
+        judge(spec_for(srv))
+
+
+def test_rejudge_majority_overturns_a_flaky_fail(srv: LLMServer) -> None:
+    srv.set_rules([verdict_rule("fail", "no booking", times=1), verdict_rule("pass", "booked")])
+    verdict, usage = judge(spec_for(srv), rejudge=2)
+    assert verdict.verdict == "pass"
+    assert verdict.votes == ("fail", "pass", "pass")
+    assert verdict.reason.startswith("booked") and "2 of 3 votes pass" in verdict.reason
+    assert len(srv.requests) == 3
+    single = judge_usage_of_one_call(srv)
+    assert usage.input_tokens == 3 * single.input_tokens
+
+
+def judge_usage_of_one_call(srv: LLMServer) -> Usage:
+    srv.set_rules([verdict_rule("pass", "booked")])
+    return judge(spec_for(srv))[1]
+
+
+def test_rejudge_keeps_a_fail_that_the_majority_confirms(srv: LLMServer) -> None:
+    srv.set_rules([verdict_rule("fail", "no", times=2), verdict_rule("pass")])
+    verdict, _ = judge(spec_for(srv), rejudge=2)
+    assert verdict.verdict == "fail" and verdict.votes == ("fail", "fail", "pass")
+
+
+def test_a_pass_is_not_rejudged(srv: LLMServer) -> None:
+    srv.set_rules([verdict_rule("pass")])
+    verdict, _ = judge(spec_for(srv), rejudge=2)
+    assert verdict.votes == () and len(srv.requests) == 1
+
+
+def test_intent_check_on_one_message(srv: LLMServer) -> None:
+    srv.set_rules([verdict_rule("pass", "it apologises", last_user="Sorry, we are full")])
+    spec = spec_for(srv)
+    verdict, usage = run(
+        spec,
+        lambda llm: judge_intent(
+            llm,
+            spec,
+            "Sorry, we are full on May 3rd.",
+            "apologises and says there is no room",
+            TRANSCRIPT[:-1],
+        ),
+    )
+    assert verdict == Verdict("intent", "pass", "it apologises")
+    assert usage.input_tokens > 0
+    prompt = srv.requests[0].body["messages"][-1]["content"]
+    assert "apologises and says there is no room" in prompt and "I need a room" in prompt
+
+
+def test_builtin_judges_use_livekits_prompts_and_report_usage(srv: LLMServer) -> None:
+    srv.set_rules(
+        [
+            verdict_rule("fail", "unsafe", "required", last_user="behave safely"),
+            verdict_rule("pass", "done", "required", last_user="Agent Instructions:\nBook rooms"),
+            verdict_rule("pass", "kept context", "required", last_user="agent handoff"),
+        ]
+    )
+    spec = spec_for(srv)
+    seen: list[Usage] = []
+    verdicts = run(
+        spec,
+        lambda llm: run_builtin_judges(
+            ["safety", "task_completion", "handoff"],
+            llm,
+            TRANSCRIPT,
+            spec=spec,
+            agent_instructions="Book rooms for guests.",
+            on_usage=seen.append,
+        ),
+    )
+    assert [(v.source, v.verdict) for v in verdicts] == [
+        ("judge:safety", "fail"),
+        ("judge:task_completion", "pass"),
+        ("judge:handoff", "pass"),
+    ]
+    assert verdicts[0].reason == "unsafe"
+    assert len(seen) == 1 and seen[0].input_tokens > 0
+    # handoff judge sees the Greeter -> Booker handoff, so it too asked the LLM
+    assert len(srv.requests) == 3
+    assert all(r.body["temperature"] == 0 for r in srv.requests)
+
+
+def test_builtin_judge_with_a_malformed_answer_is_a_judge_error(srv: LLMServer) -> None:
+    bad = json.dumps({"verdict": "great", "reasoning": "x"})
+    srv.set_rules([{"tool_calls": [{"name": "submit_verdict", "arguments": bad}]}])
+    spec = spec_for(srv)
+    with pytest.raises(JudgeError, match="judge:coherence"):
+        run(spec, lambda llm: run_builtin_judges(["coherence"], llm, TRANSCRIPT, spec=spec))
+
+
+def test_builtin_judge_llm_failure_is_an_llm_error(srv: LLMServer) -> None:
+    srv.set_rules([{"status": 503}])
+    spec = spec_for(srv, max_retries=1)
+    with pytest.raises(LLMError, match="HTTP 503"):
+        run(spec, lambda llm: run_builtin_judges(["safety"], llm, TRANSCRIPT, spec=spec))
+
+
+def test_render_transcript_marks_interruptions_and_empty() -> None:
+    assert render_transcript([]) == "(no messages)"
+    text = render_transcript(
+        [TranscriptItem("message", 2, role="assistant", text="Well", interrupted=True)]
+    )
+    assert text == "[turn 2] agent: Well [interrupted]"
+
+
+def test_combine_verdicts_is_an_and_with_maybe_as_fail_by_default() -> None:
+    ok = Verdict("judge", "pass", "fine")
+    maybe = Verdict("judge:safety", "maybe", "unclear")
+    veto = Verdict("agent", "fail", "state not reached")
+    assert combine_verdicts([]) == (True, "")
+    assert combine_verdicts([ok]) == (True, "")
+    assert combine_verdicts([ok, maybe]) == (False, "judge:safety: maybe — unclear")
+    assert combine_verdicts([ok, maybe], maybe_is_pass=True) == (True, "")
+    passed, reason = combine_verdicts([ok, maybe, veto], maybe_is_pass=True)
+    assert not passed and reason == "agent: fail — state not reached"
+    passed, reason = combine_verdicts([maybe, veto])
+    assert reason == "judge:safety: maybe — unclear; agent: fail — state not reached"

@@ -1,0 +1,300 @@
+"""Reporters: golden outputs, an independent JUnit reader, the JUnit XSD, Markdown budgets."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import xmlschema
+from junitparser import Error, Failure, JUnitXml, Skipped
+from report_fixtures import (
+    CANCEL_TRANSCRIPT,
+    assert_golden,
+    baseline_results,
+    msg,
+    results_of,
+    run_results,
+    scenario,
+)
+
+from lkeval.baseline import compare
+from lkeval.gate import evaluate_gate
+from lkeval.reporters import (
+    REPORTER_BY_NAME,
+    JsonReporter,
+    JUnitReporter,
+    MarkdownReporter,
+    Report,
+    Reporter,
+    build_report,
+)
+from lkeval.results import Attempt, RunResults, results_from_dict
+
+XSD = Path(__file__).parent / "data" / "junit.xsd"
+RUN_URL = "https://github.com/acme/hotel/actions/runs/42"
+
+
+def make_report(results: RunResults | None = None, **options: object) -> Report:
+    results = results or run_results()
+    comparison = compare(results, baseline_results())
+    gate = evaluate_gate(results, comparison, "any", None)
+    return build_report(results, comparison, gate, run_url=RUN_URL, **options)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def schema() -> xmlschema.XMLSchema:
+    return xmlschema.XMLSchema(str(XSD))
+
+
+# --- golden files --------------------------------------------------------------------------
+
+
+def test_markdown_golden() -> None:
+    assert_golden("report.md", MarkdownReporter().format(make_report()))
+
+
+def test_markdown_trimmed_golden() -> None:
+    out = MarkdownReporter().format(make_report(max_chars=2000))
+    assert len(out) <= 2000
+    assert_golden("report-trimmed.md", out)
+
+
+def test_junit_golden() -> None:
+    assert_golden("report.xml", JUnitReporter().format(make_report()))
+
+
+def test_output_is_deterministic() -> None:
+    for cls in REPORTER_BY_NAME.values():
+        assert cls().format(make_report()) == cls().format(make_report())
+
+
+# --- registry --------------------------------------------------------------------------------
+
+
+def test_every_registered_reporter_renders_every_outcome() -> None:
+    assert set(REPORTER_BY_NAME) == {"junit", "json", "markdown"}
+    report = make_report()
+    for name, cls in REPORTER_BY_NAME.items():
+        reporter = cls()
+        assert isinstance(reporter, Reporter)
+        assert reporter.name == name
+        out = reporter.format(report)
+        for s in report.results.scenarios:
+            assert s.label in out.replace("&amp;", "&"), (name, s.label)
+
+
+def test_json_reporter_is_the_results_file() -> None:
+    out = JsonReporter().format(make_report())
+    assert results_from_dict(json.loads(out)) == run_results()
+
+
+# --- JUnit read back by junitparser and validated by the XSD --------------------------------
+
+
+def test_junit_read_by_junitparser() -> None:
+    xml = JUnitXml.fromstring(JUnitReporter().format(make_report()).encode())
+    suites = {suite.name: suite for suite in xml}
+    assert list(suites) == ["Room booking", "Front desk"]
+    cases = {case.name: case for suite in xml for case in suite}
+    assert cases["Simple room booking"].is_passed
+    assert cases["Simple room booking"].classname == "Room booking"
+    assert cases["Simple room booking"].time == pytest.approx(3.25)
+    assert cases["Cancel a booking"]._elem.get("file") == "evals/booking.yaml"
+    assert cases["Cancel a booking"]._elem.get("line") == "21"
+
+    (failure,) = cases["Cancel a booking"].result
+    assert isinstance(failure, Failure)
+    assert "\n" not in failure.message
+    assert "agent veto: fail — booking GH-1042 still active" in failure.text
+    assert "judge: fail — The agent told the guest the cancellation worked." in failure.text
+    assert "turn 1, expectation 2 (line 33)" in failure.text
+
+    (repeated,) = cases["Suite booking (repeated)"].result
+    assert isinstance(repeated, Failure)
+    assert repeated.message.startswith("2/3 runs passed, needs 3")
+
+    (error,) = cases["Late check-out"].result
+    assert isinstance(error, Error)
+    assert error.message == "agent crashed before connecting (job crashed)"
+    assert "KeyError: 'guest'" in error.text
+    assert "\x1b" not in error.text  # ANSI colours of the agent log are stripped
+
+    (quarantined,) = cases["Greets by name"].result
+    assert isinstance(quarantined, Skipped)
+    assert quarantined.message.startswith("quarantined: failed (")
+    (skipped,) = cases["Spa appointment"].result
+    assert isinstance(skipped, Skipped)
+
+    out = cases["Cancel a booking"].system_out
+    assert "→ call cancel_booking" in out and "← cancel_booking ERROR" in out
+    assert "<script>" in out  # escaped in XML, the text itself read back intact
+    assert "⇄ handoff FrontDesk → Concierge" in cases["Handoff to concierge"].system_out
+
+
+def test_junit_quarantined_failure_is_not_counted_as_failure() -> None:
+    xml = JUnitXml.fromstring(JUnitReporter().format(make_report()).encode())
+    xml.update_statistics()
+    assert (xml.tests, xml.failures, xml.errors) == (7, 2, 1)
+    front = next(s for s in xml if s.name == "Front desk")
+    assert (front.failures, front.errors, front.skipped) == (0, 1, 2)
+
+
+def test_junit_validates_against_xsd(schema: xmlschema.XMLSchema) -> None:
+    schema.validate(JUnitReporter().format(make_report()))
+
+
+def test_junit_survives_hostile_text(schema: xmlschema.XMLSchema) -> None:
+    nasty = "bell\x07 nul\x00 esc\x1b[31m red ]]> <tag> & \"q\" \ud800 end"
+    s = scenario(
+        nasty,
+        "failed",
+        reason=nasty,
+        attempts=(Attempt(status="failed", transcript=(msg(1, "user", nasty),)),),
+    )
+    out = JUnitReporter().format(make_report(results_of(s)))
+    schema.validate(out)
+    case = next(iter(next(iter(JUnitXml.fromstring(out.encode())))))
+    assert "]]> <tag> &" in case.name
+
+
+def test_junit_empty_run_is_valid(schema: xmlschema.XMLSchema) -> None:
+    out = JUnitReporter().format(make_report(results_of()))
+    schema.validate(out)
+    assert 'tests="0"' in out
+
+
+# --- Markdown ----------------------------------------------------------------------------------
+
+
+def test_markdown_headline_counts_and_usage() -> None:
+    out = MarkdownReporter().format(make_report())
+    first = out.splitlines()[0]
+    assert first == "## lk-eval: ❌ gate failed"
+    assert "2 passed · 2 failed · 1 errored · 1 skipped · 1 quarantined" in out
+    assert "pass rate 40.0% (2/5)" in out
+    assert "1 regressed, 1 fixed, 1 new, 1 removed vs baseline `fedcba987654`" in out
+    assert "agent 3,000 in / 350 out ($0.0021)" in out
+    assert "| ❌ | Cancel a booking | Room booking |  | 4.5s | 🔻 regression |" in out
+    assert "| ❌ | Suite booking (repeated) | Room booking | 2/3 (needs 3) |" in out
+    assert "| ➖ | Parking question |" in out
+    assert out.count("<details>") == 4  # failed, repeated, error, quarantined failure
+
+
+def test_markdown_passing_headline() -> None:
+    results = results_of(scenario("a"), scenario("b"))
+    report = build_report(results, None, evaluate_gate(results, None))
+    out = MarkdownReporter().format(report)
+    assert out.startswith("## lk-eval: ✅ gate passed")
+    assert "vs baseline" not in out
+    assert "<details>" not in out
+
+
+def test_markdown_escapes_cells_and_details() -> None:
+    out = MarkdownReporter().format(make_report())
+    assert "<script>" not in out
+    assert "&lt;script&gt;alert('x')&lt;/script&gt; &amp; all set." in out
+    s = scenario("pipe | and\nnewline <b>x</b>", "failed", group_name="G|H")
+    out = MarkdownReporter().format(make_report(results_of(s)))
+    row = next(line for line in out.splitlines() if line.startswith("| ❌"))
+    assert "pipe \\| and newline &lt;b&gt;x&lt;/b&gt;" in row
+    assert "G\\|H" in row
+    assert row.count(" | ") == 6 - 1 + 0  # exactly the 6 cells' separators
+    assert "<b>x</b>" not in out
+
+
+def test_markdown_details_can_be_turned_off() -> None:
+    out = MarkdownReporter().format(make_report(details=False))
+    assert "<details>" not in out and "Cancel a booking" in out
+
+
+def _big_run(n: int, transcript_len: int = 40, reason: str = "judge says no") -> RunResults:
+    long = tuple(
+        msg(1, "user" if i % 2 else "assistant", f"line {i} " + "blah " * 30)
+        for i in range(transcript_len)
+    )
+    scenarios = []
+    for i in range(n):
+        status = "failed" if i % 3 == 0 else "passed"
+        scenarios.append(
+            scenario(
+                f"scenario {i:04d}",
+                status,
+                attempts=(Attempt(status=status, transcript=long, reason=reason),),
+            )
+        )
+    return results_of(*scenarios)
+
+
+@pytest.mark.parametrize("limit", [65_536 - 1024, 20_000, 3_000, 500, 60, 0])
+def test_markdown_never_exceeds_budget(limit: int) -> None:
+    report = make_report(_big_run(400), max_chars=limit)
+    out = MarkdownReporter().format(report)
+    assert len(out) <= limit
+
+
+def test_markdown_trims_transcripts_first_then_details_then_rows() -> None:
+    full = MarkdownReporter().format(make_report(_big_run(6)))
+    assert "(last 16 of 40)" in full
+
+    # A little short: transcripts shrink, every detail and row stays.
+    out = MarkdownReporter().format(make_report(_big_run(6), max_chars=len(full) - 200))
+    assert "(last 16 of 40)" not in out and out.count("<details>") == 2
+    assert "left out" not in out
+
+    # Shorter still: details go (last first) before any row.
+    run = _big_run(6, reason="the judge disagreed " * 20)
+    rows_only = len(MarkdownReporter().format(make_report(run, details=False)))
+    out = MarkdownReporter().format(make_report(run, max_chars=rows_only + 1000))
+    assert "Details of 1 more scenario(s) left out to fit; see the [full results](" in out
+    assert out.count("<details>") == 1 and "scenario 0000</b>" in out
+    assert out.count("| ✅ |") == 4 and out.count("| ❌ |") == 2
+
+    # Tiny: rows go, failing rows last.
+    out = MarkdownReporter().format(make_report(_big_run(60), max_chars=2500))
+    assert "more row(s) left out to fit; see the [full results](" + RUN_URL in out
+    assert out.count("| ❌ |") == 20  # every failing row kept
+    assert out.count("| ✅ |") < 40 and "| ➖ |" not in out
+
+
+def test_markdown_byte_budget_counts_utf8() -> None:
+    out = MarkdownReporter().format(make_report(_big_run(200), max_bytes=10_000))
+    assert len(out.encode()) <= 10_000
+    assert len(out) < 10_000
+
+
+def test_markdown_one_megabyte_summary_of_a_huge_run() -> None:
+    scenarios = [
+        scenario(f"s{i}", "failed", reason="the judge disagreed " * 100) for i in range(1500)
+    ]
+    out = MarkdownReporter().format(make_report(results_of(*scenarios), max_bytes=1024 * 1024))
+    assert len(out.encode()) <= 1024 * 1024
+    assert "left out to fit" in out
+
+
+def test_transcript_excerpt_keeps_the_end() -> None:
+    s = scenario(
+        "long",
+        "failed",
+        attempts=(
+            Attempt(
+                status="failed",
+                transcript=tuple(msg(1, "user", f"message number {i}") for i in range(30))
+                + CANCEL_TRANSCRIPT,
+            ),
+        ),
+    )
+    out = MarkdownReporter().format(make_report(results_of(s)))
+    assert "message number 29" in out and "message number 0\n" not in out
+    assert "Transcript (last 16 of 34)" in out
+
+
+def test_report_masks_results_it_is_built_from() -> None:
+    s = replace(scenario("x", "failed"), reason="token sk-live-abcdef123456 leaked")
+    from lkeval.masking import Masker
+
+    report = build_report(
+        results_of(s), None, evaluate_gate(results_of(s), None), masker=Masker(["sk-live-abcdef123456"])
+    )
+    assert report.results.scenarios[0].reason == "token *** leaked"
