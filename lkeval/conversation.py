@@ -16,7 +16,7 @@ from livekit.protocol.agent_pb import agent_session as pb
 
 from lkeval.agent_process import AgentFailure, AgentProcess
 from lkeval.protocol import ProtocolError, SessionConnection
-from lkeval.results import TranscriptItem, Usage, Verdict
+from lkeval.results import TranscriptItem, Usage, Verdict, VerdictValue
 
 T = TypeVar("T")
 
@@ -112,9 +112,12 @@ class Conversation:
         return list(self._greeting_items), note
 
     def _first_busy_state_seen(self) -> bool:
+        # Older releases connect after the first state change, so the first event we see is
+        # thinking -> listening: its old state still tells that a reply is being generated.
         for received in self.conn.events:
             if received.event.WhichOneof("event") == "agent_state_changed":
-                return received.event.agent_state_changed.new_state in _BUSY_STATES
+                change = received.event.agent_state_changed
+                return change.new_state in _BUSY_STATES or change.old_state in _BUSY_STATES
         return False
 
     def _has_reply(self) -> bool:
@@ -179,7 +182,7 @@ class Conversation:
         final = response.finalize_simulation
         if final.HasField("user_verdict"):
             verdict = final.user_verdict
-            value = "pass" if verdict.success else "fail"
+            value: VerdictValue = "pass" if verdict.success else "fail"
             return Verdict(source="agent", verdict=value, reason=verdict.reason), note
         return None, note
 

@@ -12,9 +12,9 @@ import fnmatch
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from lkeval.results import Attempt, ScenarioResult, Status
 from lkeval.scenario import Scenario
@@ -114,7 +114,7 @@ class Engine:
         self.settings.logs_dir.mkdir(parents=True, exist_ok=True)
         self.settings.work_dir.mkdir(parents=True, exist_ok=True)
         slots = asyncio.Semaphore(max(1, self.options.concurrency))
-        jobs = []
+        jobs: list[Coroutine[Any, Any, None]] = []
         for scenario in self._scenarios:
             if not self.options.selection.selects(scenario):
                 reason = f"not selected ({self.options.selection.describe()})"

@@ -20,6 +20,7 @@ for code that calls ``llm.chat()`` itself (livekit.agents.evals' built-in judges
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import random
 import weakref
@@ -55,6 +56,13 @@ from lkeval.results import Usage
 _MAX_MESSAGE = 300
 # LLMs that rejected a temperature once; weak so a closed LLM is forgotten with it.
 _NO_TEMPERATURE: weakref.WeakSet[LLM] = weakref.WeakSet()
+# LLMs whose HTTP client reports error responses' Retry-After to _attempt (see _watch_http).
+_WATCHED: weakref.WeakSet[LLM] = weakref.WeakSet()
+# The current attempt's mailbox for that report. A mutable dict, because the request runs in
+# the LLMStream's own task, which sees a copy of this context, not the variable itself.
+_HTTP_REPORT: contextvars.ContextVar[dict[str, float] | None] = contextvars.ContextVar(
+    "lkeval_http_report", default=None
+)
 
 
 class LLMError(Exception):
@@ -99,12 +107,13 @@ async def call_llm(
         with_temperature = spec.temperature is not None and llm not in _NO_TEMPERATURE
         try:
             return await _attempt(llm, spec, chat_ctx, tools, tool_choice, with_temperature)
-        except APIStatusError as exc:
+        except _StatusError as wrapped:
+            exc = wrapped.error
             if with_temperature and _rejects_temperature(exc):
                 _NO_TEMPERATURE.add(llm)
                 attempts -= 1  # the provider's quirk, not a failure: retry at once, uncounted
                 continue
-            failure = _status_failure(exc)
+            failure = _status_failure(exc, wrapped.retry_after)
         except (asyncio.TimeoutError, APITimeoutError):
             failure = _Failure(f"no answer within {spec.timeout:g}s", retryable=True)
         except APIConnectionError as exc:
@@ -132,15 +141,24 @@ async def _attempt(
         # As livekit's JudgeGroup: judging is batch work nobody waits on, so it must not
         # compete with live voice traffic for gateway capacity.
         kwargs["inference_class"] = "low"
-    stream = llm.chat(
-        chat_ctx=chat_ctx,
-        tools=list(tools),
-        tool_choice=tool_choice,
-        conn_options=APIConnectOptions(max_retry=0, timeout=spec.timeout),
-        extra_kwargs=extra,
-        **kwargs,
-    )
-    response = await asyncio.wait_for(stream.collect(), timeout=spec.timeout)
+    _watch_http(llm)
+    report: dict[str, float] = {}
+    token = _HTTP_REPORT.set(report)
+    try:
+        stream = llm.chat(
+            chat_ctx=chat_ctx,
+            tools=list(tools),
+            tool_choice=tool_choice,
+            conn_options=APIConnectOptions(max_retry=0, timeout=spec.timeout),
+            extra_kwargs=extra,
+            **kwargs,
+        )
+    finally:
+        _HTTP_REPORT.reset(token)
+    try:
+        response = await asyncio.wait_for(stream.collect(), timeout=spec.timeout)
+    except APIStatusError as exc:
+        raise _StatusError(exc, report.get("retry_after")) from exc
     usage = Usage()
     if response.usage is not None:
         tokens_in, tokens_out = response.usage.prompt_tokens, response.usage.completion_tokens
@@ -152,7 +170,50 @@ def _rejects_temperature(exc: APIStatusError) -> bool:
     return exc.status_code in (400, 422) and "temperature" in f"{exc.message} {exc.body}".lower()
 
 
-def _status_failure(exc: APIStatusError) -> _Failure:
+class _StatusError(Exception):
+    """An HTTP error status with the ``Retry-After`` its response carried, if any."""
+
+    def __init__(self, error: APIStatusError, retry_after: float | None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retry_after = retry_after
+
+
+def _watch_http(llm: LLM) -> None:
+    """Have the LLM's HTTP client report ``Retry-After`` of error responses (best effort).
+
+    livekit turns the SDK's HTTP error into its own ``APIStatusError`` without the response
+    headers, so the header is read where the response arrives: an httpx response hook on
+    the OpenAI client both livekit-plugins-openai and livekit.agents.inference keep in
+    ``_client``. If a livekit release moves it, retries simply fall back to backoff.
+    """
+    if llm in _WATCHED:
+        return
+    _WATCHED.add(llm)
+    http = getattr(getattr(llm, "_client", None), "_client", None)
+    hooks = getattr(http, "event_hooks", None)
+    if not isinstance(hooks, dict):
+        return
+    hooks["response"] = [*hooks.get("response", []), _report_retry_after]
+    http.event_hooks = hooks  # type: ignore[union-attr]
+
+
+async def _report_retry_after(response: Any) -> None:
+    report = _HTTP_REPORT.get()
+    if report is None or response.status_code < 400:
+        return
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = response.headers.get(name)
+        if value is None:
+            continue
+        try:
+            report["retry_after"] = max(0.0, float(value) * scale)
+            return
+        except ValueError:
+            continue  # an HTTP date: rare for LLM APIs; backoff it is
+
+
+def _status_failure(exc: APIStatusError, retry_after: float | None) -> _Failure:
     status = exc.status_code
     retryable = status in (408, 409, 429) or status >= 500
     body = exc.body
@@ -162,31 +223,7 @@ def _status_failure(exc: APIStatusError) -> _Failure:
     except ValueError:
         phrase = ""
     what = f"HTTP {status} {phrase}".rstrip() + f": {detail or exc.message}"
-    return _Failure(what, retryable, status, _retry_after(exc))
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    """Seconds the server asked us to wait, from the HTTP response behind the livekit error.
-
-    livekit re-raises the SDK's error ``from None``, which hides but keeps it as
-    ``__context__``; its response carries the headers.
-    """
-    seen: BaseException | None = exc
-    for _ in range(4):
-        if seen is None:
-            return None
-        response = getattr(seen, "response", None)
-        headers = getattr(response, "headers", None)
-        if headers is not None:
-            for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-                value = headers.get(name)
-                try:
-                    return max(0.0, float(value) * scale) if value is not None else None
-                except ValueError:
-                    continue  # an HTTP date: rare for LLM APIs, fall back to backoff
-            return None
-        seen = seen.__context__ or seen.__cause__
-    return None
+    return _Failure(what, retryable, status, retry_after)
 
 
 def _retry_delay(spec: LLMSpec, attempt: int, retry_after: float | None) -> float:

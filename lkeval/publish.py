@@ -52,8 +52,8 @@ class PublishError(Exception):
     """Bad input to publishing; the CLI maps it to exit code 2."""
 
 
-class BaselineError(PublishError):
-    """The baseline results file cannot be used."""
+class BaselineError(PublishError, ResultsFileError):
+    """The baseline results file cannot be used (also a ResultsFileError: exit 2 either way)."""
 
 
 class OutputError(PublishError):

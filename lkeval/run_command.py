@@ -101,8 +101,6 @@ def run_main(args: argparse.Namespace) -> int:
     scenarios = [s for g in groups for s in g.scenarios]
     if args.shard is not None:
         scenarios = select_shard(scenarios, *args.shard)
-    evaluator = build_evaluator(args, scenarios)  # checks credentials before anything boots
-
     results_path = Path(args.results)
     logs_dir = Path(args.logs_dir) if args.logs_dir else results_path.parent / "logs"
     env = dict(_parse_env(item) for item in args.env)
@@ -115,6 +113,8 @@ def run_main(args: argparse.Namespace) -> int:
         quarantine=tuple(args.quarantine),
         selection=Selection(tags=tuple(args.tag), patterns=tuple(args.match)),
     )
+    selected = [s for s in scenarios if options.selection.selects(s)]
+    evaluator = build_evaluator(args, selected)  # checks credentials before anything boots
     started_at = dt.datetime.now(dt.timezone.utc)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="lkeval-") as work_dir:
@@ -183,6 +183,10 @@ def _run_until_signal(
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
+            closer = getattr(engine.evaluator, "aclose", None)
+            if closer is not None:
+                with contextlib.suppress(Exception):
+                    await closer()
 
     try:
         results = asyncio.run(main())

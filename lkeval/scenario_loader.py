@@ -33,6 +33,7 @@ from lkeval.scenario_yaml import (
     is_null,
     line_of,
     mapping_entries,
+    read_bool,
     read_document,
     read_positive_int,
     read_positive_number,
@@ -68,6 +69,7 @@ LKEVAL_SCENARIO_KEYS = (
     "repeat",
     "min_pass",
     "judges",
+    "then_simulate",
 )
 SCENARIO_KEYS = LIVEKIT_SCENARIO_KEYS + LKEVAL_SCENARIO_KEYS
 # The built-in judges of livekit.agents.evals, the vocabulary users already know.
@@ -248,6 +250,11 @@ def _parse_scenario(
             entries["min_pass"][1], f"{path}.min_pass", f"must not exceed repeat ({repeat})"
         )
     judges = _parse_judges(_value(entries, "judges"), f"{path}.judges", problems)
+    then_node = _value(entries, "then_simulate")
+    then_simulate = bool(then_node and read_bool(then_node, f"{path}.then_simulate", problems))
+    if then_simulate and not instructions.strip():
+        problems.error(then_node or node, f"{path}.then_simulate",
+                       "needs 'instructions' for the simulated user to carry on from")
     if label is None:
         return None
     scenario_id = explicit_id or derive_id(group_name, label)
@@ -268,6 +275,7 @@ def _parse_scenario(
         repeat=repeat,
         min_pass=min_pass,
         judges=judges,
+        then_simulate=then_simulate,
     )
     if explicit_id is not None:
         site = _IdSite(scenario_id, False, file, entries["id"][1], f"{path}.id")

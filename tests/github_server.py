@@ -23,7 +23,7 @@ MAX_BODY = 65_536
 
 _LIST = re.compile(r"^/repos/([^/]+)/([^/]+)/issues/(\d+)/comments$")
 _ONE = re.compile(r"^/repos/([^/]+)/([^/]+)/issues/comments/(\d+)$")
-_PULLS = re.compile(r"^/repos/([^/]+)/([^/]+)/commits/([0-9a-f]+)/pulls$")
+_PULLS = re.compile(r"^/repos/([^/]+)/([^/]+)/commits/([^/]+)/pulls$")
 
 
 @dataclass
@@ -135,7 +135,9 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "POST":
                 if not self._valid_body(body):
                     return None
-                return self._send(201, gh._create(repo, number, body["body"], "github-actions[bot]"))
+                return self._send(
+                    201, gh._create(repo, number, body["body"], "github-actions[bot]")
+                )
         if (m := _ONE.match(path)) and method == "PATCH":
             if not self._valid_body(body):
                 return None
@@ -186,7 +188,7 @@ def github_server() -> Iterator[FakeGitHub]:
     server = _Server(("127.0.0.1", 0), _Handler)
     server.github = FakeGitHub()
     server.github.base_url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield server.github

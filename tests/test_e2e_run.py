@@ -32,6 +32,7 @@ def _by_id(results: dict) -> dict[str, dict]:
     return {s["scenario_id"]: s for s in results["scenarios"]}
 
 
+@pytest.mark.smoke
 def test_hotel_scripted_scenarios(tmp_path: Path, hotel_llm: LLMServer) -> None:
     example = yaml.safe_load((HOTEL / "scenarios.yaml").read_text())
     scripted = [s for s in example["scenarios"] if "turns" in s]

@@ -6,7 +6,9 @@ import argparse
 import asyncio
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import jwt
 import pytest
@@ -175,7 +177,7 @@ def test_price_override_and_bad_values() -> None:
             {},
             {"caller_model": "gpt-4o"},
             "caller LLM gpt-4o at api.openai.com needs an API key: set LKEVAL_CALLER_API_KEY or "
-            "OPENAI_API_KEY",
+            "OPENAI_API_KEY (any value if the endpoint needs none)",
         ),
         (
             "judge",
@@ -242,16 +244,18 @@ def test_inference_path_sends_a_livekit_jwt_to_the_inference_url(
         monkeypatch.delenv(name, raising=False)
     srv.set_rules(
         [
+            {"status": 429, "times": 1},  # answered with Retry-After: 0
             {
                 "model": "openai/gpt-4.1-mini",
                 "tool_choice": "submit_verdict",
                 "tool_calls": [
                     {"name": "submit_verdict", "arguments": {"reasoning": "ok", "verdict": "pass"}}
                 ],
-            }
+            },
         ]
     )
     spec = resolve_llm_spec("judge", {"judge_model": "openai/gpt-4.1-mini"}, env)
+    spec = replace(spec, retry_delay=30.0, retry_max_delay=30.0)  # only Retry-After is quick
     assert spec.backend == "inference" and spec.host == f"127.0.0.1:{srv.port}"
 
     async def main() -> None:
@@ -263,8 +267,10 @@ def test_inference_path_sends_a_livekit_jwt_to_the_inference_url(
         finally:
             await llm.aclose()
 
+    start = time.monotonic()
     asyncio.run(main())
-    (request,) = srv.requests
+    assert time.monotonic() - start < 10
+    _, request = srv.requests
     assert request.body["model"] == "openai/gpt-4.1-mini"
     scheme, token = (request.authorization or "").split(" ", 1)
     assert scheme == "Bearer"

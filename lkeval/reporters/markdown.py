@@ -135,12 +135,17 @@ def _fit(report: Report) -> str:
                 dropped_bytes + len(gone.encode()),
             )
         if not doc.details:
-            while (dropped_chars <= need_chars or dropped_bytes <= need_bytes) and doc.rows:
-                index = max(range(len(doc.rows)), key=lambda i: (doc.rows[i].priority, i))
-                gone_row = doc.rows.pop(index).text
+            # Least important first (passing, unchanged), later rows before earlier ones.
+            order = sorted(range(len(doc.rows)), key=lambda i: (doc.rows[i].priority, i))
+            keep = set(order)
+            while (dropped_chars <= need_chars or dropped_bytes <= need_bytes) and order:
+                index = order.pop()
+                keep.discard(index)
+                gone_row = doc.rows[index].text
                 doc.rows_omitted += 1
                 dropped_chars += len(gone_row) + 1
                 dropped_bytes += len(gone_row.encode()) + 1
+            doc.rows = [row for i, row in enumerate(doc.rows) if i in keep]
         rendered = doc.render()
     if _fits(rendered, report):
         return rendered

@@ -1,0 +1,73 @@
+"""The fork-safe workflow recipe: valid YAML, safe shape, and lkeval commands that parse."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lkeval.cli import build_parser
+
+WORKFLOWS = Path(__file__).resolve().parent.parent / "examples" / "workflows"
+
+
+def load(name: str) -> dict[str, Any]:
+    data = yaml.safe_load((WORKFLOWS / name).read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    data["on"] = data.pop(True, data.get("on"))  # YAML 1.1 reads a bare `on` as true
+    return data
+
+
+def steps(workflow: dict[str, Any]) -> list[dict[str, Any]]:
+    return [step for job in workflow["jobs"].values() for step in job["steps"]]
+
+
+def lkeval_commands(workflow: dict[str, Any]) -> list[list[str]]:
+    commands = []
+    for step in steps(workflow):
+        script = step.get("run", "")
+        if script.lstrip().startswith("lkeval "):
+            commands.append(shlex.split(script.replace('"$PR_NUMBER"', "7"))[1:])
+    return commands
+
+
+def test_pr_workflow_runs_without_write_access_and_uploads_always() -> None:
+    wf = load("eval-pr.yml")
+    assert list(wf["on"]) == ["pull_request"]
+    assert wf["permissions"] == {"contents": "read"}
+    upload = next(s for s in steps(wf) if str(s.get("uses", "")).startswith("actions/upload"))
+    assert upload["if"] == "always()" and upload["with"]["path"] == "eval-results/"
+    pr_step = next(s for s in steps(wf) if "pr-number.txt" in s.get("run", ""))
+    assert pr_step["if"] == "always()"
+
+
+def test_comment_workflow_is_triggered_by_the_eval_and_never_runs_pr_code() -> None:
+    pr, comment = load("eval-pr.yml"), load("eval-comment.yml")
+    trigger = comment["on"]["workflow_run"]
+    assert trigger["workflows"] == [pr["name"]] and trigger["types"] == ["completed"]
+    assert comment["permissions"]["pull-requests"] == "write"
+    uses = [str(s.get("uses", "")) for s in steps(comment)]
+    assert not any(u.startswith("actions/checkout") for u in uses)
+    download = next(s for s in steps(comment) if s.get("uses", "").startswith("actions/download"))
+    assert download["with"]["name"] == "lk-eval-results"
+    assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}"
+
+
+@pytest.mark.parametrize("name", ["eval-pr.yml", "eval-comment.yml"])
+def test_no_expression_is_templated_into_a_shell_script(name: str) -> None:
+    for step in steps(load(name)):
+        assert "${{" not in step.get("run", ""), step.get("name")
+
+
+def test_lkeval_commands_parse_with_the_real_cli() -> None:
+    parser = build_parser()
+    (run,) = lkeval_commands(load("eval-pr.yml"))
+    args = parser.parse_args(run)
+    assert (args.command, args.comment, args.junit) == ("run", "off", "eval-results/junit.xml")
+    (report,) = lkeval_commands(load("eval-comment.yml"))
+    args = parser.parse_args(report)
+    assert (args.command, args.comment, args.fail_on, args.pr) == ("report", "update", "never", 7)
+    assert args.results == "eval-results/results.json"

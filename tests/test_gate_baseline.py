@@ -1,0 +1,121 @@
+"""Baseline comparison and the merge gate's decisions and exit codes."""
+
+from __future__ import annotations
+
+import pytest
+from report_fixtures import baseline_results, results_of, run_results, scenario
+
+from lkeval.baseline import compare
+from lkeval.gate import EXIT_FAILED, EXIT_NOTHING_RAN, EXIT_PASSED, evaluate_gate, tally
+
+
+def test_compare_classifies_every_scenario() -> None:
+    c = compare(run_results(), baseline_results())
+    assert [x.label for x in c.regressions] == ["Cancel a booking"]
+    assert [x.label for x in c.fixed] == ["Handoff to concierge"]
+    assert [x.label for x in c.new] == ["Late check-out"]
+    assert [x.label for x in c.removed] == ["Parking question"]
+    assert {x.label for x in c.unchanged} == {
+        "Simple room booking",
+        "Suite booking (repeated)",
+        "Greets by name",
+        "Spa appointment",
+    }
+    assert c.baseline_sha == "fedcba9876543210fedcba9876543210fedcba98"
+    removed = c.change_for("SCN_parking")
+    assert removed is not None and removed.current is None and removed.baseline == "passed"
+
+
+def test_error_after_pass_is_a_regression_and_skip_is_not() -> None:
+    before = results_of(scenario("a"), scenario("b"), scenario("c", "failed"))
+    now = results_of(scenario("a", "error"), scenario("b", "skipped"), scenario("c", "error"))
+    kinds = {x.label: x.kind for x in compare(now, before).changes}
+    assert kinds == {"a": "regression", "b": "unchanged", "c": "unchanged"}
+
+
+def test_tally_counts_quarantined_apart() -> None:
+    t = tally(run_results())
+    assert (t.passed, t.failed, t.errored, t.skipped, t.quarantined) == (2, 2, 1, 1, 1)
+    assert t.pass_rate == pytest.approx(2 / 5)
+
+
+def test_gate_any_fails_on_failure() -> None:
+    gate = evaluate_gate(run_results(), None, "any")
+    assert (gate.passed, gate.exit_code) == (False, EXIT_FAILED)
+    assert "Cancel a booking" in gate.reasons[0]
+
+
+def test_quarantined_failure_never_fails_the_gate() -> None:
+    results = results_of(scenario("ok"), scenario("flaky", "failed", quarantined=True))
+    gate = evaluate_gate(results, None, "any", min_pass_rate=1.0)
+    assert (gate.passed, gate.exit_code) == (True, EXIT_PASSED)
+    assert any("quarantined" in r for r in gate.reasons)
+
+
+def test_gate_regression_mode_blocks_only_regressions() -> None:
+    current, comparison = run_results(), compare(run_results(), baseline_results())
+    gate = evaluate_gate(current, comparison, "regression")
+    assert not gate.passed and gate.exit_code == EXIT_FAILED
+    assert gate.reasons[0] == "1 scenario regressed vs the baseline: Cancel a booking"
+
+    before = results_of(scenario("a"), scenario("b", "failed"))
+    now = results_of(scenario("a"), scenario("b", "failed"), scenario("new one", "failed"))
+    gate = evaluate_gate(now, compare(now, before), "regression")
+    assert gate.passed and gate.exit_code == EXIT_PASSED
+    assert "none of them a regression" in gate.reasons[0]
+
+
+def test_quarantined_regression_does_not_block() -> None:
+    before = results_of(scenario("a"))
+    now = results_of(scenario("a", "failed", quarantined=True), scenario("b"))
+    assert evaluate_gate(now, compare(now, before), "regression").passed
+
+
+def test_regression_mode_without_baseline_acts_as_any() -> None:
+    gate = evaluate_gate(run_results(), None, "regression")
+    assert not gate.passed
+    assert any("--fail-on regression acts as --fail-on any" in r for r in gate.reasons)
+
+
+def test_never_mode_passes_but_still_says_why() -> None:
+    gate = evaluate_gate(run_results(), None, "never")
+    assert gate.passed and gate.exit_code == EXIT_PASSED
+    assert any("not blocking" in r for r in gate.reasons)
+
+
+@pytest.mark.parametrize(
+    ("rate", "passes"), [(0.4, True), (0.39, True), (0.41, False), (0.9, False)]
+)
+def test_min_pass_rate(rate: float, passes: bool) -> None:
+    # 2 of the 5 counted scenarios pass: 40%.
+    gate = evaluate_gate(run_results(), None, "never", min_pass_rate=rate)
+    assert gate.passed is passes
+    if not passes:
+        assert gate.reasons[0].startswith("pass rate 40.0% is below the minimum")
+
+
+def test_min_pass_rate_applies_in_regression_mode_too() -> None:
+    now = results_of(scenario("a"), scenario("b", "failed"))
+    gate = evaluate_gate(now, compare(now, now), "regression", min_pass_rate=0.75)
+    assert not gate.passed and "pass rate 50.0%" in gate.reasons[0]
+
+
+def test_nothing_could_run_is_exit_3_whatever_fail_on_says() -> None:
+    results = results_of(
+        scenario("a", "error"), scenario("b", "error", quarantined=True), scenario("c", "skipped")
+    )
+    for mode in ("any", "regression", "never"):
+        gate = evaluate_gate(results, None, mode)  # type: ignore[arg-type]
+        assert (gate.passed, gate.exit_code) == (False, EXIT_NOTHING_RAN)
+        assert "nothing could run" in gate.reasons[0]
+
+
+def test_one_failure_among_errors_is_a_normal_failure() -> None:
+    results = results_of(scenario("a", "error"), scenario("b", "failed"))
+    assert evaluate_gate(results, None).exit_code == EXIT_FAILED
+
+
+def test_all_skipped_passes() -> None:
+    gate = evaluate_gate(results_of(scenario("a", "skipped")), None, min_pass_rate=0.9)
+    assert gate.passed
+    assert gate.reasons[0] == "no scenario counted toward the gate"

@@ -1,0 +1,164 @@
+"""Workflow commands, $GITHUB_OUTPUT/$GITHUB_STEP_SUMMARY files, the Actions context, progress."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+from report_fixtures import ERRORED, FAILED, results_of, run_results, scenario
+
+from lkeval.github.context import read_context
+from lkeval.github.workflow import (
+    MAX_SUMMARY_BYTES,
+    add_mask_commands,
+    annotation_path,
+    append_step_summary,
+    command,
+    error_annotations,
+    escape_data,
+    escape_property,
+    format_outputs,
+    group,
+    inert,
+)
+from lkeval.masking import Masker
+from lkeval.progress import GitHubProgress, TerminalProgress, make_progress
+
+
+def test_escapes() -> None:
+    assert escape_data("50% done\r\nnext") == "50%25 done%0D%0Anext"
+    assert escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
+    line = command("error", "two\nlines", file="evals/a,b.yaml", line=3, title="x: y")
+    assert line == "::error file=evals/a%2Cb.yaml,line=3,title=x%3A y::two%0Alines"
+    assert command("endgroup") == "::endgroup::"
+
+
+def test_error_annotations_capped_at_ten() -> None:
+    failing = [scenario(f"s{i}", "failed", reason=f"why {i}", line=i + 1) for i in range(13)]
+    results = results_of(*failing, scenario("q", "failed", quarantined=True), scenario("ok"))
+    lines, omitted = error_annotations(results)
+    assert len(lines) == 10 and omitted == 3
+    assert lines[0] == "::error file=evals/bulk.yaml,line=1,title=lk-eval%3A s0 failed::why 0"
+    assert not any("title=lk-eval%3A q " in line for line in lines)
+
+
+def test_annotation_message_is_one_command_line() -> None:
+    lines, _ = error_annotations(results_of(FAILED, ERRORED))
+    assert len(lines) == 2
+    assert all("\n" not in line for line in lines)
+    assert "%0Ajudge: fail" in lines[0]
+    assert lines[1].startswith("::error file=evals/frontdesk.yaml,line=7,title=lk-eval%3A Late")
+
+
+def test_annotation_path_relative_to_workspace() -> None:
+    assert annotation_path("/ws/evals/a.yaml", "/ws") == "evals/a.yaml"
+    assert annotation_path("evals/a.yaml", "/ws") == "evals/a.yaml"
+
+
+def test_outputs_single_and_multiline() -> None:
+    text = format_outputs({"passed": "3", "reasons": "one\ntwo"})
+    assert text.startswith("passed=3\nreasons<<ghadelimiter_")
+    m = re.search(r"reasons<<(\S+)\none\ntwo\n(\S+)\n$", text)
+    assert m and m[1] == m[2]
+
+
+def test_add_mask_commands() -> None:
+    assert add_mask_commands(Masker(["secret-one", "secret-two-longer"])) == [
+        "::add-mask::secret-two-longer",
+        "::add-mask::secret-one",
+    ]
+
+
+def test_group_and_inert() -> None:
+    stream = io.StringIO()
+    with group(stream, "title, with: stuff"):
+        stream.write("inside\n")
+    assert stream.getvalue() == "::group::title, with: stuff\ninside\n::endgroup::\n"
+    wrapped = inert(["::set-output name=x::y"])
+    token = wrapped[0].removeprefix("::stop-commands::")
+    assert wrapped[-1] == f"::{token}::" and len(token) > 20
+
+
+def test_step_summary_never_over_one_mebibyte(tmp_path: Path) -> None:
+    path = tmp_path / "summary.md"
+    path.write_text("x" * 1000)
+    append_step_summary(path, "é" * MAX_SUMMARY_BYTES)
+    assert path.stat().st_size <= MAX_SUMMARY_BYTES
+    path.read_text(encoding="utf-8")  # no split character
+
+
+def _event(tmp_path: Path, payload: dict[str, object]) -> str:
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(payload))
+    return str(path)
+
+
+def test_context_of_a_pull_request(tmp_path: Path) -> None:
+    env = {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_REPOSITORY": "acme/hotel",
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": _event(
+            tmp_path, {"number": 7, "pull_request": {"number": 7, "head": {"sha": "abc123"}}}
+        ),
+        "GITHUB_SHA": "merge999",
+        "GITHUB_RUN_ID": "55",
+        "GITHUB_TOKEN": "ghs_tokentoken",
+    }
+    ctx = read_context(env)
+    assert ctx.actions and ctx.pr_number == 7
+    assert (ctx.sha, ctx.head_sha) == ("merge999", "abc123")
+    assert ctx.api_url == "https://api.github.com"
+    assert ctx.run_url == "https://github.com/acme/hotel/actions/runs/55"
+    assert ctx.token == "ghs_tokentoken" and "ghs_tokentoken" not in repr(ctx)
+    assert read_context(env, token="flag-token").token == "flag-token"
+
+
+def test_context_of_workflow_run_and_push(tmp_path: Path) -> None:
+    payload = {
+        "workflow_run": {
+            "head_sha": "feed",
+            "html_url": "https://github.com/acme/hotel/actions/runs/9",
+            "pull_requests": [],
+        }
+    }
+    env = {"GITHUB_EVENT_NAME": "workflow_run", "GITHUB_EVENT_PATH": _event(tmp_path, payload)}
+    ctx = read_context(env, pr_number=12)
+    assert ctx.pr_number == 12 and ctx.head_sha == "feed"
+    assert ctx.run_url == "https://github.com/acme/hotel/actions/runs/9"
+    push = read_context({"GITHUB_EVENT_NAME": "push", "GITHUB_SHA": "beef"})
+    assert push.pr_number is None and push.head_sha == "beef"
+    broken = read_context({"GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": "/nope"})
+    assert broken.pr_number is None
+
+
+def test_terminal_progress_lines() -> None:
+    stream = io.StringIO()
+    progress = make_progress(stream, github=False, masker=Masker())
+    assert isinstance(progress, TerminalProgress)
+    for s in run_results().scenarios:
+        progress.scenario_started(s.scenario_id, s.label)
+        progress.scenario_finished(s)
+    progress.run_finished(run_results())
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "✓ Simple room booking (3.2s)"
+    assert "✗ Suite booking (repeated) (6.0s, 2/3 runs passed, needs 3)" in lines
+    assert "! Late check-out (12.0s)" in lines
+    assert "- Spa appointment (0.0s)" in lines
+    assert "✗ Greets by name (1.5s, quarantined)" in lines
+    assert lines[-1].startswith("7 scenarios: 2 passed, 2 failed, 1 errored, 1 skipped")
+
+
+def test_github_progress_groups() -> None:
+    stream = io.StringIO()
+    progress = make_progress(stream, github=True, masker=Masker())
+    assert isinstance(progress, GitHubProgress)
+    progress.scenario_finished(FAILED)
+    out = stream.getvalue().splitlines()
+    assert out[0] == "::group::✗ Cancel a booking (4.5s)"
+    assert out[-1] == "::endgroup::"
+    assert out[1].startswith("::stop-commands::") and out[-2] == f"::{out[1][17:]}::"
+    assert "  agent veto: fail — booking GH-1042 still active" in out
+    assert any("→ call cancel_booking" in line for line in out)

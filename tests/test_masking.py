@@ -1,0 +1,115 @@
+"""The Masker, and that no reporter output leaks a secret placed in transcripts and reasons."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+
+import pytest
+from report_fixtures import ERRORED, FAILED, msg, results_of, run_results
+
+from lkeval.gate import evaluate_gate
+from lkeval.masking import Masker, is_secret_name
+from lkeval.progress import make_progress
+from lkeval.reporters import REPORTER_BY_NAME, build_report
+from lkeval.results import Attempt
+
+OPENAI = "sk-test-4f8a9b2c1d0e"
+LIVEKIT = 'lk_secret_Zq8&<x>"9'  # characters that reporters escape
+PASSWORD = "hunter2hunter2"
+
+
+def test_collects_secret_looking_variables_only() -> None:
+    masker = Masker.from_environ(
+        {
+            "OPENAI_API_KEY": OPENAI,
+            "LIVEKIT_API_SECRET": LIVEKIT,
+            "db_password": PASSWORD,
+            "GITHUB_TOKEN": "ghs_abcdef123456",
+            "SHORT_KEY": "abc12",  # under 6 characters: ignored
+            "HOME": "/home/runner/work",  # not a secret name
+        }
+    )
+    assert set(masker.secrets) == {OPENAI, LIVEKIT, PASSWORD, "ghs_abcdef123456"}
+    assert masker.mask("home is /home/runner/work, key abc12") == (
+        "home is /home/runner/work, key abc12"
+    )
+
+
+def test_is_secret_name() -> None:
+    assert is_secret_name("LIVEKIT_API_KEY") and is_secret_name("my_token")
+    assert not is_secret_name("GITHUB_REPOSITORY")
+
+
+def test_mask_replaces_plain_and_escaped_forms() -> None:
+    masker = Masker([LIVEKIT, None, ""])
+    masker.add("short")
+    assert masker.secrets == (LIVEKIT,)
+    assert masker.mask(f"a {LIVEKIT} b") == "a *** b"
+    assert masker.mask("x lk_secret_Zq8&amp;&lt;x&gt;&quot;9 y") == "x *** y"
+    assert masker.mask('x lk_secret_Zq8&<x>\\"9 y') == "x *** y"
+
+
+def test_overlapping_secrets_mask_the_longest() -> None:
+    masker = Masker(["abcdefgh", "abcdefghijkl"])
+    assert masker.mask("abcdefghijkl abcdefgh") == "*** ***"
+
+
+def test_multiline_secret_masked_line_by_line() -> None:
+    masker = Masker(["-----BEGIN KEY-----\nAAAABBBBCCCC\n-----END KEY-----"])
+    assert masker.mask("leaked AAAABBBBCCCC here") == "leaked *** here"
+
+
+def test_mask_results_copies_the_model() -> None:
+    results = results_of(replace(FAILED, reason=f"used {OPENAI}"))
+    masked = Masker([OPENAI]).mask_results(results)
+    assert masked.scenarios[0].reason == "used ***"
+    assert results.scenarios[0].reason == f"used {OPENAI}"  # original untouched
+
+
+@pytest.fixture
+def leaky_results() -> object:
+    leak = f"{OPENAI} {LIVEKIT} {PASSWORD}"
+    failed = replace(
+        FAILED,
+        reason=f"judge saw {leak}",
+        attempts=(
+            replace(
+                FAILED.attempts[0],
+                transcript=(
+                    msg(1, "user", f"my key is {leak}"),
+                    *FAILED.attempts[0].transcript,
+                ),
+            ),
+        ),
+    )
+    errored = replace(
+        ERRORED,
+        attempts=(Attempt(status="error", reason=leak, log_tail=(f"env: {leak}",)),),
+    )
+    return results_of(failed, errored, *run_results().scenarios[:1])
+
+
+def test_no_reporter_output_contains_a_secret(
+    monkeypatch: pytest.MonkeyPatch, leaky_results: object
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI)
+    monkeypatch.setenv("LIVEKIT_API_SECRET", LIVEKIT)
+    monkeypatch.setenv("DB_PASSWORD", PASSWORD)
+    masker = Masker.from_environ()
+    results = leaky_results
+    gate = evaluate_gate(results, None)  # type: ignore[arg-type]
+    report = build_report(results, None, gate, masker=masker)  # type: ignore[arg-type]
+    for name, cls in REPORTER_BY_NAME.items():
+        out = cls().format(report)
+        assert "***" in out, name
+        for secret in (OPENAI, LIVEKIT, PASSWORD, "lk_secret_Zq8&amp;", "Zq8&lt;x"):
+            assert secret not in out, (name, secret)
+
+    stream = io.StringIO()
+    for github in (True, False):
+        progress = make_progress(stream, github)
+        for scenario in results.scenarios:  # type: ignore[attr-defined]
+            progress.scenario_finished(scenario)
+    assert "***" in stream.getvalue()
+    assert OPENAI not in stream.getvalue() and LIVEKIT not in stream.getvalue()
