@@ -261,6 +261,16 @@ def resolve_llm_spec(
             f"--llm-timeout {timeout!r} is not a positive number of seconds"
         ) from None
 
+    retries = _flag(flags, "llm_retries")
+    if retries is None:
+        retries = _env(env, "LKEVAL_LLM_RETRIES") or 4
+    try:
+        retries = int(retries)
+        if retries < 0:
+            raise ValueError
+    except ValueError:
+        raise LLMConfigError(f"--llm-retries {retries!r} is not a whole number >= 0") from None
+
     return LLMSpec(
         role=role,
         model=model,
@@ -269,6 +279,7 @@ def resolve_llm_spec(
         api_key_env=key_env,
         api_secret_env=secret_env,
         timeout=timeout,
+        max_retries=retries,
         price_in=price[0] if price else None,
         price_out=price[1] if price else None,
     )

@@ -123,6 +123,14 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"most caller turns in a simulated conversation (default {DEFAULT_MAX_TURNS})",
     )
     group.add_argument(
+        "--llm-retries",
+        metavar="N",
+        type=_non_negative_int,
+        default=None,
+        help="retries of a caller/judge LLM request on 429, 5xx and timeouts, with backoff "
+        "(env LKEVAL_LLM_RETRIES, default 4)",
+    )
+    group.add_argument(
         "--llm-timeout",
         metavar="SECONDS",
         type=_positive_float,

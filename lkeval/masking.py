@@ -26,6 +26,8 @@ SECRET_NAME_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 #: Shorter values are ignored: masking "1" or "true" everywhere would wreck every report.
 MIN_SECRET_LENGTH = 6
 MASK = "***"
+#: Command-line flags whose value is a secret (kept out of the argv a results file records).
+SECRET_FLAGS = ("--github-token",)
 
 T = TypeVar("T")
 
@@ -114,6 +116,28 @@ def is_secret_name(name: str) -> bool:
     """Whether an environment variable of this name is treated as a secret."""
     upper = name.upper()
     return any(part in upper for part in SECRET_NAME_PARTS)
+
+
+def redact_argv(argv: Iterable[str]) -> tuple[str, ...]:
+    """``argv`` with the values of :data:`SECRET_FLAGS` replaced by ``***``.
+
+    A results file records its command line and is kept as an artifact; a token given as
+    ``--github-token X`` must not travel with it.
+    """
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(MASK)
+            hide_next = False
+        elif arg in SECRET_FLAGS:
+            out.append(arg)
+            hide_next = True
+        elif arg.startswith(tuple(f"{flag}=" for flag in SECRET_FLAGS)):
+            out.append(arg.split("=", 1)[0] + "=" + MASK)
+        else:
+            out.append(arg)
+    return tuple(out)
 
 
 def _escaped_forms(secret: str) -> set[str]:

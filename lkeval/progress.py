@@ -24,8 +24,8 @@ from lkeval.reporters.describe import (
     format_transcript,
     is_repeated,
     one_line,
-    outcome_line,
     plain,
+    primary_reason,
     repeat_summary,
     seconds,
 )
@@ -92,13 +92,12 @@ class TerminalProgress:
         """Nothing: with scenarios running in parallel, start lines would only add noise."""
 
     def scenario_finished(self, result: ScenarioResult) -> None:
-        """Print ``✓ label (1.2s)``; failures get their one-line reason underneath."""
-        lines = [headline(result)]
-        if result.status != "passed":
-            reason = outcome_line(result)
-            if reason and reason != result.status:
-                lines.append(f"    {plain(reason)}")
-        self._out.write(lines)
+        """Print ``✓ label (1.2s)``; a scenario that did not pass gets ``— reason`` appended."""
+        line = headline(result)
+        reason = plain(primary_reason(result)) if result.status != "passed" else ""
+        if reason:
+            line += f" — {one_line(reason, 160)}"
+        self._out.write([line])
 
     def run_finished(self, results: RunResults) -> None:
         """Print the counts line."""

@@ -49,11 +49,11 @@ def metadata(**overrides: object) -> RunMetadata:
         "git_branch": "feature/booking",
     }
     values.update(overrides)
-    return RunMetadata(**values)  # type: ignore[arg-type]
+    return RunMetadata(**values)
 
 
 def msg(turn: int, role: str, text: str, **kw: object) -> TranscriptItem:
-    return TranscriptItem(kind="message", turn=turn, role=role, text=text, **kw)  # type: ignore[arg-type]
+    return TranscriptItem(kind="message", turn=turn, role=role, text=text, **kw)
 
 
 BOOKING_TRANSCRIPT = (
@@ -160,7 +160,7 @@ FAILED = ScenarioResult(
 
 def _repeat_attempt(status: str, reason: str = "") -> Attempt:
     return Attempt(
-        status=status,  # type: ignore[arg-type]
+        status=status,
         transcript=(msg(1, "user", "Book the suite"), msg(1, "assistant", "Suite booked.")),
         verdicts=(Verdict("judge", "pass" if status == "passed" else "fail", reason or "ok"),),
         duration_seconds=2.0,
@@ -323,11 +323,11 @@ def scenario(label: str, status: str = "passed", **kw: object) -> ScenarioResult
         "file": "evals/bulk.yaml",
         "line": 1,
         "status": status,
-        "attempts": (Attempt(status=status),),  # type: ignore[arg-type]
+        "attempts": (Attempt(status=status),),
         "duration_seconds": 1.0,
     }
     values.update(kw)
-    return ScenarioResult(**values)  # type: ignore[arg-type]
+    return ScenarioResult(**values)
 
 
 def results_of(*scenarios: ScenarioResult) -> RunResults:

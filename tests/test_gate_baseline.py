@@ -105,7 +105,7 @@ def test_nothing_could_run_is_exit_3_whatever_fail_on_says() -> None:
         scenario("a", "error"), scenario("b", "error", quarantined=True), scenario("c", "skipped")
     )
     for mode in ("any", "regression", "never"):
-        gate = evaluate_gate(results, None, mode)  # type: ignore[arg-type]
+        gate = evaluate_gate(results, None, mode)
         assert (gate.passed, gate.exit_code) == (False, EXIT_NOTHING_RAN)
         assert "nothing could run" in gate.reasons[0]
 

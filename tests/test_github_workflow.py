@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from report_fixtures import ERRORED, FAILED, results_of, run_results, scenario
@@ -89,7 +90,7 @@ def test_step_summary_never_over_one_mebibyte(tmp_path: Path) -> None:
     path.read_text(encoding="utf-8")  # no split character
 
 
-def _event(tmp_path: Path, payload: dict[str, object]) -> str:
+def _event(tmp_path: Path, payload: Mapping[str, object]) -> str:
     path = tmp_path / "event.json"
     path.write_text(json.dumps(payload))
     return str(path)
@@ -144,10 +145,14 @@ def test_terminal_progress_lines() -> None:
     progress.run_finished(run_results())
     lines = stream.getvalue().splitlines()
     assert lines[0] == "✓ Simple room booking (3.2s)"
-    assert "✗ Suite booking (repeated) (6.0s, 2/3 runs passed, needs 3)" in lines
-    assert "! Late check-out (12.0s)" in lines
-    assert "- Spa appointment (0.0s)" in lines
-    assert "✗ Greets by name (1.5s, quarantined)" in lines
+    assert lines[2] == (
+        "✗ Suite booking (repeated) (6.0s, 2/3 runs passed, needs 3)"
+        " — judge fail: The agent booked a standard room instead."
+    )
+    assert lines[3] == "! Late check-out (12.0s) — agent crashed before connecting (job crashed)"
+    assert lines[5] == "- Spa appointment (0.0s) — not selected by --tags feature=rooms"
+    assert lines[4].startswith("✗ Greets by name (1.5s, quarantined) — judge fail")
+    assert len(lines) == 8  # one line per scenario, then the run's line
     assert lines[-1].startswith("7 scenarios: 2 passed, 2 failed, 1 errored, 1 skipped")
 
 

@@ -9,10 +9,10 @@ import pytest
 from report_fixtures import ERRORED, FAILED, msg, results_of, run_results
 
 from lkeval.gate import evaluate_gate
-from lkeval.masking import Masker, is_secret_name
+from lkeval.masking import Masker, is_secret_name, redact_argv
 from lkeval.progress import make_progress
 from lkeval.reporters import REPORTER_BY_NAME, build_report
-from lkeval.results import Attempt
+from lkeval.results import Attempt, RunResults
 
 OPENAI = "sk-test-4f8a9b2c1d0e"
 LIVEKIT = 'lk_secret_Zq8&<x>"9'  # characters that reporters escape
@@ -50,6 +50,18 @@ def test_mask_replaces_plain_and_escaped_forms() -> None:
     assert masker.mask('x lk_secret_Zq8&<x>\\"9 y') == "x *** y"
 
 
+def test_redact_argv() -> None:
+    argv = ["run", "--github-token", "ghp_x1y2z3w4", "--github-token=ghp_abc", "--junit", "j"]
+    assert redact_argv(argv) == (
+        "run",
+        "--github-token",
+        "***",
+        "--github-token=***",
+        "--junit",
+        "j",
+    )
+
+
 def test_overlapping_secrets_mask_the_longest() -> None:
     masker = Masker(["abcdefgh", "abcdefghijkl"])
     assert masker.mask("abcdefghijkl abcdefgh") == "*** ***"
@@ -68,7 +80,7 @@ def test_mask_results_copies_the_model() -> None:
 
 
 @pytest.fixture
-def leaky_results() -> object:
+def leaky_results() -> RunResults:
     leak = f"{OPENAI} {LIVEKIT} {PASSWORD}"
     failed = replace(
         FAILED,
@@ -91,15 +103,15 @@ def leaky_results() -> object:
 
 
 def test_no_reporter_output_contains_a_secret(
-    monkeypatch: pytest.MonkeyPatch, leaky_results: object
+    monkeypatch: pytest.MonkeyPatch, leaky_results: RunResults
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI)
     monkeypatch.setenv("LIVEKIT_API_SECRET", LIVEKIT)
     monkeypatch.setenv("DB_PASSWORD", PASSWORD)
     masker = Masker.from_environ()
     results = leaky_results
-    gate = evaluate_gate(results, None)  # type: ignore[arg-type]
-    report = build_report(results, None, gate, masker=masker)  # type: ignore[arg-type]
+    gate = evaluate_gate(results, None)
+    report = build_report(results, None, gate, masker=masker)
     for name, cls in REPORTER_BY_NAME.items():
         out = cls().format(report)
         assert "***" in out, name
@@ -109,7 +121,7 @@ def test_no_reporter_output_contains_a_secret(
     stream = io.StringIO()
     for github in (True, False):
         progress = make_progress(stream, github)
-        for scenario in results.scenarios:  # type: ignore[attr-defined]
+        for scenario in results.scenarios:
             progress.scenario_finished(scenario)
     assert "***" in stream.getvalue()
     assert OPENAI not in stream.getvalue() and LIVEKIT not in stream.getvalue()

@@ -41,7 +41,7 @@ def make_report(results: RunResults | None = None, **options: object) -> Report:
     results = results or run_results()
     comparison = compare(results, baseline_results())
     gate = evaluate_gate(results, comparison, "any", None)
-    return build_report(results, comparison, gate, run_url=RUN_URL, **options)  # type: ignore[arg-type]
+    return build_report(results, comparison, gate, run_url=RUN_URL, **options)
 
 
 @pytest.fixture(scope="module")

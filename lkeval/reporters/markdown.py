@@ -230,6 +230,8 @@ def _head(report: Report) -> list[str]:
             f"{len(c.removed)} removed vs baseline{sha}"
         )
     counts.append(seconds(results.metadata.duration_seconds))
+    if results.metadata.git_sha:
+        counts.append(f"commit `{text(results.metadata.git_sha[:12])}`")
     blocks.append(f"**{t.total} scenarios:** " + " · ".join(counts))
     if gate.reasons:
         blocks.append("\n".join(f"- {text(r)}" for r in gate.reasons))
