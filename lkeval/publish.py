@@ -56,8 +56,8 @@ class BaselineError(PublishError, ResultsFileError):
     """The baseline results file cannot be used (also a ResultsFileError: exit 2 either way)."""
 
 
-class OutputError(PublishError):
-    """A report file cannot be written."""
+class OutputError(PublishError, OSError):
+    """A report file cannot be written (also an OSError with ``filename``: exit 2 either way)."""
 
 
 def parse_pass_rate(value: str) -> float:
@@ -241,7 +241,7 @@ def _write(path: str, text: str) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise OutputError(exc.errno, f"cannot write: {exc.strerror or exc}", path) from None
 
 
 def _comment(
@@ -343,7 +343,8 @@ def report_main(args: argparse.Namespace) -> int:
         results = load_results(args.results)
         gate = publish(results, args.results, args, sys.stdout)
     except (ResultsFileError, PublishError) as exc:
-        print(f"lkeval report: error: {exc}", file=sys.stderr)
+        message = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) else str(exc)
+        print(f"lkeval report: error: {message}", file=sys.stderr)
         return 2
     return gate.exit_code
 

@@ -25,6 +25,7 @@ from lkeval.agent_host import SUPPORTED_RANGE
 from lkeval.agent_process import AgentLaunch, kill_all_now
 from lkeval.cli import EXIT_USAGE, UsageError
 from lkeval.engine import Engine, EngineOptions, Selection, default_concurrency, parse_tag_selector
+from lkeval.masking import redact_argv
 from lkeval.results import RunMetadata, RunResults, ScenarioResult, write_results
 from lkeval.scenario import Scenario
 from lkeval.scenario_loader import load_or_raise
@@ -141,7 +142,7 @@ def run_main(args: argparse.Namespace) -> int:
         git_branch=os.environ.get("GITHUB_HEAD_REF") or _git("rev-parse", "--abbrev-ref", "HEAD"),
         shard=f"{args.shard[0]}/{args.shard[1]}" if args.shard else None,
         interrupted=stopped_by is not None,
-        argv=tuple(sys.argv[1:]),
+        argv=tuple(redact_argv(sys.argv[1:])),
     )
     results = RunResults(metadata=metadata, scenarios=tuple(scenario_results))
     write_results(results, results_path)

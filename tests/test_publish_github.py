@@ -389,6 +389,13 @@ def test_bad_baseline_is_exit_2(actions: Actions, capsys: pytest.CaptureFixture[
         publish(passing(), None, args, open(os.devnull, "w"))  # noqa: SIM115
 
 
+def test_unwritable_report_is_exit_2(actions: Actions, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = actions.tmp / "file"
+    blocker.write_text("")
+    assert actions.report(capsys, passing(), "--junit", str(blocker / "junit.xml")) == 2
+    assert f"{blocker / 'junit.xml'}" in capsys.readouterr().err
+
+
 def test_missing_results_file_is_exit_2(
     actions: Actions, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
