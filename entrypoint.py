@@ -26,6 +26,7 @@ running it exactly as the container does.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -303,7 +304,9 @@ def run_install(plan: InstallPlan, env: Mapping[str, str], log: Callable[[str], 
             try:
                 code = subprocess.run(command, env=dict(env), stdin=subprocess.DEVNULL).returncode
             except OSError as exc:
-                raise InstallError(f"{plan.what}: cannot run {command[0]}: {exc.strerror}") from None
+                raise InstallError(
+                    f"{plan.what}: cannot run {command[0]}: {exc.strerror}"
+                ) from None
             if code != 0:
                 raise InstallError(
                     f"installing the agent's dependencies ({plan.what}) failed: "
@@ -329,10 +332,8 @@ def run_lkeval(argv: Sequence[str], env: Mapping[str, str]) -> int:
         if not children:
             pending.append(signum)
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):  # gone: its exit status is on its way
             os.kill(children[0].pid, signum)
-        except ProcessLookupError:
-            pass  # already gone; its exit status is on its way
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED_SIGNALS}
     try:

@@ -18,6 +18,7 @@ version without them the host exits with :data:`EXIT_UNSUPPORTED` and one clear 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
@@ -86,10 +87,8 @@ def fast_exit(code: int) -> None:
     """
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):
             stream.flush()
-        except Exception:
-            pass
     os._exit(code)
 
 

@@ -5,6 +5,12 @@ raises leaves the process alive and never connected, with ``"reason": "job crash
 log; an import error exits with rc 1; closing the socket does not stop the agent, SIGTERM does
 (in its own process group, SIGKILL after a grace period). So boot races four things: the
 connection, the process exit, the crash line in the log, and a timeout.
+
+Two ways to start, told apart only here: cold (a fresh interpreter per scenario) or warm (forked
+by the run's fork server, ``AgentLaunch.launcher``; see :mod:`lkeval.warm_start`). Both run the
+same host code with the same environment and log file, and end the same way: the agent is its
+own process group either way, so crash detection and SIGTERM/SIGKILL shutdown do not change.
+When the fork server is gone, a warm start falls back to a cold one for that scenario.
 """
 
 from __future__ import annotations
@@ -19,9 +25,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal, Protocol
 
 from lkeval import agent_host
 from lkeval.protocol import SessionConnection, SessionListener
+from lkeval.warm_start import ForkServer, ForkServerError
 
 CRASH_MARKERS = ('"reason": "job crashed"', "reason=job crashed", "job crashed")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -40,14 +48,33 @@ class AgentFailure(Exception):
         self.log_tail = log_tail
 
 
+class AgentProc(Protocol):
+    """What lk-eval uses of a running agent: ``asyncio.subprocess.Process`` (cold) or
+    :class:`~lkeval.warm_start.ForkedProcess` (warm)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
+
 @dataclass(frozen=True)
 class AgentLaunch:
-    """How to start the agent under test."""
+    """How to start the agent under test; with a ``launcher``, agents are forked from it."""
 
     agent: Path
     python: str = sys.executable
     cwd: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    launcher: ForkServer | None = field(default=None, compare=False, repr=False)
+
+
+def agent_env(launch: AgentLaunch) -> dict[str, str]:
+    """The agent's environment (cold or warm): ours, the run's additions, unbuffered output."""
+    return {**os.environ, **launch.env, "PYTHONUNBUFFERED": "1"}
 
 
 def read_log_tail(path: Path, lines: int = 30) -> tuple[str, ...]:
@@ -71,8 +98,9 @@ class AgentProcess:
         self.launch = launch
         self.dispatch_file = dispatch_file
         self.log_path = log_path
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: AgentProc | None = None
         self.boot_seconds: float | None = None
+        self.start_mode: Literal["cold", "warm"] | None = None
         self._log_offset = 0
 
     async def start(self, boot_timeout: float) -> SessionConnection:
@@ -85,7 +113,34 @@ class AgentProcess:
         addr = await listener.start()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        env = {**os.environ, **self.launch.env, "PYTHONUNBUFFERED": "1"}
+        try:
+            self.proc = await self._spawn(addr, agent_env(self.launch))
+        except BaseException:
+            listener.stop()
+            raise
+        LIVE_PROCESSES.add(self)
+        try:
+            conn = await self._race_boot(listener, boot_timeout)
+        finally:
+            listener.stop()
+        self.boot_seconds = time.monotonic() - started
+        return conn
+
+    async def _spawn(self, addr: str, env: dict[str, str]) -> AgentProc:
+        """Fork from the launcher when there is one that works, else start cold."""
+        note = ""
+        launcher = self.launch.launcher
+        if launcher is not None:
+            try:
+                proc = await launcher.spawn(
+                    agent=self.launch.agent, connect_addr=addr, dispatch_file=self.dispatch_file,
+                    env=env, cwd=self.launch.cwd, log_path=self.log_path,
+                )
+                self.start_mode = "warm"
+                return proc
+            except ForkServerError as exc:
+                note = f"lk-eval: warm start failed ({exc}); starting cold\n"
+        self.start_mode = "cold"
         # The host module runs by path: the agent's interpreter needs livekit-agents, not lk-eval.
         argv = [
             self.launch.python,
@@ -97,8 +152,11 @@ class AgentProcess:
             str(self.dispatch_file),
         ]
         with self.log_path.open("wb") as log:
+            if note:
+                log.write(note.encode())
+                log.flush()
             try:
-                self.proc = await asyncio.create_subprocess_exec(
+                return await asyncio.create_subprocess_exec(
                     *argv,
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=log,
@@ -108,22 +166,15 @@ class AgentProcess:
                     start_new_session=True,
                 )
             except OSError as exc:
-                listener.stop()
                 raise AgentFailure(f"could not start {self.launch.python}: {exc}") from None
-        LIVE_PROCESSES.add(self)
-        try:
-            conn = await self._race_boot(listener, boot_timeout)
-        finally:
-            listener.stop()
-        self.boot_seconds = time.monotonic() - started
-        return conn
 
     async def _race_boot(self, listener: SessionListener, timeout: float) -> SessionConnection:
         accepted = listener.accepted
         died = asyncio.ensure_future(self.wait_failure())
+        racers: set[asyncio.Future[Any]] = {accepted, died}
         try:
             done, _ = await asyncio.wait(
-                {accepted, died}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                racers, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
             )
         finally:
             died.cancel()

@@ -61,8 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code, message = classify(exc)
         print(f"lk-eval: {message}", file=sys.stderr)
         if code == EXIT_INTERNAL:
-            print("  this is a bug in lk-eval; please report it with the command you ran",
-                  file=sys.stderr)
+            print(
+                "  this is a bug in lk-eval; please report it with the command you ran",
+                file=sys.stderr,
+            )
         return code
 
 

@@ -22,7 +22,12 @@ T = TypeVar("T")
 
 _BUSY_STATES = {pb.AS_THINKING, pb.AS_SPEAKING}
 _GREETING_SETTLE = 0.1
-_ROLE_NAMES = {pb.USER: "user", pb.ASSISTANT: "assistant", pb.SYSTEM: "system", pb.DEVELOPER: "developer"}
+_ROLE_NAMES = {
+    pb.USER: "user",
+    pb.ASSISTANT: "assistant",
+    pb.SYSTEM: "system",
+    pb.DEVELOPER: "developer",
+}
 
 
 class AgentEndedSession(Exception):
@@ -45,19 +50,27 @@ def chat_item_to_transcript(item: pb.ChatContext.ChatItem, turn: int) -> Transcr
     if kind == "function_call":
         call = item.function_call
         return TranscriptItem(
-            kind="function_call", turn=turn, name=call.name, arguments=call.arguments,
+            kind="function_call",
+            turn=turn,
+            name=call.name,
+            arguments=call.arguments,
             call_id=call.call_id,
         )
     if kind == "function_call_output":
         out = item.function_call_output
         return TranscriptItem(
-            kind="function_call_output", turn=turn, name=out.name, output=out.output,
-            is_error=out.is_error, call_id=out.call_id,
+            kind="function_call_output",
+            turn=turn,
+            name=out.name,
+            output=out.output,
+            is_error=out.is_error,
+            call_id=out.call_id,
         )
     if kind == "agent_handoff":
         handoff = item.agent_handoff
         return TranscriptItem(
-            kind="agent_handoff", turn=turn,
+            kind="agent_handoff",
+            turn=turn,
             old_agent=handoff.old_agent_id if handoff.HasField("old_agent_id") else None,
             new_agent=handoff.new_agent_id,
         )
@@ -142,7 +155,9 @@ class Conversation:
             raise
         elapsed = time.monotonic() - started
         if response.HasField("error") and response.error:
-            raise ProtocolError(f"turn {turn_no}: the agent answered with an error: {response.error}")
+            raise ProtocolError(
+                f"turn {turn_no}: the agent answered with an error: {response.error}"
+            )
         items = [TranscriptItem(kind="message", turn=turn_no, role="user", text=text)]
         for chat_item in response.run_input.items:
             converted = chat_item_to_transcript(chat_item, turn_no)

@@ -131,8 +131,9 @@ class Engine:
             if scenario.id not in self._started:
                 self._started[scenario.id] = time.monotonic()
                 self.progress.scenario_started(scenario.id, scenario.label)
-            runner = ScenarioAttempt(scenario, self.settings, self.evaluator, self.run_id,
-                                     attempt_no)
+            runner = ScenarioAttempt(
+                scenario, self.settings, self.evaluator, self.run_id, attempt_no
+            )
             attempt = await runner.run()
         attempts = self._attempts[scenario.id]
         attempts[attempt_no - 1] = attempt
@@ -203,4 +204,3 @@ class Engine:
             quarantined=self.is_quarantined(scenario),
             duration_seconds=(time.monotonic() - started) if started is not None else 0.0,
         )
-

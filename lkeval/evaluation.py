@@ -68,8 +68,7 @@ class LLMEvaluator:
             return None
         from lkeval.caller import SimulatedCaller
 
-        return SimulatedCaller(self._llm(self.caller_spec), self.caller_spec,
-                               scenario.instructions)
+        return SimulatedCaller(self._llm(self.caller_spec), self.caller_spec, scenario.instructions)
 
     def intent_judge(self, usage: dict[str, Usage]) -> IntentJudge | None:
         """Judge scripted ``intent:`` checks, adding tokens to ``usage['judge']``."""
@@ -103,15 +102,22 @@ class LLMEvaluator:
         wants_main = needs_caller(scenario) or self.judge_scripted
         if wants_main and scenario.agent_expectations.strip():
             verdict, used = await judge_conversation(
-                self._llm(spec), spec, transcript, scenario.agent_expectations,
-                scenario.instructions, rejudge=self.rejudge,
+                self._llm(spec),
+                spec,
+                transcript,
+                scenario.agent_expectations,
+                scenario.instructions,
+                rejudge=self.rejudge,
             )
             add(used)
             verdicts.append(verdict)
         names = list(dict.fromkeys((*self.run_judges, *scenario.judges)))
         if names:
-            verdicts.extend(await run_builtin_judges(
-                names, self._llm(spec), transcript, spec=spec, on_usage=add))
+            verdicts.extend(
+                await run_builtin_judges(
+                    names, self._llm(spec), transcript, spec=spec, on_usage=add
+                )
+            )
         return verdicts
 
     def passes(self, verdicts: Sequence[Verdict]) -> tuple[bool, str]:
@@ -130,13 +136,16 @@ class LLMEvaluator:
 def _explicit(args: argparse.Namespace, environ: Mapping[str, str], role: str) -> bool:
     up = role.upper()
     return bool(
-        getattr(args, f"{role}_model", None) or getattr(args, f"{role}_base_url", None)
-        or environ.get(f"LKEVAL_{up}_MODEL") or environ.get(f"LKEVAL_{up}_BASE_URL")
+        getattr(args, f"{role}_model", None)
+        or getattr(args, f"{role}_base_url", None)
+        or environ.get(f"LKEVAL_{up}_MODEL")
+        or environ.get(f"LKEVAL_{up}_BASE_URL")
     )
 
 
 def build_evaluator(
-    args: argparse.Namespace, scenarios: Sequence[Scenario],
+    args: argparse.Namespace,
+    scenarios: Sequence[Scenario],
     environ: Mapping[str, str] | None = None,
 ) -> LLMEvaluator | None:
     """Configure what the selected scenarios need, checking credentials now.
@@ -148,7 +157,9 @@ def build_evaluator(
     judge_scripted = _explicit(args, env, "judge")
     want_caller = any(needs_caller(s) for s in scenarios)
     want_judge = (
-        want_caller or judge_scripted or bool(run_judges)
+        want_caller
+        or judge_scripted
+        or bool(run_judges)
         or any(_has_intent(s) or s.judges for s in scenarios)
     )
     caller_spec = resolve_llm_spec("caller", args, env) if want_caller else None

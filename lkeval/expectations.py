@@ -42,8 +42,9 @@ async def check_turn(
         passed, reason = True, ""
         if exp.kind == "skip":
             if cursor + exp.count > len(events):
-                passed, reason = False, (
-                    f"cannot skip {exp.count} event(s): only {len(events) - cursor} left"
+                passed, reason = (
+                    False,
+                    (f"cannot skip {exp.count} event(s): only {len(events) - cursor} left"),
                 )
             cursor = min(len(events), cursor + exp.count)
         elif exp.kind == "no_more_events":
@@ -132,7 +133,10 @@ def _match_call(exp: Expectation, event: TranscriptItem) -> tuple[bool, str]:
         try:
             actual = json.loads(event.arguments or "{}")
         except json.JSONDecodeError:
-            return False, f"{event.name} was called with arguments that are not JSON: {event.arguments}"
+            return (
+                False,
+                f"{event.name} was called with arguments that are not JSON: {event.arguments}",
+            )
         mismatch = partial_mismatch(exp.arguments, actual)
         if mismatch:
             return False, f"{event.name} called with {event.arguments}: {mismatch}"
@@ -149,7 +153,10 @@ def _match_output(exp: Expectation, event: TranscriptItem) -> tuple[bool, str]:
     if exp.output is not None and output.strip() != exp.output.strip():
         return False, f"output of {event.name} is {_clip(output)!r}, expected {exp.output!r}"
     if exp.output_contains is not None and exp.output_contains.lower() not in output.lower():
-        return False, f"output of {event.name} does not contain {exp.output_contains!r}: {_clip(output)!r}"
+        return (
+            False,
+            f"output of {event.name} does not contain {exp.output_contains!r}: {_clip(output)!r}",
+        )
     return True, ""
 
 
@@ -180,8 +187,10 @@ def partial_mismatch(expected: Any, actual: Any, path: str = "") -> str:
                 return mismatch
         return ""
     if isinstance(expected, str) and isinstance(actual, str):
-        return "" if expected.strip().lower() == actual.strip().lower() else (
-            f"argument {path} is {actual!r}, expected {expected!r}"
+        return (
+            ""
+            if expected.strip().lower() == actual.strip().lower()
+            else (f"argument {path} is {actual!r}, expected {expected!r}")
         )
     if expected != actual:
         return f"argument {path} is {actual!r}, expected {expected!r}"

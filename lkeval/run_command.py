@@ -46,42 +46,112 @@ def add_run_command(sub: Any) -> None:
         description="Boot the agent once per scenario through the LiveKit console, play the "
         "scenarios, judge them, write results and reports, and exit by the gate.",
     )
-    parser.add_argument("--agent", required=True, metavar="AGENT.py",
-                        help="the agent's entry file (the one you pass to `console`)")
-    parser.add_argument("--scenarios", required=True, nargs="+", metavar="SCENARIOS.yaml",
-                        help="one or more LiveKit scenario files")
-    parser.add_argument("--results", default=DEFAULT_RESULTS, metavar="PATH",
-                        help=f"where to write the JSON results (default {DEFAULT_RESULTS})")
-    parser.add_argument("--logs-dir", metavar="DIR",
-                        help="one log file per agent process (default: logs/ beside --results)")
-    parser.add_argument("--python", default=sys.executable, metavar="PYTHON",
-                        help="interpreter that runs the agent; it needs livekit-agents "
-                        f"{SUPPORTED_RANGE} (default: this one)")
-    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra environment variable for the agent (repeatable)")
+    parser.add_argument(
+        "--agent",
+        required=True,
+        metavar="AGENT.py",
+        help="the agent's entry file (the one you pass to `console`)",
+    )
+    parser.add_argument(
+        "--scenarios",
+        required=True,
+        nargs="+",
+        metavar="SCENARIOS.yaml",
+        help="one or more LiveKit scenario files",
+    )
+    parser.add_argument(
+        "--results",
+        default=DEFAULT_RESULTS,
+        metavar="PATH",
+        help=f"where to write the JSON results (default {DEFAULT_RESULTS})",
+    )
+    parser.add_argument(
+        "--logs-dir",
+        metavar="DIR",
+        help="one log file per agent process (default: logs/ beside --results)",
+    )
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        metavar="PYTHON",
+        help="interpreter that runs the agent; it needs livekit-agents "
+        f"{SUPPORTED_RANGE} (default: this one)",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra environment variable for the agent (repeatable)",
+    )
     limits = parser.add_argument_group("limits and scale")
-    limits.add_argument("--boot-timeout", type=_seconds, default=60.0, metavar="S",
-                        help="seconds for an agent to boot and connect (default 60)")
-    limits.add_argument("--turn-timeout", type=_seconds, default=90.0, metavar="S",
-                        help="seconds for one agent turn (default 90: an agent gives up on a "
-                        "hanging LLM after ~44 s)")
-    limits.add_argument("--concurrency", type=_positive_int, default=None, metavar="N",
-                        help=f"agents at once (default {default_concurrency()} on this machine)")
-    limits.add_argument("--repeat", type=_positive_int, default=None, metavar="N",
-                        help="run every scenario N times (a scenario's own `repeat` wins)")
-    limits.add_argument("--min-pass", type=_positive_int, default=None, metavar="N",
-                        help="passes a repeated scenario needs (default: all of its runs)")
-    limits.add_argument("--shard", type=parse_shard, default=None, metavar="I/N",
-                        help="run only shard I of N (1-based), for matrix jobs; merge with "
-                        "`lkeval merge`")
+    limits.add_argument(
+        "--boot-timeout",
+        type=_seconds,
+        default=60.0,
+        metavar="S",
+        help="seconds for an agent to boot and connect (default 60)",
+    )
+    limits.add_argument(
+        "--turn-timeout",
+        type=_seconds,
+        default=90.0,
+        metavar="S",
+        help="seconds for one agent turn (default 90: an agent gives up on a "
+        "hanging LLM after ~44 s)",
+    )
+    limits.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help=f"agents at once (default {default_concurrency()} on this machine)",
+    )
+    limits.add_argument(
+        "--repeat",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="run every scenario N times (a scenario's own `repeat` wins)",
+    )
+    limits.add_argument(
+        "--min-pass",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="passes a repeated scenario needs (default: all of its runs)",
+    )
+    limits.add_argument(
+        "--shard",
+        type=parse_shard,
+        default=None,
+        metavar="I/N",
+        help="run only shard I of N (1-based), for matrix jobs; merge with `lkeval merge`",
+    )
     select = parser.add_argument_group("selection")
-    select.add_argument("--tag", action="append", default=[], type=_tag, metavar="KEY=VALUE",
-                        help="run only scenarios with this tag (repeatable: all must match)")
-    select.add_argument("--match", action="append", default=[], metavar="GLOB",
-                        help="run only scenarios whose id or label matches (repeatable)")
-    select.add_argument("--quarantine", action="append", default=[], type=_tag,
-                        metavar="KEY=VALUE", help="scenarios with this tag run and are reported "
-                        "but never fail the gate (repeatable)")
+    select.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        type=_tag,
+        metavar="KEY=VALUE",
+        help="run only scenarios with this tag (repeatable: all must match)",
+    )
+    select.add_argument(
+        "--match",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="run only scenarios whose id or label matches (repeatable)",
+    )
+    select.add_argument(
+        "--quarantine",
+        action="append",
+        default=[],
+        type=_tag,
+        metavar="KEY=VALUE",
+        help="scenarios with this tag run and are reported but never fail the gate (repeatable)",
+    )
     add_llm_arguments(parser)
     add_report_arguments(parser)
     parser.set_defaults(handler=run_main)
@@ -148,8 +218,9 @@ def run_main(args: argparse.Namespace) -> int:
     write_results(results, results_path)
     print(f"results: {results_path}")
     if stopped_by is not None:
-        print(f"lk-eval: interrupted by {stopped_by.name}; partial results written",
-              file=sys.stderr)
+        print(
+            f"lk-eval: interrupted by {stopped_by.name}; partial results written", file=sys.stderr
+        )
         return 128 + int(stopped_by)
     outcome = publish(results, str(results_path), args, sys.stdout)
     return outcome.exit_code

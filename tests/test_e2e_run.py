@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import HOTEL, TEST_AGENTS, clean_env, hotel_env, read_json, run_lkeval
+
 from lkeval.testing.llm_server import LLMServer
 
 pytestmark = pytest.mark.e2e
@@ -39,14 +39,29 @@ def test_hotel_scripted_scenarios(tmp_path: Path, hotel_llm: LLMServer) -> None:
     wrong_args = {
         "id": "SCN_wrongArgs",
         "label": "Wrong nights",
-        "turns": [{"user": "Is a double room free?", "expect": [
-            {"function_call": {"name": "check_availability", "arguments": {"nights": 3}}}]}],
+        "turns": [
+            {
+                "user": "Is a double room free?",
+                "expect": [
+                    {"function_call": {"name": "check_availability", "arguments": {"nights": 3}}}
+                ],
+            }
+        ],
     }
     scenarios = _scenarios_file(tmp_path, [*scripted, wrong_args], name="Hotel front desk")
     results_path = tmp_path / "out" / "results.json"
     proc = run_lkeval(
-        ["run", "--agent", str(HOTEL / "agent.py"), "--scenarios", str(scenarios),
-         "--results", str(results_path), "--concurrency", "2"],
+        [
+            "run",
+            "--agent",
+            str(HOTEL / "agent.py"),
+            "--scenarios",
+            str(scenarios),
+            "--results",
+            str(results_path),
+            "--concurrency",
+            "2",
+        ],
         hotel_env(hotel_llm),
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -58,9 +73,15 @@ def test_hotel_scripted_scenarios(tmp_path: Path, hotel_llm: LLMServer) -> None:
     check = by_id["SCN_checkDouble01"]
     assert check["status"] == "passed", check
     attempt = check["attempts"][0]
-    assert check["line"] == scenarios.read_text().splitlines().index(
-        next(line for line in scenarios.read_text().splitlines() if "SCN_checkDouble01" in line)
-    ) + 1
+    assert (
+        check["line"]
+        == scenarios.read_text()
+        .splitlines()
+        .index(
+            next(line for line in scenarios.read_text().splitlines() if "SCN_checkDouble01" in line)
+        )
+        + 1
+    )
     greeting = [i for i in attempt["transcript"] if i["turn"] == 0 and i["kind"] == "message"]
     assert greeting and "Welcome" in greeting[0]["text"]  # the greeting was waited for
     assert all(e["passed"] for e in attempt["expectations"]) and len(attempt["expectations"]) == 5
@@ -89,27 +110,59 @@ def test_faulty_agents_are_errors_and_the_run_goes_on(tmp_path: Path) -> None:
     rules = [
         {"model": "faulty-agent", "last_user": "explode", "tool_calls": [{"name": "explode"}]},
         {"model": "faulty-agent", "after_tool": "lookup", "text": "That failed."},
-        {"model": "faulty-agent", "last_user": "bad key",
-         "tool_calls": [{"name": "lookup", "arguments": {"key": "bad"}}]},
+        {
+            "model": "faulty-agent",
+            "last_user": "bad key",
+            "tool_calls": [{"name": "lookup", "arguments": {"key": "bad"}}],
+        },
         {"model": "faulty-agent", "text": "Fine."},
     ]
-    scenarios = _scenarios_file(tmp_path, [
-        {"id": "crash", "label": "Crashes mid-turn", "userdata": {"fault": "exit_in_tool"},
-         "turns": [{"user": "please explode"}, {"user": "still there?"}]},
-        {"id": "raises", "label": "Entrypoint raises",
-         "userdata": {"fault": "raise_in_entrypoint"}, "turns": [{"user": "hello"}]},
-        {"id": "tool-error", "label": "Tool error is an event",
-         "turns": [{"user": "look up the bad key", "expect": [
-             {"function_call": {"name": "lookup"}},
-             {"function_call_output": {"is_error": True}},
-             {"message": {"contains": "failed"}}]}]},
-    ])
+    scenarios = _scenarios_file(
+        tmp_path,
+        [
+            {
+                "id": "crash",
+                "label": "Crashes mid-turn",
+                "userdata": {"fault": "exit_in_tool"},
+                "turns": [{"user": "please explode"}, {"user": "still there?"}],
+            },
+            {
+                "id": "raises",
+                "label": "Entrypoint raises",
+                "userdata": {"fault": "raise_in_entrypoint"},
+                "turns": [{"user": "hello"}],
+            },
+            {
+                "id": "tool-error",
+                "label": "Tool error is an event",
+                "turns": [
+                    {
+                        "user": "look up the bad key",
+                        "expect": [
+                            {"function_call": {"name": "lookup"}},
+                            {"function_call_output": {"is_error": True}},
+                            {"message": {"contains": "failed"}},
+                        ],
+                    }
+                ],
+            },
+        ],
+    )
     results_path = tmp_path / "results.json"
     with LLMServer(rules) as llm:
         started = time.monotonic()
         proc = run_lkeval(
-            ["run", "--agent", str(TEST_AGENTS / "faulty_agent.py"), "--scenarios",
-             str(scenarios), "--results", str(results_path), "--boot-timeout", "90"],
+            [
+                "run",
+                "--agent",
+                str(TEST_AGENTS / "faulty_agent.py"),
+                "--scenarios",
+                str(scenarios),
+                "--results",
+                str(results_path),
+                "--boot-timeout",
+                "90",
+            ],
             clean_env(OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="k"),
         )
         elapsed = time.monotonic() - started
@@ -131,8 +184,15 @@ def test_import_error_means_nothing_could_run(tmp_path: Path) -> None:
     scenarios = _scenarios_file(tmp_path, [{"label": "Anything", "turns": [{"user": "hi"}]}])
     results_path = tmp_path / "results.json"
     proc = run_lkeval(
-        ["run", "--agent", str(TEST_AGENTS / "import_error_agent.py"), "--scenarios",
-         str(scenarios), "--results", str(results_path)],
+        [
+            "run",
+            "--agent",
+            str(TEST_AGENTS / "import_error_agent.py"),
+            "--scenarios",
+            str(scenarios),
+            "--results",
+            str(results_path),
+        ],
         clean_env(),
     )
     assert proc.returncode == 3, proc.stdout + proc.stderr
@@ -162,18 +222,40 @@ def test_sigterm_writes_partial_results_and_leaves_no_agent(tmp_path: Path) -> N
         {"model": "hotel-agent", "last_user": "slow", "text": "...", "delay": 60},
         {"model": "hotel-agent", "text": "Quick."},
     ]
-    scenarios = _scenarios_file(tmp_path, [
-        {"id": "quick", "label": "Quick", "turns": [{"user": "hi", "expect": [{"message": {}}]}]},
-        {"id": "slow", "label": "Slow", "turns": [{"user": "slow please"}]},
-    ])
+    scenarios = _scenarios_file(
+        tmp_path,
+        [
+            {
+                "id": "quick",
+                "label": "Quick",
+                "turns": [{"user": "hi", "expect": [{"message": {}}]}],
+            },
+            {"id": "slow", "label": "Slow", "turns": [{"user": "slow please"}]},
+        ],
+    )
     agent = tmp_path / "agent_copy.py"  # a unique path to find our agent processes by
     agent.write_text((HOTEL / "agent.py").read_text())
     results_path = tmp_path / "results.json"
     with LLMServer(rules) as llm:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "lkeval", "run", "--agent", str(agent), "--scenarios",
-             str(scenarios), "--results", str(results_path), "--concurrency", "1"],
-            env=hotel_env(llm), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "lkeval",
+                "run",
+                "--agent",
+                str(agent),
+                "--scenarios",
+                str(scenarios),
+                "--results",
+                str(results_path),
+                "--concurrency",
+                "1",
+            ],
+            env=hotel_env(llm),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # wait until the slow turn is in flight

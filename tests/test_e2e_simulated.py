@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import HOTEL, hotel_env, read_json, run_lkeval
+
 from lkeval.testing.llm_rules import read_rules_file
 from lkeval.testing.llm_server import LLMServer
 
@@ -33,8 +33,11 @@ RULES = [
     {"model": "caller", "system": "LOOPING", "text": "Tell me more about the rooms."},
     *CALLER_RULES,
     {**JUDGE, "last_user": "OUTAGE", "status": 500, "text": "upstream exploded"},
-    {**JUDGE, "last_user": "MALFORMED",
-     "tool_calls": [{"name": "submit_verdict", "arguments": "{not json"}]},
+    {
+        **JUDGE,
+        "last_user": "MALFORMED",
+        "tool_calls": [{"name": "submit_verdict", "arguments": "{not json"}],
+    },
     {**JUDGE, "last_user": "LOOPING", "tool_calls": [verdict("maybe", "never got anywhere")]},
     {**JUDGE, "last_user": "FLAKY", "times": 1, "tool_calls": [verdict("fail", "bad luck")]},
     {**JUDGE, "last_user": "QUARANTINED", "tool_calls": [verdict("fail", "known bad")]},
@@ -44,9 +47,13 @@ BOOKING = "You are Ada. Ask for a double room for two nights and book it. {marke
 
 
 def scenario(sid: str, marker: str, **extra: object) -> dict:
-    return {"id": sid, "label": sid.replace("-", " ").title(),
-            "instructions": BOOKING.format(marker=marker),
-            "agent_expectations": f"The agent books the room. {marker}", **extra}
+    return {
+        "id": sid,
+        "label": sid.replace("-", " ").title(),
+        "instructions": BOOKING.format(marker=marker),
+        "agent_expectations": f"The agent books the room. {marker}",
+        **extra,
+    }
 
 
 def llm_env(llm: LLMServer) -> dict[str, str]:
@@ -55,20 +62,42 @@ def llm_env(llm: LLMServer) -> dict[str, str]:
 
 def test_simulated_users_judges_repeats_and_outages(tmp_path: Path) -> None:
     scenarios = tmp_path / "scenarios.yaml"
-    scenarios.write_text(yaml.safe_dump({"name": "Sim", "scenarios": [
-        scenario("ends-call", ""),
-        scenario("never-ends", "LOOPING", max_turns=2),
-        scenario("judge-outage", "OUTAGE"),
-        scenario("judge-malformed", "MALFORMED"),
-        scenario("flaky", "FLAKY", repeat=3, min_pass=2),
-        scenario("quarantined", "QUARANTINED", tags={"flaky": "true"}),
-    ]}, sort_keys=False))
+    scenarios.write_text(
+        yaml.safe_dump(
+            {
+                "name": "Sim",
+                "scenarios": [
+                    scenario("ends-call", ""),
+                    scenario("never-ends", "LOOPING", max_turns=2),
+                    scenario("judge-outage", "OUTAGE"),
+                    scenario("judge-malformed", "MALFORMED"),
+                    scenario("flaky", "FLAKY", repeat=3, min_pass=2),
+                    scenario("quarantined", "QUARANTINED", tags={"flaky": "true"}),
+                ],
+            },
+            sort_keys=False,
+        )
+    )
     results_path = tmp_path / "results.json"
     with LLMServer(RULES) as llm:
         proc = run_lkeval(
-            ["run", "--agent", str(HOTEL / "agent.py"), "--scenarios", str(scenarios),
-             "--results", str(results_path), "--caller-model", "caller", "--judge-model",
-             "judge", "--quarantine", "flaky=true", "--concurrency", "2"],
+            [
+                "run",
+                "--agent",
+                str(HOTEL / "agent.py"),
+                "--scenarios",
+                str(scenarios),
+                "--results",
+                str(results_path),
+                "--caller-model",
+                "caller",
+                "--judge-model",
+                "judge",
+                "--quarantine",
+                "flaky=true",
+                "--concurrency",
+                "2",
+            ],
             llm_env(llm),
         )
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -78,8 +107,9 @@ def test_simulated_users_judges_repeats_and_outages(tmp_path: Path) -> None:
     assert ends["status"] == "passed", ends
     attempt = ends["attempts"][0]
     assert attempt["end_reason"].startswith("the simulated user ended the call")
-    assert [v["source"] for v in attempt["verdicts"]] == ["judge", "agent"] or \
-        [v["source"] for v in attempt["verdicts"]] == ["judge"]
+    assert [v["source"] for v in attempt["verdicts"]] == ["judge", "agent"] or [
+        v["source"] for v in attempt["verdicts"]
+    ] == ["judge"]
     assert attempt["usage"]["caller"]["input_tokens"] > 0
     assert attempt["usage"]["judge"]["input_tokens"] > 0
 
@@ -107,8 +137,10 @@ def _comparable(path: Path) -> list[tuple]:
     out = []
     for s in read_json(path)["scenarios"]:
         attempt = s["attempts"][0]
-        transcript = [(i["turn"], i["kind"], i["role"], i["text"], i["name"], i["arguments"])
-                      for i in attempt["transcript"]]
+        transcript = [
+            (i["turn"], i["kind"], i["role"], i["text"], i["name"], i["arguments"])
+            for i in attempt["transcript"]
+        ]
         verdicts = [(v["source"], v["verdict"]) for v in attempt["verdicts"]]
         out.append((s["scenario_id"], s["status"], transcript, verdicts))
     return out
@@ -121,9 +153,20 @@ def test_results_do_not_depend_on_concurrency(tmp_path: Path) -> None:
     scenarios.write_text(yaml.safe_dump({**example, "scenarios": scripted}, sort_keys=False))
     with LLMServer.from_file(HOTEL / "llm_rules.yaml") as llm:
         for n in (1, 4):
-            run_lkeval(["run", "--agent", str(HOTEL / "agent.py"), "--scenarios",
-                        str(scenarios), "--results", str(tmp_path / f"c{n}.json"),
-                        "--concurrency", str(n)], hotel_env(llm))
+            run_lkeval(
+                [
+                    "run",
+                    "--agent",
+                    str(HOTEL / "agent.py"),
+                    "--scenarios",
+                    str(scenarios),
+                    "--results",
+                    str(tmp_path / f"c{n}.json"),
+                    "--concurrency",
+                    str(n),
+                ],
+                hotel_env(llm),
+            )
     one, four = _comparable(tmp_path / "c1.json"), _comparable(tmp_path / "c4.json")
     assert [s[0] for s in one] == ["SCN_checkDouble01", "SCN_bookAda01", "SCN_vetoGrace01"]
     assert one == four
@@ -135,9 +178,17 @@ def test_missing_credentials_stop_before_any_agent_boots(tmp_path: Path) -> None
     logs = tmp_path / "logs"
     started = time.monotonic()
     proc = run_lkeval(
-        ["run", "--agent", str(HOTEL / "agent.py"), "--scenarios",
-         str(HOTEL / "scenarios.yaml"), "--results", str(tmp_path / "r.json"),
-         "--logs-dir", str(logs)],
+        [
+            "run",
+            "--agent",
+            str(HOTEL / "agent.py"),
+            "--scenarios",
+            str(HOTEL / "scenarios.yaml"),
+            "--results",
+            str(tmp_path / "r.json"),
+            "--logs-dir",
+            str(logs),
+        ],
         clean_env(),
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr

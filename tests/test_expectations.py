@@ -15,13 +15,23 @@ def _turn(*expect: Expectation) -> Turn:
 
 EVENTS = [
     TranscriptItem(kind="message", turn=1, role="user", text="Book a double for two nights"),
-    TranscriptItem(kind="function_call", turn=1, name="check_availability",
-                   arguments='{"room_type": "double", "nights": 2}'),
-    TranscriptItem(kind="function_call_output", turn=1, name="check_availability",
-                   output="1 double room(s) free", is_error=False),
+    TranscriptItem(
+        kind="function_call",
+        turn=1,
+        name="check_availability",
+        arguments='{"room_type": "double", "nights": 2}',
+    ),
+    TranscriptItem(
+        kind="function_call_output",
+        turn=1,
+        name="check_availability",
+        output="1 double room(s) free",
+        is_error=False,
+    ),
     TranscriptItem(kind="message", turn=1, role="assistant", text="Good news: one is free."),
-    TranscriptItem(kind="agent_handoff", turn=1, old_agent="front_desk_agent",
-                   new_agent="booking_agent"),
+    TranscriptItem(
+        kind="agent_handoff", turn=1, old_agent="front_desk_agent", new_agent="booking_agent"
+    ),
 ]
 
 
@@ -30,20 +40,24 @@ def run(turn: Turn, events: list[TranscriptItem] = EVENTS, judge=None):  # type:
 
 
 def test_sequence_passes_and_user_message_is_not_an_event() -> None:
-    results = run(_turn(
-        Expectation("function_call", 1, name="check_availability",
-                    arguments={"room_type": "double"}),
-        Expectation("function_call_output", 2, is_error=False, output_contains="free"),
-        Expectation("message", 3, contains=("good news",)),
-        Expectation("handoff", 4, to="BookingAgent"),
-        Expectation("no_more_events", 5),
-    ))
+    results = run(
+        _turn(
+            Expectation(
+                "function_call", 1, name="check_availability", arguments={"room_type": "double"}
+            ),
+            Expectation("function_call_output", 2, is_error=False, output_contains="free"),
+            Expectation("message", 3, contains=("good news",)),
+            Expectation("handoff", 4, to="BookingAgent"),
+            Expectation("no_more_events", 5),
+        )
+    )
     assert [r.passed for r in results] == [True] * 5, results
 
 
 def test_wrong_arguments_fail_with_a_reason_naming_the_argument() -> None:
-    (result,) = run(_turn(Expectation("function_call", 7, name="check_availability",
-                                      arguments={"nights": 3})))
+    (result,) = run(
+        _turn(Expectation("function_call", 7, name="check_availability", arguments={"nights": 3}))
+    )
     assert not result.passed
     assert "nights" in result.reason and "3" in result.reason
     assert result.line == 7
@@ -57,11 +71,13 @@ def test_skip_and_no_more_events_report_leftovers() -> None:
 
 
 def test_contains_searches_without_moving_the_cursor() -> None:
-    results = run(_turn(
-        Expectation("handoff", 1, anywhere=True, to="booking_agent"),
-        Expectation("function_call", 2, name="check_availability"),
-        Expectation("message", 3, anywhere=True, matches=r"no rooms"),
-    ))
+    results = run(
+        _turn(
+            Expectation("handoff", 1, anywhere=True, to="booking_agent"),
+            Expectation("function_call", 2, name="check_availability"),
+            Expectation("message", 3, anywhere=True, matches=r"no rooms"),
+        )
+    )
     assert [r.passed for r in results] == [True, True, False]
     assert "no rooms" in results[2].reason
 
@@ -69,8 +85,9 @@ def test_contains_searches_without_moving_the_cursor() -> None:
 def test_out_of_events_and_wrong_kind() -> None:
     results = run(_turn(Expectation("message", 1)), events=[EVENTS[1]])
     assert not results[0].passed and "call check_availability" in results[0].reason
-    results = run(_turn(Expectation("skip", 1, count=1), Expectation("message", 2)),
-                  events=[EVENTS[3]])
+    results = run(
+        _turn(Expectation("skip", 1, count=1), Expectation("message", 2)), events=[EVENTS[3]]
+    )
     assert results[0].passed and not results[1].passed
     assert "no further event" in results[1].reason
 
@@ -82,8 +99,9 @@ def test_intent_uses_the_judge_and_reports_its_reason() -> None:
         seen.append((text, intent))
         return False, "it did not apologise"
 
-    (result,) = run(_turn(Expectation("message", 1, anywhere=True, intent="apologises")),
-                    judge=judge)
+    (result,) = run(
+        _turn(Expectation("message", 1, anywhere=True, intent="apologises")), judge=judge
+    )
     assert seen == [("Good news: one is free.", "apologises")]
     assert not result.passed and "did not apologise" in result.reason
 

@@ -35,8 +35,16 @@ def test_listens_on_loopback_accepts_one_and_answers_by_request_id() -> None:
         assert addr.startswith("127.0.0.1:")
         reader, writer = await _peer(addr)
         # an event before any request (a greeting) is kept
-        _send(writer, pb.AgentSessionMessage(event=pb.AgentSessionEvent(
-            agent_state_changed=pb.AgentSessionEvent.AgentStateChanged(new_state=pb.AS_SPEAKING))))
+        _send(
+            writer,
+            pb.AgentSessionMessage(
+                event=pb.AgentSessionEvent(
+                    agent_state_changed=pb.AgentSessionEvent.AgentStateChanged(
+                        new_state=pb.AS_SPEAKING
+                    )
+                )
+            ),
+        )
         conn = await asyncio.wait_for(listener.accepted, 5)
         # the listener is closed after the first connection
         with pytest.raises(OSError):
@@ -45,23 +53,39 @@ def test_listens_on_loopback_accepts_one_and_answers_by_request_id() -> None:
         async def console() -> None:
             req = (await _read(reader)).request
             assert req.WhichOneof("request") == "ping"
-            _send(writer, pb.AgentSessionMessage(response=pb.SessionResponse(
-                request_id=req.request_id, pong=pb.SessionResponse.Pong())))
+            _send(
+                writer,
+                pb.AgentSessionMessage(
+                    response=pb.SessionResponse(
+                        request_id=req.request_id, pong=pb.SessionResponse.Pong()
+                    )
+                ),
+            )
             # a large inbound frame (> 1 MiB) is accepted
             big = "x" * (3 * 1024 * 1024)
             req = (await _read(reader)).request
-            item = pb.ChatContext.ChatItem(message=pb.ChatMessage(
-                role=pb.ASSISTANT, content=[pb.ChatMessage.ChatContent(text=big)]))
-            _send(writer, pb.AgentSessionMessage(response=pb.SessionResponse(
-                request_id=req.request_id,
-                run_input=pb.SessionResponse.RunInputResponse(items=[item]))))
+            item = pb.ChatContext.ChatItem(
+                message=pb.ChatMessage(
+                    role=pb.ASSISTANT, content=[pb.ChatMessage.ChatContent(text=big)]
+                )
+            )
+            _send(
+                writer,
+                pb.AgentSessionMessage(
+                    response=pb.SessionResponse(
+                        request_id=req.request_id,
+                        run_input=pb.SessionResponse.RunInputResponse(items=[item]),
+                    )
+                ),
+            )
             await writer.drain()
 
         task = asyncio.create_task(console())
         pong = await conn.request(pb.SessionRequest(ping=pb.SessionRequest.Ping()), 5)
         assert pong.HasField("pong")
         resp = await conn.request(
-            pb.SessionRequest(run_input=pb.SessionRequest.RunInput(text="hi")), 5)
+            pb.SessionRequest(run_input=pb.SessionRequest.RunInput(text="hi")), 5
+        )
         assert len(resp.run_input.items[0].message.content[0].text) == 3 * 1024 * 1024
         await task
         assert conn.events[0].event.agent_state_changed.new_state == pb.AS_SPEAKING
@@ -79,16 +103,24 @@ def test_never_sends_a_frame_over_one_mebibyte_and_times_out_cleanly() -> None:
         conn = await asyncio.wait_for(listener.accepted, 5)
         huge = "y" * (1024 * 1024 + 10)
         with pytest.raises(FrameTooLarge, match="1 MiB"):
-            await conn.request(pb.SessionRequest(run_input=pb.SessionRequest.RunInput(text=huge)), 1)
+            await conn.request(
+                pb.SessionRequest(run_input=pb.SessionRequest.RunInput(text=huge)), 1
+            )
         with pytest.raises(ProtocolError, match="no answer within"):
             await conn.request(pb.SessionRequest(ping=pb.SessionRequest.Ping()), 0.2)
+
         # an error answer raises with the agent's message
         async def console() -> None:
             req = (await _read(reader)).request
             if req.WhichOneof("request") == "ping":  # the timed-out ping
                 req = (await _read(reader)).request
-            _send(writer, pb.AgentSessionMessage(response=pb.SessionResponse(
-                request_id=req.request_id, error="LLM failed")))
+            _send(
+                writer,
+                pb.AgentSessionMessage(
+                    response=pb.SessionResponse(request_id=req.request_id, error="LLM failed")
+                ),
+            )
+
         task = asyncio.create_task(console())
         with pytest.raises(ProtocolError, match="LLM failed"):
             await conn.request(pb.SessionRequest(run_input=pb.SessionRequest.RunInput(text="a")), 5)

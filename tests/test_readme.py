@@ -21,8 +21,13 @@ def _blocks(lang: str) -> list[str]:
 def test_help_block_matches_the_real_help() -> None:
     (block,) = [b for b in _blocks("text") if b.startswith("usage: lkeval")]
     env = {**os.environ, "COLUMNS": "80"}
-    real = subprocess.run([sys.executable, "-m", "lkeval", "--help"], capture_output=True,
-                          text=True, env=env, check=True).stdout
+    real = subprocess.run(
+        [sys.executable, "-m", "lkeval", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
     assert block.strip() == real.strip()
 
 
