@@ -8,6 +8,7 @@ turn is in flight, the turn fails at once with that reason instead of waiting fo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable
 from typing import TypeVar
@@ -226,10 +227,8 @@ class Conversation:
     async def _raise_closed(self) -> None:
         """The connection closed: decide whether the agent crashed or hung up."""
         assert self.agent.proc is not None
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(self.agent.proc.wait()), 2.0)
-        except asyncio.TimeoutError:
-            pass
         rc = self.agent.proc.returncode
         if rc is None or rc == 0:
             raise AgentEndedSession(f"the agent ended the session ({self.conn.closed_reason})")
