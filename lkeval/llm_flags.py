@@ -29,7 +29,7 @@ def _price_arg(text: str) -> str:
     return text
 
 
-def _non_negative_int(text: str) -> int:
+def non_negative_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -39,14 +39,14 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
-def _positive_int(text: str) -> int:
-    value = _non_negative_int(text)
+def positive_int(text: str) -> int:
+    value = non_negative_int(text)
     if value == 0:
         raise argparse.ArgumentTypeError("must be 1 or more")
     return value
 
 
-def _positive_float(text: str) -> float:
+def positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -106,7 +106,7 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--rejudge",
         metavar="K",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=0,
         help="when the judge fails a scenario, ask K more times; the majority stands (default 0)",
     )
@@ -118,14 +118,14 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--max-turns",
         metavar="N",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_MAX_TURNS,
         help=f"most caller turns in a simulated conversation (default {DEFAULT_MAX_TURNS})",
     )
     group.add_argument(
         "--llm-retries",
         metavar="N",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=None,
         help="retries of a caller/judge LLM request on 429, 5xx and timeouts, with backoff "
         "(env LKEVAL_LLM_RETRIES, default 4)",
@@ -133,7 +133,7 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--llm-timeout",
         metavar="SECONDS",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         help=f"timeout of one caller/judge LLM request (env LKEVAL_LLM_TIMEOUT, default "
         f"{DEFAULT_TIMEOUT:g})",

@@ -25,6 +25,7 @@ from lkeval.agent_host import SUPPORTED_RANGE
 from lkeval.agent_process import AgentLaunch, kill_all_now
 from lkeval.cli import EXIT_USAGE, UsageError
 from lkeval.engine import Engine, EngineOptions, Selection, default_concurrency, parse_tag_selector
+from lkeval.llm_flags import positive_float, positive_int
 from lkeval.masking import redact_argv
 from lkeval.results import RunMetadata, RunResults, ScenarioResult, write_results
 from lkeval.scenario import Scenario
@@ -87,14 +88,14 @@ def add_run_command(sub: Any) -> None:
     limits = parser.add_argument_group("limits and scale")
     limits.add_argument(
         "--boot-timeout",
-        type=_seconds,
+        type=positive_float,
         default=60.0,
         metavar="S",
         help="seconds for an agent to boot and connect (default 60)",
     )
     limits.add_argument(
         "--turn-timeout",
-        type=_seconds,
+        type=positive_float,
         default=90.0,
         metavar="S",
         help="seconds for one agent turn (default 90: an agent gives up on a "
@@ -102,21 +103,21 @@ def add_run_command(sub: Any) -> None:
     )
     limits.add_argument(
         "--concurrency",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help=f"agents at once (default {default_concurrency()} on this machine)",
     )
     limits.add_argument(
         "--repeat",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="run every scenario N times (a scenario's own `repeat` wins)",
     )
     limits.add_argument(
         "--min-pass",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="passes a repeated scenario needs (default: all of its runs)",
@@ -296,26 +297,6 @@ def _tag(text: str) -> tuple[str, str]:
         return parse_tag_selector(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
-    return value
 
 
 __all__ = ["EXIT_USAGE", "add_run_command", "run_main"]

@@ -21,6 +21,7 @@ from typing import Any
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from lkeval.llm_config import BUILTIN_JUDGES
 from lkeval.scenario import Limits, Scenario, ScenarioGroup, derive_id
 from lkeval.scenario_turns import parse_turns
 from lkeval.scenario_yaml import (
@@ -73,16 +74,7 @@ LKEVAL_SCENARIO_KEYS = (
 )
 SCENARIO_KEYS = LIVEKIT_SCENARIO_KEYS + LKEVAL_SCENARIO_KEYS
 # The built-in judges of livekit.agents.evals, the vocabulary users already know.
-JUDGE_NAMES = (
-    "task_completion",
-    "tool_use",
-    "accuracy",
-    "safety",
-    "relevancy",
-    "coherence",
-    "conciseness",
-    "handoff",
-)
+JUDGE_NAMES = BUILTIN_JUDGES
 
 
 class ScenarioFileError(Exception):
@@ -253,8 +245,11 @@ def _parse_scenario(
     then_node = _value(entries, "then_simulate")
     then_simulate = bool(then_node and read_bool(then_node, f"{path}.then_simulate", problems))
     if then_simulate and not instructions.strip():
-        problems.error(then_node or node, f"{path}.then_simulate",
-                       "needs 'instructions' for the simulated user to carry on from")
+        problems.error(
+            then_node or node,
+            f"{path}.then_simulate",
+            "needs 'instructions' for the simulated user to carry on from",
+        )
     if label is None:
         return None
     scenario_id = explicit_id or derive_id(group_name, label)

@@ -1,0 +1,642 @@
+"""The GitHub Action: action.yml, entrypoint.py, and the two run as the container runs them.
+
+The runner starts the container with the workspace as working directory, every input as an
+``INPUT_<NAME>`` variable (upper-cased, hyphens kept) and no arguments; these tests start
+``python entrypoint.py`` the same way. Pure mapping tests call ``entrypoint.build_plan`` and
+``entrypoint.install_plan`` directly; one end-to-end run boots the example agent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+import lkeval
+from conftest import HOTEL, ROOT, clean_env, hotel_env, read_json
+from github_server import FakeGitHub, github_server
+from lkeval.results import write_results
+from lkeval.testing.llm_server import LLMServer
+from report_fixtures import results_of, scenario
+
+ENTRYPOINT = ROOT / "entrypoint.py"
+ACTION = ROOT / "action.yml"
+DOCS = ROOT / "docs" / "action.md"
+README = ROOT / "README.md"
+REPO = "acme/hotel"
+PR = 7
+
+
+def load_entrypoint() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("lkeval_entrypoint", ENTRYPOINT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while being defined
+    spec.loader.exec_module(module)
+    return module
+
+
+ep = load_entrypoint()
+
+
+def action() -> dict[str, Any]:
+    data = yaml.safe_load(ACTION.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def inputs(**values: str) -> dict[str, str]:
+    """``INPUT_*`` variables as the runner names them: ``caller_model`` → ``INPUT_CALLER-MODEL``."""
+    return {"INPUT_" + name.replace("_", "-").upper(): value for name, value in values.items()}
+
+
+def plan(**values: str) -> Any:
+    values.setdefault("agent", "agent.py")
+    values.setdefault("scenarios", "scenarios.yaml")
+    return ep.build_plan(inputs(**values))
+
+
+DEFAULT_ARGV = [
+    "run", "--agent", "agent.py", "--scenarios", "scenarios.yaml",
+    "--results", "lkeval-results/results.json", "--junit", "lkeval-results/junit.xml",
+    "--fail-on", "any", "--comment", "update", "--comment-id", "default", "--summary",
+]
+
+
+def run_entrypoint(
+    env: dict[str, str], cwd: Path, *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``python entrypoint.py`` as the container's ENTRYPOINT runs it."""
+    return subprocess.run(
+        [sys.executable, str(ENTRYPOINT), *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def read_outputs(path: Path) -> dict[str, str]:
+    """``$GITHUB_OUTPUT`` as the runner reads it: ``name=value`` and ``name<<DELIM`` blocks."""
+    values: dict[str, str] = {}
+    lines = iter(path.read_text(encoding="utf-8").splitlines())
+    for line in lines:
+        if "<<" in line and "=" not in line.split("<<", 1)[0]:
+            name, delimiter = line.split("<<", 1)
+            body = []
+            for inner in lines:
+                if inner == delimiter:
+                    break
+                body.append(inner)
+            values[name] = "\n".join(body)
+        else:
+            name, value = line.split("=", 1)
+            values[name] = value
+    return values
+
+
+# --- inputs → lkeval's command line ---------------------------------------------------------------
+
+#: One sample value per input and what it must become; every input of action.yml is here.
+MAPPING: dict[str, tuple[str, list[str]]] = {
+    "agent": ("bot/agent.py", ["--agent", "bot/agent.py"]),
+    "scenarios": ("a.yaml\nb.yaml c.yaml\n", ["--scenarios", "a.yaml", "b.yaml", "c.yaml"]),
+    "caller-model": ("gpt-4.1-mini", ["--caller-model", "gpt-4.1-mini"]),
+    "caller-base-url": ("http://ollama:11434/v1", ["--caller-base-url", "http://ollama:11434/v1"]),
+    "judge-model": ("openai/gpt-4.1", ["--judge-model", "openai/gpt-4.1"]),
+    "judge-base-url": ("livekit", ["--judge-base-url", "livekit"]),
+    "judges": ("safety, tool_use\nhandoff", ["--judges", "safety,tool_use,handoff"]),
+    "rejudge": ("2", ["--rejudge", "2"]),
+    "maybe-is-pass": ("true", ["--maybe-is-pass"]),
+    "repeat": ("3", ["--repeat", "3"]),
+    "min-pass": ("2", ["--min-pass", "2"]),
+    "concurrency": ("4", ["--concurrency", "4"]),
+    "max-turns": ("8", ["--max-turns", "8"]),
+    "boot-timeout": ("90", ["--boot-timeout", "90"]),
+    "turn-timeout": ("45.5", ["--turn-timeout", "45.5"]),
+    "shard": ("2/3", ["--shard", "2/3"]),
+    "tag": ("feature=booking\ndifficulty=2", ["--tag", "feature=booking", "--tag", "difficulty=2"]),
+    "match": ("SCN_book* 'Guest books*'", ["--match", "SCN_book*", "--match", "Guest books*"]),
+    "quarantine": ("flaky=true", ["--quarantine", "flaky=true"]),
+    "results": ("out/r.json", ["--results", "out/r.json"]),
+    "junit": ("out/j.xml", ["--junit", "out/j.xml"]),
+    "markdown": ("out/report.md", ["--markdown", "out/report.md"]),
+    "baseline": ("main/results.json", ["--baseline", "main/results.json"]),
+    "fail-on": ("regression", ["--fail-on", "regression"]),
+    "min-pass-rate": ("90%", ["--min-pass-rate", "90%"]),
+    "comment": ("new", ["--comment", "new"]),
+    "comment-id": ("voice", ["--comment-id", "voice"]),
+    "summary": ("false", ["--no-summary"]),
+    "pr": ("42", ["--pr", "42"]),
+    "args": ("--llm-timeout 30 --env 'GREETING=hi there'",
+             ["--llm-timeout", "30", "--env", "GREETING=hi there"]),
+}
+#: Inputs that steer the entrypoint itself rather than becoming lkeval options.
+NOT_ARGV = {"command", "working-directory", "install", "github-token"}
+
+
+def test_every_input_has_a_mapping_test() -> None:
+    assert set(MAPPING) | NOT_ARGV == set(action()["inputs"])
+
+
+@pytest.mark.parametrize("name", sorted(MAPPING))
+def test_input_maps_to_lkeval_arguments(name: str) -> None:
+    value, expected = MAPPING[name]
+    argv = list(plan(**{name.replace("-", "_"): value}).argv)
+    n = len(expected)
+    assert any(argv[i : i + n] == expected for i in range(len(argv))), argv
+
+
+def test_defaults_give_the_documented_command_line() -> None:
+    result = plan()
+    assert list(result.argv) == DEFAULT_ARGV
+    assert (result.command, result.working_directory, result.install) == ("run", ".", "auto")
+    assert result.env == {}
+
+
+def test_inputs_keep_the_order_of_the_table_and_args_come_last() -> None:
+    argv = list(plan(args="--rejudge 1", repeat="2", tag="a=b").argv)
+    assert argv.index("--repeat") < argv.index("--tag") < argv.index("--results")
+    assert argv[-2:] == ["--rejudge", "1"]
+
+
+def test_empty_inputs_add_nothing_and_an_empty_junit_turns_it_off() -> None:
+    argv = plan(junit="", comment_id="", repeat="  ", tag="\n").argv
+    assert "--junit" not in argv and "--comment-id" not in argv
+    assert "--repeat" not in argv and "--tag" not in argv
+
+
+def test_github_token_goes_to_the_environment_never_to_argv() -> None:
+    result = plan(github_token="ghs_secret_token_value")
+    assert result.env == {"GITHUB_TOKEN": "ghs_secret_token_value"}
+    assert not any("ghs_" in arg for arg in result.argv)
+
+
+def test_settings_are_read_by_the_plan() -> None:
+    result = plan(working_directory="services/agent", install="make deps", command="run")
+    assert (result.working_directory, result.install) == ("services/agent", "make deps")
+
+
+def test_action_environment_drops_the_inputs() -> None:
+    env = ep.action_environment(
+        {"PATH": "/bin", "INPUT_GITHUB-TOKEN": "x", "INPUT_AGENT": "a"}, {"GITHUB_TOKEN": "x"}
+    )
+    assert env == {"PATH": "/bin", "GITHUB_TOKEN": "x"}
+
+
+@pytest.mark.parametrize("name", ["maybe-is-pass", "summary"])
+@pytest.mark.parametrize("value", ["yes", "1", "on", "", "ture"])
+def test_booleans_are_true_or_false_only(name: str, value: str) -> None:
+    with pytest.raises(ep.InputError, match=f"input '{name}' must be true or false"):
+        plan(**{name.replace("-", "_"): value})
+
+
+@pytest.mark.parametrize("value", ["true", "True", "TRUE", "false", "False", "FALSE"])
+def test_booleans_accept_the_yaml_spellings(value: str) -> None:
+    argv = plan(maybe_is_pass=value).argv
+    assert ("--maybe-is-pass" in argv) == (value.lower() == "true")
+
+
+FLAG_INPUTS = sorted(set(action()["inputs"]) - {"args", "maybe-is-pass", "summary", "command"})
+
+
+@pytest.mark.parametrize("name", FLAG_INPUTS)
+def test_a_value_that_looks_like_a_flag_is_refused(name: str) -> None:
+    with pytest.raises(ep.InputError, match=f"input '{name}' is '--python'"):
+        plan(**{name.replace("-", "_"): "--python"})
+
+
+@pytest.mark.parametrize("name", ["scenarios", "tag", "match", "quarantine", "judges"])
+def test_no_item_of_a_list_may_look_like_a_flag(name: str) -> None:
+    with pytest.raises(ep.InputError, match=f"input '{name}' is '-x'"):
+        plan(**{name.replace("-", "_"): "a=b\n-x"})
+
+
+def test_args_may_hold_flags() -> None:
+    assert list(plan(args="--python /usr/bin/python3").argv)[-2:] == [
+        "--python", "/usr/bin/python3"
+    ]
+
+
+def test_unbalanced_quotes_name_the_input() -> None:
+    with pytest.raises(ep.InputError, match="input 'match': No closing quotation"):
+        plan(match="'SCN_*")
+
+
+@pytest.mark.parametrize("name", ["agent", "scenarios"])
+def test_missing_required_input(name: str) -> None:
+    values = {"agent": "agent.py", "scenarios": "s.yaml"}
+    del values[name]
+    with pytest.raises(ep.InputError, match=f"input '{name}' is required"):
+        ep.build_plan(inputs(**values))
+    with pytest.raises(ep.InputError, match=f"input '{name}' is required"):
+        ep.build_plan(inputs(**values, **{name: " \n"}))
+
+
+def test_report_command_needs_no_agent_and_takes_the_report_inputs() -> None:
+    result = ep.build_plan(inputs(command="report", results="r.json", pr="12", summary="false"))
+    assert result.command == "report"
+    assert list(result.argv) == [
+        "report", "--results", "r.json", "--junit", "lkeval-results/junit.xml",
+        "--fail-on", "any", "--comment", "update", "--comment-id", "default",
+        "--no-summary", "--pr", "12",
+    ]
+
+
+@pytest.mark.parametrize("name", ["agent", "repeat", "install", "maybe-is-pass"])
+def test_report_command_refuses_inputs_of_run(name: str) -> None:
+    value = "true" if name == "maybe-is-pass" else "x"
+    with pytest.raises(ep.InputError, match=f"input '{name}' applies to command: run only"):
+        ep.build_plan(inputs(command="report", **{name.replace("-", "_"): value}))
+
+
+def test_unknown_command() -> None:
+    with pytest.raises(ep.InputError, match="input 'command' must be run or report"):
+        plan(command="merge")
+
+
+# --- installing the agent's dependencies -------------------------------------------------------
+
+
+def install(tmp_path: Path, spec: str = "auto", uv: str | None = "/usr/bin/uv") -> Any:
+    return ep.install_plan(spec, tmp_path, python="/py", uv=uv, scratch=Path("/scratch"))
+
+
+def test_install_uv_lock_exports_the_locked_versions_and_installs_them(tmp_path: Path) -> None:
+    for name in ("uv.lock", "requirements.txt", "pyproject.toml"):
+        (tmp_path / name).write_text("")
+    result = install(tmp_path)
+    assert result.what == "uv.lock"
+    assert result.commands == (
+        ("/usr/bin/uv", "export", "--frozen", "--no-hashes", "--no-dev", "--quiet",
+         "--output-file", "/scratch/requirements.txt"),
+        ("/usr/bin/uv", "pip", "install", "--python", "/py",
+         "--requirement", "/scratch/requirements.txt"),
+    )
+
+
+def test_install_uv_lock_without_uv_falls_back_to_pip_and_says_so(tmp_path: Path) -> None:
+    (tmp_path / "uv.lock").write_text("")
+    (tmp_path / "pyproject.toml").write_text("")
+    result = install(tmp_path, uv=None)
+    assert result.commands == (("/py", "-m", "pip", "install", "."),)
+    assert result.notice and "uv is not installed" in result.notice
+
+
+def test_install_requirements_before_pyproject(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("")
+    (tmp_path / "pyproject.toml").write_text("")
+    result = install(tmp_path)
+    assert (result.what, result.commands) == (
+        "requirements.txt", (("/py", "-m", "pip", "install", "-r", "requirements.txt"),)
+    )
+
+
+def test_install_pyproject(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    assert install(tmp_path).commands == (("/py", "-m", "pip", "install", "."),)
+
+
+def test_install_nothing_found_is_a_notice(tmp_path: Path) -> None:
+    result = install(tmp_path)
+    assert result.commands == () and result.notice and "installing nothing" in result.notice
+
+
+def test_install_none_and_a_command(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("")
+    assert install(tmp_path, "none").commands == ()
+    assert install(tmp_path, "none").notice is None
+    custom = install(tmp_path, "pip install -r ci.txt && echo $HOME")
+    assert custom.commands == (("sh", "-c", "pip install -r ci.txt && echo $HOME"),)
+
+
+# --- the entrypoint as a process ------------------------------------------------------------------
+
+
+def container_env(workspace: Path, **extra: str) -> dict[str, str]:
+    """What a container action sees besides its inputs (no GitHub context needed here)."""
+    return clean_env(GITHUB_ACTIONS="true", GITHUB_WORKSPACE=str(workspace), **extra)
+
+
+def test_bad_input_is_an_error_annotation_and_exit_2(tmp_path: Path) -> None:
+    env = container_env(tmp_path, **inputs(agent="agent.py", scenarios="s.yaml",
+                                           **{"maybe_is_pass": "yes"}))
+    proc = run_entrypoint(env, tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "::error::lk-eval: input 'maybe-is-pass' must be true or false, not 'yes'" in proc.stdout
+
+
+def test_missing_required_input_as_the_runner_leaves_it(tmp_path: Path) -> None:
+    # The runner sets inputs that have defaults and leaves `agent` out when it is not given.
+    env = container_env(tmp_path, **inputs(install="auto", summary="true", scenarios="s.yaml"))
+    proc = run_entrypoint(env, tmp_path)
+    assert proc.returncode == 2
+    assert "::error::lk-eval: input 'agent' is required" in proc.stdout
+
+
+def test_missing_working_directory(tmp_path: Path) -> None:
+    env = container_env(tmp_path, **inputs(agent="a.py", scenarios="s.yaml",
+                                           working_directory="nope"))
+    proc = run_entrypoint(env, tmp_path)
+    assert proc.returncode == 2
+    assert "::error::lk-eval: input 'working-directory': nope is not a directory" in proc.stdout
+
+
+def test_install_command_runs_in_the_working_directory_then_lkeval(tmp_path: Path) -> None:
+    (tmp_path / "agent").mkdir()
+    env = container_env(tmp_path, **inputs(
+        working_directory="agent", agent="agent.py", scenarios="s.yaml",
+        install="echo installed > marker && pwd >> marker", args="--help",
+    ))
+    proc = run_entrypoint(env, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # `lkeval run ... --help`
+    marker = (tmp_path / "agent" / "marker").read_text().split()
+    assert marker == ["installed", str((tmp_path / "agent").resolve())]
+    assert "::group::lk-eval: install the agent's dependencies (install command)" in proc.stdout
+    assert "usage: lkeval run" in proc.stdout
+
+
+def test_failed_install_stops_before_lkeval_with_exit_2(tmp_path: Path) -> None:
+    env = container_env(tmp_path, **inputs(agent="a.py", scenarios="s.yaml",
+                                           install="echo trying; exit 7"))
+    proc = run_entrypoint(env, tmp_path)
+    assert proc.returncode == 2
+    assert "trying" in proc.stdout
+    assert re.search(r"::error::lk-eval: installing the agent's dependencies \(install "
+                     r"command\) failed: .* exited with code 7", proc.stdout)
+    assert "lk-eval: lkeval run" not in proc.stdout
+
+
+def test_install_auto_with_nothing_to_install_is_a_notice(tmp_path: Path) -> None:
+    env = container_env(tmp_path, **inputs(agent="missing.py", scenarios="s.yaml"))
+    proc = run_entrypoint(env, tmp_path)
+    assert "::notice::no uv.lock, requirements.txt or pyproject.toml" in proc.stdout
+    assert proc.returncode == 2 and "--agent missing.py: no such file" in proc.stderr
+
+
+def test_arguments_pass_straight_to_lkeval(tmp_path: Path) -> None:
+    # `docker run IMAGE report --results ...`: no INPUT_* handling, lkeval's own exit code.
+    failing = tmp_path / "failing.json"
+    write_results(results_of(scenario("a"), scenario("b", "failed")), failing)
+    passing = tmp_path / "passing.json"
+    write_results(results_of(scenario("a")), passing)
+    env = clean_env(**inputs(agent="ignored-with-arguments", maybe_is_pass="bogus"))
+    proc = run_entrypoint(env, tmp_path, "report", "--results", "failing.json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "lk-eval gate: FAILED (exit 1)" in proc.stdout
+    assert run_entrypoint(env, tmp_path, "report", "--results", "passing.json").returncode == 0
+    version = run_entrypoint(env, tmp_path, "--version")
+    assert version.stdout.strip() == f"lk-eval {lkeval.__version__}"
+
+
+def test_no_arguments_and_no_inputs_is_usage(tmp_path: Path) -> None:
+    proc = run_entrypoint(clean_env(), tmp_path)
+    assert proc.returncode == 2 and "docker run" in proc.stderr
+
+
+FAKE_LKEVAL = '''
+import signal, sys, time
+from pathlib import Path
+def stop(signum, frame):
+    Path("got-signal").write_text(str(signum))
+    sys.exit(128 + signum)
+signal.signal(signal.SIGTERM, stop)
+print("fake lkeval ready", sys.argv[1:], flush=True)
+time.sleep(60)
+'''
+
+
+def test_sigterm_is_forwarded_and_the_exit_code_kept(tmp_path: Path) -> None:
+    fake = tmp_path / "fake" / "lkeval"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "__main__.py").write_text(FAKE_LKEVAL)
+    env = clean_env(PYTHONPATH=str(tmp_path / "fake"))
+    proc = subprocess.Popen(
+        [sys.executable, str(ENTRYPOINT), "run", "--agent", "a.py"], env=env, cwd=tmp_path,
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert proc.stdout is not None
+    assert "fake lkeval ready ['run', '--agent', 'a.py']" in proc.stdout.readline()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143
+    assert (tmp_path / "got-signal").read_text() == str(int(signal.SIGTERM))
+
+
+def test_a_child_killed_by_a_signal_is_128_plus_the_signal() -> None:
+    child = subprocess.Popen(["sleep", "30"])
+    child.send_signal(signal.SIGKILL)
+    assert ep.wait_for(child.pid, reap_all=False) == 128 + signal.SIGKILL
+    child.returncode = 137
+
+
+# --- the action with a GitHub: report (no agent) and run (end to end) ------------------------------
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGitHub]:
+    with github_server() as gh:
+        yield gh
+
+
+def actions_env(tmp_path: Path, workspace: Path, gh: FakeGitHub, **extra: str) -> dict[str, str]:
+    """The variables GitHub sets for a container action on a pull_request event."""
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(
+        {"number": PR, "pull_request": {"number": PR, "head": {"sha": "abc123"}}}
+    ))
+    return {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_WORKSPACE": str(workspace),
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_API_URL": gh.base_url,
+        "GITHUB_SERVER_URL": "https://github.example",
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_SHA": "merge999",
+        "GITHUB_RUN_ID": "4242",
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "GITHUB_OUTPUT": str(tmp_path / "output.txt"),
+        # The token input wins: the runner passes `${{ github.token }}` as INPUT_GITHUB-TOKEN.
+        "GITHUB_TOKEN": "not-the-token-input",
+        "LKEVAL_GITHUB_TIMEOUT": "5",
+        **inputs(github_token=gh.token),
+        **extra,
+    }
+
+
+def comments(gh: FakeGitHub, comment_id: str) -> list[dict[str, Any]]:
+    return [c for c in gh.comments_of(REPO, PR)
+            if str(c["body"]).startswith(f"<!-- lk-eval:{comment_id} -->")]
+
+
+def test_report_command_comments_summarises_and_writes_every_output(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    workspace = tmp_path / "workspace"
+    (workspace / "eval-results").mkdir(parents=True)
+    write_results(results_of(scenario("a"), scenario("b", "failed")),
+                  workspace / "eval-results" / "results.json")
+    env = clean_env(**actions_env(tmp_path, workspace, github, **inputs(
+        command="report", results="eval-results/results.json", install="auto",
+        junit="eval-results/junit.xml", comment_id="report", summary="true",
+    )))
+    proc = run_entrypoint(env, workspace)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the gate's code, from lkeval
+    assert "install the agent" not in proc.stdout  # nothing to install for a report
+    (comment,) = comments(github, "report")
+    assert "b" in comment["body"]
+    assert (tmp_path / "summary.md").read_text().strip()
+    assert (workspace / "eval-results" / "junit.xml").is_file()
+    outputs = read_outputs(tmp_path / "output.txt")
+    assert set(outputs) == set(action()["outputs"]), "action.yml outputs differ from publish's"
+    assert outputs["gate"] == "fail" and outputs["exit-code"] == "1"
+    assert outputs["comment-url"] == comment["html_url"]
+    assert "not-the-token-input" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.e2e
+def test_action_end_to_end_on_the_hotel_example(
+    tmp_path: Path, github: FakeGitHub, hotel_llm: LLMServer
+) -> None:
+    workspace = tmp_path / "workspace"
+    agent_dir = workspace / "agent"
+    shutil.copytree(HOTEL, agent_dir, ignore=shutil.ignore_patterns("__pycache__"))
+    # Already installed, so install: auto runs pip for real and changes nothing.
+    (agent_dir / "requirements.txt").write_text("pyyaml\n")
+    env = hotel_env(hotel_llm, **actions_env(tmp_path, workspace, github, **inputs(
+        working_directory="agent",
+        agent="agent.py",
+        scenarios="scenarios.yaml",
+        match="SCN_*",  # the three scripted scenarios of the example
+        quarantine="flaky=true",  # SCN_vetoGrace01 fails, quarantined: reported, not blocking
+        concurrency="2",
+        boot_timeout="90",
+        install="auto",
+        markdown="lkeval-results/report.md",
+        comment="update",
+        comment_id="e2e",
+        summary="true",
+        maybe_is_pass="false",
+        args="--logs-dir 'agent logs'",
+    )))
+    started = time.monotonic()
+    proc = run_entrypoint(env, workspace, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "::group::lk-eval: install the agent's dependencies (requirements.txt)" in proc.stdout
+    assert "Requirement already satisfied" in proc.stdout
+
+    results = read_json(agent_dir / "lkeval-results" / "results.json")
+    statuses = {s["scenario_id"]: (s["status"], s["quarantined"]) for s in results["scenarios"]}
+    assert statuses == {
+        "SCN_checkDouble01": ("passed", False),
+        "SCN_bookAda01": ("passed", False),
+        "SCN_vetoGrace01": ("failed", True),
+    }
+    assert (agent_dir / "lkeval-results" / "junit.xml").is_file()
+    assert "Agent vetoes" in (agent_dir / "lkeval-results" / "report.md").read_text()
+    assert list((agent_dir / "agent logs").iterdir())
+
+    (comment,) = comments(github, "e2e")
+    assert "Agent vetoes" in comment["body"]
+    assert "Agent vetoes" in (tmp_path / "summary.md").read_text()
+    outputs = read_outputs(tmp_path / "output.txt")
+    assert set(outputs) == set(action()["outputs"])
+    assert {k: outputs[k] for k in ("gate", "exit-code", "total", "passed", "quarantined")} == {
+        "gate": "pass", "exit-code": "0", "total": "3", "passed": "2", "quarantined": "1",
+    }
+    assert outputs["results-path"] == "lkeval-results/results.json"
+    assert outputs["comment-url"] == comment["html_url"]
+    assert "::error" not in proc.stdout  # quarantined failures are not annotated
+    assert github.token not in out and "not-the-token-input" not in comment["body"]
+    assert time.monotonic() - started < 240
+
+
+# --- drift: action.yml, entrypoint, docs, version ---------------------------------------------
+
+
+def test_action_is_a_docker_action_without_templated_args() -> None:
+    runs = action()["runs"]
+    assert runs == {"using": "docker", "image": "Dockerfile"}
+    assert "${{" not in ACTION.read_text().split("\nruns:", 1)[1]
+
+
+def test_every_input_is_consumed_by_the_entrypoint_with_the_same_default() -> None:
+    declared = action()["inputs"]
+    assert list(declared) == [spec.name for spec in ep.INPUTS]
+    for spec in ep.INPUTS:
+        default = str(declared[spec.name].get("default", ""))
+        if spec.name == "github-token":
+            assert default == "${{ github.token }}"
+        else:
+            assert default == spec.default, spec.name
+
+
+def test_every_input_and_output_has_a_description() -> None:
+    data = action()
+    for kind in ("inputs", "outputs"):
+        for name, spec in data[kind].items():
+            assert str(spec.get("description", "")).strip(), f"{kind}.{name}"
+
+
+def test_no_input_is_marked_required_that_report_does_not_need() -> None:
+    # The runner does not enforce `required`; the entrypoint does, per command.
+    assert not any(spec.get("required") for spec in action()["inputs"].values())
+
+
+def table_names(markdown: str, heading: str) -> list[str]:
+    """The first-column names of the table under ``heading`` in docs/action.md."""
+    section = markdown.split(heading, 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([a-z-]+)` \|", section, flags=re.MULTILINE)
+
+
+def test_docs_list_every_input_and_output_with_its_default() -> None:
+    docs = DOCS.read_text(encoding="utf-8")
+    data = action()
+    assert table_names(docs, "## Inputs") == list(data["inputs"])
+    assert table_names(docs, "## Outputs") == list(data["outputs"])
+    for name, spec in data["inputs"].items():
+        row = next(line for line in docs.splitlines() if line.startswith(f"| `{name}` |"))
+        default = str(spec.get("default", ""))
+        if default:
+            assert f"`{default}`" in row, f"docs/action.md: default of {name}"
+
+
+def test_readme_points_to_the_inputs_table() -> None:
+    # README.md has no inputs table of its own; it must link the one in docs/action.md.
+    assert "docs/action.md" in README.read_text(encoding="utf-8")
+
+
+def test_version_in_action_and_image_matches_the_package() -> None:
+    first = ACTION.read_text(encoding="utf-8").splitlines()[0]
+    assert first == f"# lk-eval {lkeval.__version__}"
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    label = re.search(r'org\.opencontainers\.image\.version="([^"]+)"', dockerfile)
+    assert label and label.group(1) == lkeval.__version__
+
+
+def test_docs_local_docker_command_is_what_the_entrypoint_passes_on() -> None:
+    # The documented `docker run ... IMAGE run --agent ...` arguments must parse as lkeval's.
+    from lkeval.cli import build_parser
+
+    docs = DOCS.read_text(encoding="utf-8")
+    line = next(x for x in docs.splitlines() if x.startswith("docker run --rm -v"))
+    after_image = line.split(" lk-eval ", 1)[1]
+    args = build_parser().parse_args(after_image.split())
+    assert (args.command, args.agent, args.scenarios) == ("run", "agent.py", ["scenarios.yaml"])
+

@@ -1,0 +1,270 @@
+"""Warm starts: agents forked by lkeval/fork_server.py behave exactly like cold ones.
+
+The agent-booting tests share one fork server (its preload costs ~2 s of CPU) and drive the
+engine in-process, cold and warm, so the comparison is of the same code path with only the
+start mode changed. The PDEATHSIG test speaks the server's protocol directly, so that nothing
+but the kernel's death signal can be what kills the children.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import HOTEL, TEST_AGENTS
+from lkeval.agent_process import AgentLaunch, AgentProcess, agent_env
+from lkeval.engine import Engine, EngineOptions
+from lkeval.fork_server import agent_plugins
+from lkeval.results import ScenarioResult
+from lkeval.scenario_loader import load_or_raise
+from lkeval.scenario_runner import RunSettings
+from lkeval.testing.llm_server import LLMServer
+from lkeval.warm_start import SERVER_SCRIPT, ForkedProcess, ForkServer, ForkServerError
+
+
+class RecordingServer(ForkServer):
+    """A fork server that remembers what it forked, to prove a run really was warm."""
+
+    spawned: list[int]
+
+    async def spawn(self, **kwargs: Any) -> ForkedProcess:
+        child = await super().spawn(**kwargs)
+        self.spawned.append(child.pid)
+        return child
+
+
+@pytest.fixture(scope="module")
+def fork_server() -> Iterator[RecordingServer]:
+    server = RecordingServer.start(sys.executable, agent_env(AgentLaunch(HOTEL / "agent.py")),
+                                   agent=HOTEL / "agent.py")
+    server.spawned = []
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+class _Quiet:
+    def scenario_started(self, scenario_id: str, label: str) -> None:
+        pass
+
+    def scenario_finished(self, result: ScenarioResult) -> None:
+        pass
+
+
+def _run(launch: AgentLaunch, scenarios_file: Path, tmp: Path) -> dict[str, ScenarioResult]:
+    groups, _ = load_or_raise([scenarios_file])
+    scenarios = [s for g in groups for s in g.scenarios]
+    settings = RunSettings(launch=launch, logs_dir=tmp / "logs", work_dir=tmp / "work",
+                           boot_timeout=60)
+    engine = Engine(settings, None, _Quiet(), EngineOptions(concurrency=2))
+    return {r.scenario_id: r for r in asyncio.run(engine.run(scenarios))}
+
+
+def _comparable(result: ScenarioResult) -> dict[str, Any]:
+    """Everything a user sees of a result except timings, paths and random call ids."""
+    (attempt,) = result.attempts
+    return {
+        "status": result.status,
+        "reason": result.reason,
+        "transcript": [(i.kind, i.turn, i.role, i.text, i.name, i.arguments, i.output,
+                        i.is_error, i.old_agent, i.new_agent) for i in attempt.transcript],
+        "expectations": attempt.expectations,
+        "verdicts": attempt.verdicts,
+        "end_reason": attempt.end_reason,
+    }
+
+
+def _hotel_launch(llm: LLMServer, launcher: ForkServer | None) -> AgentLaunch:
+    env = {"OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "test-key-not-secret",
+           "HOTEL_AGENT_MODEL": "hotel-agent"}
+    return AgentLaunch(HOTEL / "agent.py", env=env, launcher=launcher)
+
+
+@pytest.mark.e2e
+def test_cold_and_warm_runs_give_identical_results(
+    tmp_path: Path, hotel_llm: LLMServer, fork_server: RecordingServer
+) -> None:
+    scenarios = HOTEL / "scenarios.yaml"
+    cold = _run(_hotel_launch(hotel_llm, None), scenarios, tmp_path / "cold")
+    before = len(fork_server.spawned)
+    warm = _run(_hotel_launch(hotel_llm, fork_server), scenarios, tmp_path / "warm")
+    assert len(fork_server.spawned) - before == 3  # the three scripted scenarios were forked
+
+    assert cold.keys() == warm.keys()
+    for scenario_id in cold:
+        if cold[scenario_id].status == "skipped":  # needs a simulated user: never boots
+            assert warm[scenario_id].status == "skipped"
+            continue
+        assert _comparable(warm[scenario_id]) == _comparable(cold[scenario_id]), scenario_id
+    assert warm["SCN_checkDouble01"].status == "passed"
+    assert warm["SCN_bookAda01"].status == "passed"
+    # the scenario's userdata reached the forked agent: its on_simulation_end vetoed Grace
+    veto = warm["SCN_vetoGrace01"]
+    assert veto.status == "failed" and "agent veto" in veto.reason and "Grace" in veto.reason
+    log = Path(veto.attempts[0].log_path or "").read_text()
+    assert "conversation_item_added" in log and "lk-eval: warm start failed" not in log
+    boots = [r.attempts[0].boot_seconds or 0 for r in warm.values() if r.attempts]
+    assert max(boots) < 5
+
+
+@pytest.mark.e2e
+def test_a_crashing_warm_agent_is_reported_like_a_cold_one(
+    tmp_path: Path, fork_server: RecordingServer
+) -> None:
+    rules = [
+        {"model": "faulty-agent", "last_user": "explode", "tool_calls": [{"name": "explode"}]},
+        {"model": "faulty-agent", "text": "Fine."},
+    ]
+    path = tmp_path / "scenarios.yaml"
+    path.write_text(yaml.safe_dump({"name": "Faults", "scenarios": [
+        {"id": "crash", "label": "Crashes mid-turn", "userdata": {"fault": "exit_in_tool"},
+         "turns": [{"user": "please explode"}, {"user": "still there?"}]},
+        {"id": "raises", "label": "Entrypoint raises",
+         "userdata": {"fault": "raise_in_entrypoint"}, "turns": [{"user": "hello"}]},
+    ]}))
+    before = len(fork_server.spawned)
+    with LLMServer(rules) as llm:
+        launch = AgentLaunch(TEST_AGENTS / "faulty_agent.py", launcher=fork_server,
+                             env={"OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "k"})
+        results = _run(launch, path, tmp_path)
+    assert len(fork_server.spawned) - before == 2
+    crash = results["crash"]
+    assert crash.status == "error"
+    assert "exited with code 3" in crash.reason, crash.reason
+    assert crash.attempts[0].log_tail
+    raises = results["raises"]
+    assert raises.status == "error"
+    assert "crashed" in raises.reason and "boot timeout" not in raises.reason, raises.reason
+    assert "entrypoint failed on purpose" in raises.reason
+    assert raises.attempts[0].duration_seconds < 30  # found in the log, not timed out
+
+
+def test_spawn_with_other_interpreter_settings_is_refused(fork_server: RecordingServer) -> None:
+    env = {**agent_env(AgentLaunch(HOTEL / "agent.py")), "PYTHONPATH": "/somewhere/else"}
+
+    async def spawn() -> None:
+        await fork_server.spawn(agent=HOTEL / "agent.py", connect_addr="127.0.0.1:9",
+                                dispatch_file=Path("/nonexistent"), env=env,
+                                log_path=Path(os.devnull))
+
+    with pytest.raises(ForkServerError, match="PYTHONPATH"):
+        asyncio.run(spawn())
+    assert fork_server.alive
+
+
+def test_plugins_are_found_without_importing_the_agent(tmp_path: Path) -> None:
+    agent = tmp_path / "agent.py"
+    agent.write_text("import sys\nsys.exit('never imported')\n"
+                     "from livekit.plugins import silero, deepgram\n"
+                     "import livekit.plugins.cartesia.tts\n"
+                     "from livekit.plugins.turn_detector.multilingual import MultilingualModel\n")
+    assert agent_plugins(str(agent)) == [
+        "livekit.plugins.cartesia", "livekit.plugins.deepgram", "livekit.plugins.openai",
+        "livekit.plugins.silero", "livekit.plugins.turn_detector",
+    ]
+    assert agent_plugins(str(tmp_path / "missing.py")) == ["livekit.plugins.openai"]
+
+
+def _read_event(stream: Any, timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = stream.readline()
+        if line:
+            return dict(json.loads(line))
+    raise AssertionError("no event from the fork server")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+    return "\nState:\tZ" in status  # a zombie waiting for init is dead
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux")
+def test_killing_the_fork_server_kills_its_children(tmp_path: Path, hotel_llm: LLMServer) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(30)
+    addr = f"127.0.0.1:{listener.getsockname()[1]}"
+    dispatch = tmp_path / "dispatch.json"
+    dispatch.write_text('{"simulationRunId": "r", "jobId": "j", "scenario": {"id": "x"}}')
+    env = agent_env(_hotel_launch(hotel_llm, None))
+    server = subprocess.Popen([sys.executable, str(SERVER_SCRIPT)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        assert _read_event(server.stdout)["event"] == "ready"
+        assert server.stdin is not None
+        server.stdin.write(json.dumps({
+            "cmd": "spawn", "id": "a", "agent": str(HOTEL / "agent.py"), "connect_addr": addr,
+            "dispatch_file": str(dispatch), "env": env, "cwd": str(tmp_path),
+            "log": str(tmp_path / "agent.log")}) + "\n")
+        server.stdin.flush()
+        spawned = _read_event(server.stdout)
+        assert spawned["event"] == "spawned", spawned
+        pid = spawned["pid"]
+        conn, _ = listener.accept()  # the child is up and dialled in
+        assert os.getsid(pid) == pid and os.getpgid(pid) == pid  # its own session and group
+        assert Path(f"/proc/{pid}/cwd").resolve() == tmp_path.resolve()
+        server_pipes = {os.readlink(f"/proc/{server.pid}/fd/{fd}") for fd in (0, 1)}
+        child_fds = set()
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                child_fds.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+            except OSError:
+                continue
+        assert not server_pipes & child_fds  # the server's pipes were not inherited
+        assert os.readlink(f"/proc/{pid}/fd/1") == str(tmp_path / "agent.log")
+
+        server.kill()
+        server.wait()
+        deadline = time.monotonic() + 5
+        while not _gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(pid), "the child outlived its fork server"
+        conn.close()
+    finally:
+        server.kill()
+        listener.close()
+
+
+@pytest.mark.e2e
+def test_a_dead_fork_server_falls_back_to_cold_starts(
+    tmp_path: Path, hotel_llm: LLMServer
+) -> None:
+    launch0 = _hotel_launch(hotel_llm, None)
+    server = ForkServer.start(sys.executable, agent_env(launch0), agent=HOTEL / "agent.py")
+    os.kill(server.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while server.alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not server.alive and "SIGKILL" in (server.dead_reason or "")
+    dispatch = tmp_path / "dispatch.json"
+    dispatch.write_text('{"simulationRunId": "r", "jobId": "j", "scenario": {"id": "x"}}')
+    agent = AgentProcess(_hotel_launch(hotel_llm, server), dispatch, tmp_path / "agent.log")
+
+    async def boot_and_stop() -> int | None:
+        conn = await agent.start(60)
+        await conn.close()
+        await agent.stop(5)
+        return agent.proc.returncode if agent.proc else None
+
+    assert asyncio.run(boot_and_stop()) == 0
+    assert agent.start_mode == "cold"
+    assert "warm start failed (the fork server exited with signal SIGKILL)" in (
+        tmp_path / "agent.log").read_text()
+    server.close()
