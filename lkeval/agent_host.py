@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 SUPPORTED_RANGE = ">=1.6.6,<1.9"
+HOST_DIR = os.path.dirname(os.path.abspath(__file__))
 EXIT_UNSUPPORTED = 78
 UNSUPPORTED_MARKER = "lk-eval: unsupported livekit-agents"
 

@@ -81,6 +81,9 @@ class RunSettings:
     # Above the ~44 s an agent takes to give up on a hanging LLM endpoint.
     turn_timeout: float = 90.0
     max_turns: int = 12
+    # A simulated conversation ends when the agent answers this many caller turns in a row
+    # with silence (an empty run_input answer is legal: the agent chose not to speak).
+    max_silent_turns: int = 2
     stop_grace: float = 5.0
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -232,6 +235,7 @@ class ScenarioAttempt:
             return
         max_turns = self.scenario.limits.max_turns or self.settings.max_turns
         turn_no = sum(1 for t in self.scenario.turns if t.user is not None)
+        silent = 0
         while True:
             if turn_no >= max_turns:
                 p.end_reason = f"max turns reached ({max_turns})"
@@ -246,6 +250,11 @@ class ScenarioAttempt:
                 items, seconds = await conv.turn(turn_no, said.text)
                 p.transcript.extend(items)
                 p.turn_seconds.append(seconds)
+                replied = any(i.kind == "message" and i.role == "assistant" for i in items)
+                silent = 0 if replied else silent + 1
+                if silent >= self.settings.max_silent_turns:
+                    p.end_reason = f"the agent stayed silent for {silent} turn(s) in a row"
+                    return
             if said.ended or not said.text:
                 p.end_reason = f"the simulated user ended the call: {said.reason}".rstrip(": ")
                 return

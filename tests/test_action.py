@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shutil
 import signal
@@ -23,13 +24,13 @@ from typing import Any
 
 import pytest
 import yaml
-
-import lkeval
 from conftest import HOTEL, ROOT, clean_env, hotel_env, read_json
 from github_server import FakeGitHub, github_server
+from report_fixtures import results_of, scenario
+
+import lkeval
 from lkeval.results import write_results
 from lkeval.testing.llm_server import LLMServer
-from report_fixtures import results_of, scenario
 
 ENTRYPOINT = ROOT / "entrypoint.py"
 ACTION = ROOT / "action.yml"
@@ -324,6 +325,45 @@ def test_install_none_and_a_command(tmp_path: Path) -> None:
     assert custom.commands == (("sh", "-c", "pip install -r ci.txt && echo $HOME"),)
 
 
+@pytest.mark.e2e
+def test_install_auto_with_a_uv_lock_installs_the_locked_versions(tmp_path: Path) -> None:
+    # Real uv (the image has it; the test extra installs it) into a throwaway environment, so
+    # the test's own environment is never changed. Needs the package index, hence e2e.
+    uv = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
+    if uv is None:
+        pytest.skip("uv not installed (it is in the test extra)")
+    project = tmp_path / "agent"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "agent"\nversion = "0.1.0"\nrequires-python = ">=3.10"\n'
+        'dependencies = ["six"]\n'
+    )
+    (project / "requirements.txt").write_text("not-used-when-there-is-a-lock\n")
+    locked = subprocess.run([uv, "lock", "--quiet"], cwd=project, capture_output=True,
+                            text=True, timeout=300)
+    assert locked.returncode == 0, locked.stderr
+    version = re.search(r'name = "six"\nversion = "([^"]+)"', (project / "uv.lock").read_text())
+    assert version
+    target = tmp_path / "target"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
+    lines: list[str] = []
+    old_cwd = Path.cwd()
+    os.chdir(project)
+    try:
+        plan = ep.install_plan("auto", project, python=str(target / "bin" / "python"), uv=uv,
+                               scratch=tmp_path)
+        ep.run_install(plan, clean_env(), lines.append)
+    finally:
+        os.chdir(old_cwd)
+    assert plan.what == "uv.lock"
+    assert lines[0] == "::group::lk-eval: install the agent's dependencies (uv.lock)"
+    probe = subprocess.run(
+        [str(target / "bin" / "python"), "-c", "import six; print(six.__version__)"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert probe.stdout.strip() == version.group(1), probe.stderr
+
+
 # --- the entrypoint as a process ------------------------------------------------------------------
 
 
@@ -444,7 +484,7 @@ def test_a_child_killed_by_a_signal_is_128_plus_the_signal() -> None:
     child.returncode = 137
 
 
-# --- the action with a GitHub: report (no agent) and run (end to end) ------------------------------
+# --- the action with a GitHub: report (no agent) and run (end to end) ----------------------------
 
 
 @pytest.fixture
@@ -522,7 +562,7 @@ def test_action_end_to_end_on_the_hotel_example(
         working_directory="agent",
         agent="agent.py",
         scenarios="scenarios.yaml",
-        match="SCN_*",  # the three scripted scenarios of the example
+        match="SCN_*",  # the three scripted scenarios of the example; the fourth is skipped
         quarantine="flaky=true",  # SCN_vetoGrace01 fails, quarantined: reported, not blocking
         concurrency="2",
         boot_timeout="90",
@@ -547,6 +587,7 @@ def test_action_end_to_end_on_the_hotel_example(
         "SCN_checkDouble01": ("passed", False),
         "SCN_bookAda01": ("passed", False),
         "SCN_vetoGrace01": ("failed", True),
+        "hotel-front-desk/guest-books-a-room-by-talking-to-the-desk": ("skipped", False),
     }
     assert (agent_dir / "lkeval-results" / "junit.xml").is_file()
     assert "Agent vetoes" in (agent_dir / "lkeval-results" / "report.md").read_text()
@@ -557,13 +598,16 @@ def test_action_end_to_end_on_the_hotel_example(
     assert "Agent vetoes" in (tmp_path / "summary.md").read_text()
     outputs = read_outputs(tmp_path / "output.txt")
     assert set(outputs) == set(action()["outputs"])
-    assert {k: outputs[k] for k in ("gate", "exit-code", "total", "passed", "quarantined")} == {
-        "gate": "pass", "exit-code": "0", "total": "3", "passed": "2", "quarantined": "1",
+    counts = ("gate", "exit-code", "total", "passed", "failed", "skipped", "quarantined")
+    assert {k: outputs[k] for k in counts} == {
+        "gate": "pass", "exit-code": "0", "total": "4", "passed": "2", "failed": "0",
+        "skipped": "1", "quarantined": "1",
     }
     assert outputs["results-path"] == "lkeval-results/results.json"
     assert outputs["comment-url"] == comment["html_url"]
     assert "::error" not in proc.stdout  # quarantined failures are not annotated
-    assert github.token not in out and "not-the-token-input" not in comment["body"]
+    shown = [line for line in out.splitlines() if not line.startswith("::add-mask::")]
+    assert not any(github.token in line for line in shown)  # masked everywhere it is shown
     assert time.monotonic() - started < 240
 
 

@@ -181,7 +181,13 @@ def test_faulty_agents_are_errors_and_the_run_goes_on(tmp_path: Path) -> None:
 
 
 def test_import_error_means_nothing_could_run(tmp_path: Path) -> None:
-    scenarios = _scenarios_file(tmp_path, [{"label": "Anything", "turns": [{"user": "hi"}]}])
+    scenarios = _scenarios_file(
+        tmp_path,
+        [
+            {"label": "Anything", "turns": [{"user": "hi"}]},
+            {"label": "Not selected", "turns": [{"user": "hi"}]},
+        ],
+    )
     results_path = tmp_path / "results.json"
     proc = run_lkeval(
         [
@@ -192,11 +198,15 @@ def test_import_error_means_nothing_could_run(tmp_path: Path) -> None:
             str(scenarios),
             "--results",
             str(results_path),
+            "--match",
+            "any*",
         ],
         clean_env(),
     )
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    (result,) = read_json(results_path)["scenarios"]
+    result, unselected = read_json(results_path)["scenarios"]
+    assert unselected["status"] == "skipped" and "not selected" in unselected["reason"]
+    assert unselected["attempts"] == []
     assert result["status"] == "error"
     assert "lkeval_no_such_module" in result["reason"]
     assert result["scenario_id"] == "tests/anything"  # derived from group name + label
@@ -275,3 +285,32 @@ def test_sigterm_writes_partial_results_and_leaves_no_agent(tmp_path: Path) -> N
     assert by_id["slow"]["status"] == "error" and "interrupted" in by_id["slow"]["reason"]
     assert _agent_processes(str(agent)) == []
     assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("lkeval-*/slow.dispatch.json"))
+
+
+def test_bad_scenario_file_exits_2_naming_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "name: Bad\nscenarios:\n  - label: ok\n    turns:\n      - user: hi\n"
+        "        expect:\n          - function_call: {nmae: x}\n  - tags: {a: b}\n"
+    )
+    args = ["--agent", str(HOTEL / "agent.py"), "--results", str(tmp_path / "r.json")]
+    proc = run_lkeval(["run", "--scenarios", str(bad), *args], clean_env())
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert f"{bad}:7:" in proc.stderr and "nmae" in proc.stderr  # the typo, with its line
+    assert f"{bad}:8:" in proc.stderr and "label" in proc.stderr  # and the missing label
+    assert not (tmp_path / "r.json").exists()
+    proc = run_lkeval(["validate", str(bad)], clean_env())
+    assert proc.returncode == 2 and f"{bad}:7:" in proc.stderr
+    proc = run_lkeval(["validate", str(HOTEL / "scenarios.yaml")], clean_env())
+    assert proc.returncode == 0
+    assert "4 scenarios: 3 scripted" in proc.stdout and "1 simulated user only" in proc.stdout
+
+
+def test_missing_agent_file_is_a_usage_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.py"
+    proc = run_lkeval(
+        ["run", "--agent", str(missing), "--scenarios", str(HOTEL / "scenarios.yaml")],
+        clean_env(),
+    )
+    assert proc.returncode == 2 and "nope.py" in proc.stderr and "Traceback" not in proc.stderr

@@ -43,6 +43,7 @@ RULES = [
     {**JUDGE, "last_user": "QUARANTINED", "tool_calls": [verdict("fail", "known bad")]},
     {**JUDGE, "tool_calls": [verdict("pass", "booked as asked")]},
 ]
+INTENT = "tells the guest a double room is free"
 BOOKING = "You are Ada. Ask for a double room for two nights and book it. {marker}"
 
 
@@ -73,6 +74,17 @@ def test_simulated_users_judges_repeats_and_outages(tmp_path: Path) -> None:
                     scenario("judge-malformed", "MALFORMED"),
                     scenario("flaky", "FLAKY", repeat=3, min_pass=2),
                     scenario("quarantined", "QUARANTINED", tags={"flaky": "true"}),
+                    scenario(
+                        "scripted-then-simulated",
+                        "",
+                        then_simulate=True,
+                        turns=[
+                            {
+                                "user": "Is a double room free for two nights?",
+                                "expect": [{"contains": {"message": {"intent": INTENT}}}],
+                            }
+                        ],
+                    ),
                 ],
             },
             sort_keys=False,
@@ -100,6 +112,7 @@ def test_simulated_users_judges_repeats_and_outages(tmp_path: Path) -> None:
             ],
             llm_env(llm),
         )
+        judge_prompts = [str(r.body) for r in llm.requests if r.body.get("model") == "judge"]
     assert proc.returncode == 1, proc.stdout + proc.stderr
     by_id = {s["scenario_id"]: s for s in read_json(results_path)["scenarios"]}
 
@@ -126,6 +139,17 @@ def test_simulated_users_judges_repeats_and_outages(tmp_path: Path) -> None:
     assert len(flaky["attempts"]) == 3 and flaky["min_pass"] == 2
     assert sorted(a["status"] for a in flaky["attempts"]) == ["failed", "passed", "passed"]
     assert flaky["status"] == "passed"
+
+    mixed = by_id["scripted-then-simulated"]
+    assert mixed["status"] == "passed", mixed
+    attempt = mixed["attempts"][0]
+    intent_check = attempt["expectations"][0]
+    assert intent_check["passed"] and "judged as" in intent_check["description"]
+    assert any(INTENT in prompt for prompt in judge_prompts)
+    user_turns = [i for i in attempt["transcript"] if i["role"] == "user"]
+    assert user_turns[0]["text"] == "Is a double room free for two nights?"
+    assert len(user_turns) > 1  # the simulated user carried on
+    assert attempt["end_reason"].startswith("the simulated user ended the call")
 
     quarantined = by_id["quarantined"]
     assert quarantined["quarantined"] is True and quarantined["status"] == "failed"

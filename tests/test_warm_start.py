@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 import yaml
-
 from conftest import HOTEL, TEST_AGENTS
+
 from lkeval.agent_process import AgentLaunch, AgentProcess, agent_env
 from lkeval.engine import Engine, EngineOptions
 from lkeval.fork_server import agent_plugins
@@ -197,20 +197,24 @@ def _gone(pid: int) -> bool:
 
 @pytest.mark.e2e
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux")
-def test_killing_the_fork_server_kills_its_children(tmp_path: Path, hotel_llm: LLMServer) -> None:
+def test_killing_the_fork_server_kills_its_children(tmp_path: Path) -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(30)
     addr = f"127.0.0.1:{listener.getsockname()[1]}"
     dispatch = tmp_path / "dispatch.json"
     dispatch.write_text('{"simulationRunId": "r", "jobId": "j", "scenario": {"id": "x"}}')
-    env = agent_env(_hotel_launch(hotel_llm, None))
+    # the faulty agent's plain mode does not greet: no LLM call is cut off by the kill
+    env = agent_env(AgentLaunch(TEST_AGENTS / "faulty_agent.py",
+                                env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+                                     "OPENAI_API_KEY": "k"}))
     server = subprocess.Popen([sys.executable, str(SERVER_SCRIPT)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, env=env, text=True)
     try:
         assert _read_event(server.stdout)["event"] == "ready"
         assert server.stdin is not None
         server.stdin.write(json.dumps({
-            "cmd": "spawn", "id": "a", "agent": str(HOTEL / "agent.py"), "connect_addr": addr,
+            "cmd": "spawn", "id": "a", "agent": str(TEST_AGENTS / "faulty_agent.py"),
+            "connect_addr": addr,
             "dispatch_file": str(dispatch), "env": env, "cwd": str(tmp_path),
             "log": str(tmp_path / "agent.log")}) + "\n")
         server.stdin.flush()

@@ -1,0 +1,69 @@
+"""Shared plumbing of the benchmarks: the example agent on the local LLM, figures, the machine.
+
+The benchmarks are scripts, not tests: each prints its figures and the ratios measured in the
+same run, so a reader can compare like with like on whatever machine ran them.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HOTEL = ROOT / "examples" / "hotel"
+HOTEL_AGENT = HOTEL / "agent.py"
+HOTEL_RULES = HOTEL / "llm_rules.yaml"
+if str(ROOT) not in sys.path:  # run as `python bench/x.py` from a checkout
+    sys.path.insert(0, str(ROOT))
+
+
+def hotel_env(base_url: str) -> dict[str, str]:
+    """The example agent's environment: its LLM is the local scripted server."""
+    return {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "bench-key-not-secret",
+            "HOTEL_AGENT_MODEL": "hotel-agent"}
+
+
+def stats(values: Sequence[float]) -> str:
+    """``median (min-max, n)`` in milliseconds."""
+    ms = [v * 1000 for v in values]
+    return (f"median {statistics.median(ms):8.1f} ms  (min {min(ms):7.1f}, max {max(ms):7.1f}, "
+            f"n={len(ms)})")
+
+
+def machine() -> str:
+    """nproc, CPU model, memory, load: what a figure means depends on all four."""
+    cpu = platform.processor() or "unknown CPU"
+    mem = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB RAM"
+                break
+    except OSError:
+        pass
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return (f"{os.cpu_count()} CPUs ({cpu}), {mem}, load average {load}, "
+            f"Python {platform.python_version()}, {platform.system()} {platform.release()}")
+
+
+def mib(kib: float) -> str:
+    return f"{kib / 1024:7.1f} MiB"
+
+
+def smaps_rollup(pid: int) -> dict[str, int]:
+    """Rss/Pss/USS (Private_Clean + Private_Dirty) of a process in KiB, Linux only."""
+    out: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].endswith(":") and parts[1].isdigit():
+            out[parts[0][:-1]] = int(parts[1])
+    out["Uss"] = out.get("Private_Clean", 0) + out.get("Private_Dirty", 0)
+    return out
