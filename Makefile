@@ -23,8 +23,9 @@ test-fast: setup                   ## unit tests only (no agent processes)
 	$(PY) -m pytest -m "not e2e"
 
 lint: setup                        ## ruff and mypy
-	$(VENV)/bin/ruff check lkeval tests examples
+	$(VENV)/bin/ruff check lkeval tests examples bench entrypoint.py
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy entrypoint.py
 
 clean:
 	rm -rf $(VENV) lkeval-results .pytest_cache .mypy_cache .ruff_cache

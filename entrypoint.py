@@ -34,7 +34,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -408,20 +408,49 @@ def run_action(environ: Mapping[str, str]) -> int:
         os.chdir(directory)
         env = action_environment(environ, plan.env)
         if plan.command == RUN:
-            with tempfile.TemporaryDirectory(prefix="lkeval-install-") as scratch:
+            with interruptible(), tempfile.TemporaryDirectory(prefix="lkeval-install-") as tmp:
                 install = install_plan(
                     plan.install,
                     Path.cwd(),
                     python=sys.executable,
                     uv=shutil.which("uv", path=env.get("PATH")),
-                    scratch=Path(scratch),
+                    scratch=Path(tmp),
                 )
                 run_install(install, action_environment(environ, {}), log)
     except (InputError, InstallError) as exc:
         log(workflow_command("error", f"lk-eval: {exc}"))
         return EXIT_USAGE
+    except Interrupted as stop:
+        log(f"lk-eval: interrupted by signal {stop.signum} while installing; nothing ran")
+        return 128 + stop.signum
     log(f"lk-eval: {shlex.join(['lkeval', *plan.argv])}  (in {Path.cwd()})")
     return run_lkeval(plan.argv, env)
+
+
+class Interrupted(Exception):
+    """A signal arrived before lkeval started (during the install)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Let SIGINT/SIGTERM stop the install: as PID 1 they would be ignored without a handler.
+
+    ``subprocess.run`` kills its child when the handler's exception passes through it.
+    """
+
+    def stop(signum: int, _frame: object) -> None:
+        raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in FORWARDED_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 USAGE = """\

@@ -6,11 +6,13 @@ same run, so a reader can compare like with like on whatever machine ran them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import statistics
+import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,3 +69,29 @@ def smaps_rollup(pid: int) -> dict[str, int]:
             out[parts[0][:-1]] = int(parts[1])
     out["Uss"] = out.get("Private_Clean", 0) + out.get("Private_Dirty", 0)
     return out
+
+
+@contextlib.contextmanager
+def llm_server_process(rules: Path) -> Iterator[str]:
+    """The scripted LLM in its own process (not a thread of the benchmark: an in-process agent
+    would otherwise share its GIL with the server); yields the base URL.
+
+    With TCP_NODELAY: the server writes a streamed answer in several small writes, and on a
+    kept-alive connection Nagle's algorithm meets the client's delayed ACK, adding ~40 ms to
+    every request after the first, which would swamp the turn times measured here.
+    """
+    serve = ("import sys, lkeval.testing.llm_server as m; "
+             "m._Handler.disable_nagle_algorithm = True; sys.exit(m.main(sys.argv[1:]))")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", serve, "--rules", str(rules)],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("listening on "):
+            raise RuntimeError(f"the LLM server did not start: {line!r}")
+        yield line.split()[-1]
+    finally:
+        proc.terminate()
+        proc.wait(10)

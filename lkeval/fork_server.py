@@ -1,44 +1,32 @@
 """Warm starts: a fork server that imports the framework once and forks one agent per scenario.
 
-Run as ``PYTHON lkeval/fork_server.py [--plugins-from AGENT.py]`` with the agent's interpreter
+Run as ``PYTHON lkeval/fork_server.py [--preload MODULE ...]`` with the agent's interpreter
 and the environment a cold agent would get. Like ``agent_host`` it imports nothing from lk-eval
-(``agent_host`` comes from this file's own directory), so an agent venv without lk-eval runs it.
+(``agent_host`` comes from this file's directory), so an agent venv without lk-eval runs it.
 
-Why: a cold agent spends ~2.6 s (CPU-bound) importing livekit-agents, the plugins, av, the
-native rtc library and the OpenAI SDK before it dials in. Forked from a parent that already
-holds all of that, a child is ready in ~0.15 s and shares those pages copy-on-write.
+Why: a cold agent spends ~2.5 CPU-s importing livekit-agents, its plugins, av, the native rtc
+library and the OpenAI SDK before it dials in. Forked from a parent that holds all of that, a
+child dials in after ~0.15 s and shares those pages copy-on-write (DESIGN.md §6).
 
-The parent follows the rules of DESIGN.md §6, each learnt from a breakage:
+The parent keeps the rules learnt from breakages: one thread, no event loop, no logging setup
+(children would log each line twice), no rtc runtime (a started ``FfiClient`` kills every
+child); the framework only, never the user's module (its import-time code must see each
+scenario's environment); ``gc.freeze()`` after preloading (the children's collector would
+otherwise write to, and un-share, the inherited objects); and it reaps its own children, since
+the runner cannot wait on processes it did not start. Each child sheds what a cold process
+would not have (signal handlers and wakeup fd, descriptors, stdio, environment, working
+directory), starts its own session (the runner stops it with ``killpg``), dies with the server
+(``PR_SET_PDEATHSIG``), and runs ``agent_host.main`` exactly as a cold start does.
 
-- single-threaded, no event loop, no logging setup, no rtc runtime (a started ``FfiClient``
-  kills every child; a configured logger makes every child log each line twice);
-- preloads the framework only, never the user's module: its import-time code must see each
-  scenario's own environment, and importing it in the child costs about the same;
-- ``gc.freeze()`` after preloading, so the children's garbage collector does not write to (and
-  un-share) the inherited objects;
-- reaps its children itself (the runner cannot wait on processes it did not start) and
-  reports their exit status.
-
-Each child drops everything it inherited that a cold process would not have (signal handlers
-and the wakeup fd, descriptors, stdio, environment, working directory), starts its own session
-(the runner stops it with ``killpg``), asks to die with the server (``PR_SET_PDEATHSIG``), then
-runs ``agent_host.main`` exactly as a cold start does and leaves through ``fast_exit``.
-
-Protocol, one JSON object per line. Commands on stdin::
-
-    {"cmd": "spawn", "id": "s1", "agent": "/abs/agent.py", "connect_addr": "127.0.0.1:5000",
-     "dispatch_file": "/tmp/x.json", "env": {...}, "cwd": "/repo", "log": "/logs/x.log"}
-    {"cmd": "shutdown"}
-
-Events on stdout: ``ready`` (or ``unsupported`` with a reason, then exit), ``spawned``
-(id, pid), ``spawn_failed`` (id, error), ``exited`` (pid, returncode: negative for a signal as
-in ``subprocess``, and ``signal`` name or null). On shutdown or end of stdin the server kills
-the process groups of the children still alive and exits.
+Protocol, one JSON object per line. Commands on stdin: ``spawn`` (id, agent, connect_addr,
+dispatch_file, env, cwd, log) and ``shutdown``. Events on stdout: ``ready`` (or
+``unsupported`` with a reason, then exit), ``spawned`` (id, pid), ``spawn_failed`` (id,
+error), ``exited`` (pid, returncode: minus the signal number as in ``subprocess``, and
+``signal``). On shutdown or end of stdin the server kills its children's groups and exits.
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import gc
 import importlib
@@ -49,6 +37,7 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -68,39 +57,16 @@ PR_SET_PDEATHSIG = 1
 # tool turn against the framework's own imports). The OpenAI SDK's chat resources alone are
 # the ~200 ms stall of an agent's first turn. Each is optional: a missing one only costs speed.
 LAZY_MODULES = (
-    "livekit.agents.cli.cli",
-    "livekit.agents.cli.tcp_console",
-    "livekit.agents.cli.discover",
-    "livekit.agents.__main__",
-    "livekit.agents.voice.remote_session",
-    "livekit.agents.voice.report",
-    "livekit.agents.ipc.proc_pool",
-    "livekit.agents.ipc.mock_room",
-    "livekit.agents.llm.async_toolset",
-    "livekit.protocol.agent_simulation",
-    "openai.resources.chat.completions.completions",
-    "openai.resources.models",
-    "openai.lib.streaming.chat",
-    "openai.pagination",
-    "jiter",
-    "anyio._backends._asyncio",
-    "anyio.streams.memory",
-    "anyio.streams.stapled",
-    "multiprocessing.connection",
-    "multiprocessing.forkserver",
-    "multiprocessing.resource_tracker",
-    "multiprocessing.spawn",
-    "unittest.mock",
-    "difflib",
-    "pprint",
-    "runpy",
+    "livekit.agents.cli.cli", "livekit.agents.cli.tcp_console", "livekit.agents.cli.discover",
+    "livekit.agents.__main__", "livekit.agents.voice.remote_session",
+    "livekit.agents.voice.report", "livekit.agents.ipc.proc_pool", "livekit.agents.ipc.mock_room",
+    "livekit.agents.llm.async_toolset", "livekit.protocol.agent_simulation",
+    "openai.resources.chat.completions.completions", "openai.resources.models",
+    "openai.lib.streaming.chat", "openai.pagination", "jiter", "anyio._backends._asyncio",
+    "anyio.streams.memory", "anyio.streams.stapled", "multiprocessing.connection",
+    "multiprocessing.forkserver", "multiprocessing.resource_tracker", "multiprocessing.spawn",
+    "unittest.mock", "difflib", "pprint", "runpy",
 )
-# Variables the interpreter reads only at start-up: a child cannot take new values of these
-# from its environment, so a spawn that asks for different ones is refused (cold start then).
-STARTUP_ONLY_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "PYTHONHOME", "PYTHONSAFEPATH",
-                    "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONPLATLIBDIR", "PYTHONMALLOC",
-                    "PYTHONDEVMODE", "PYTHONWARNINGS", "PYTHONUTF8", "PYTHONIOENCODING",
-                    "PYTHONOPTIMIZE", "PYTHONINTMAXSTRDIGITS")
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -123,39 +89,65 @@ def unsupported_reason() -> str | None:
     return None
 
 
-def agent_plugins(agent_path: str | None) -> list[str]:
-    """``livekit.plugins.*`` packages the agent's file names, found without importing it."""
-    names = {"livekit.plugins.openai"}
-    if agent_path:
-        try:
-            with open(agent_path, encoding="utf-8") as fh:
-                tree = ast.parse(fh.read())
-        except (OSError, SyntaxError, ValueError):
-            tree = None  # the child reports it the way a cold start would
-        for node in ast.walk(tree) if tree is not None else ():
-            if isinstance(node, ast.ImportFrom) and node.module == "livekit.plugins":
-                names.update(f"livekit.plugins.{a.name}" for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-                "livekit.plugins."
-            ):
-                names.add(".".join((node.module or "").split(".")[:3]))
-            elif isinstance(node, ast.Import):
-                names.update(".".join(a.name.split(".")[:3]) for a in node.names
-                             if a.name.startswith("livekit.plugins."))
-    return sorted(names)
-
-
-def _import(name: str) -> bool:
+def _try(step: Callable[[], object]) -> bool:
+    """Run one optional preload step; a failure only costs speed (the child pays it)."""
     try:
-        importlib.import_module(name)
+        step()
         return True
     except Exception:
         return False
 
 
+def _import(name: str) -> bool:
+    return _try(lambda: importlib.import_module(name))
+
+
+def _ssl_context() -> None:
+    # livekit's shared http session builds its TLS context (~30 ms parsing the CA bundle) on
+    # the child's event loop; the builder is cached per (SSL_CERT_FILE, SSL_CERT_DIR), so a
+    # child whose environment names other certificates still builds its own.
+    from livekit.agents.utils.http_context import _create_ssl_context
+
+    _create_ssl_context()
+
+
+def _platform_facts() -> None:
+    # the OpenAI SDK's first request asks for platform facts; the first ``platform.platform()``
+    # runs ``uname -p`` in a subprocess. They describe this machine, so they hold in a child.
+    from openai._base_client import get_platform
+
+    get_platform()
+
+
+# One-time work a child would otherwise do on its event loop; each result is cached by the
+# library itself, keyed so that a child that needs a different answer computes it again.
+WARM_CALLS: tuple[tuple[str, Callable[[], object]], ...] = (
+    ("ssl context", _ssl_context),
+    ("platform facts", _platform_facts),
+)
+
+
 def preload(plugins: list[str]) -> dict[str, Any]:
-    """Import what every child needs, then freeze it; returns what was loaded, for ``ready``."""
+    """Import what every child needs, then freeze it; returns what was loaded, for ``ready``.
+
+    stdout is the protocol channel: whatever a module prints while it loads goes to stderr.
+    """
     started = time.perf_counter()
+    channel = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        info = _preload(plugins)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os.dup2(channel, 1)
+        os.close(channel)
+    info["preload_seconds"] = round(time.perf_counter() - started, 3)
+    return info
+
+
+def _preload(plugins: list[str]) -> dict[str, Any]:
     loaded_plugins = [p for p in plugins if _import(p)]
     # livekit's own one-time warm-up (av, VAD/EOT weights, the rtc library loaded but not
     # started, the OpenAI SDK resources, a first httpx client); older versions lack it.
@@ -164,6 +156,7 @@ def preload(plugins: list[str]) -> dict[str, Any]:
         for step in ("av", "openai.resources"):
             _import(step)
     lazy = [m for m in LAZY_MODULES if _import(m)]
+    warmed = [name for name, step in WARM_CALLS if _try(step)]
     problem = _fork_hazard()
     gc.collect()
     gc.freeze()
@@ -171,7 +164,7 @@ def preload(plugins: list[str]) -> dict[str, Any]:
         "plugins": loaded_plugins,
         "framework_preload": framework_preload,
         "lazy_modules": len(lazy),
-        "preload_seconds": round(time.perf_counter() - started, 3),
+        "warmed": warmed,
         "hazard": problem,
     }
 
@@ -196,7 +189,6 @@ class Server:
 
     def __init__(self) -> None:
         self.children: dict[int, str] = {}  # pid -> spawn id
-        self.startup_env = {k: os.environ.get(k) for k in STARTUP_ONLY_ENV}
         self._buf = b""
         self._wake_r, wake_w = os.pipe()
         for fd in (self._wake_r, wake_w):
@@ -220,13 +212,9 @@ class Server:
 
     def _step(self) -> bool:
         readable, _, _ = select.select([0, self._wake_r], [], [])
-        if self._wake_r in readable:
-            while True:
-                try:
-                    if not os.read(self._wake_r, 512):
-                        break
-                except BlockingIOError:
-                    break
+        with contextlib.suppress(BlockingIOError):
+            while self._wake_r in readable and os.read(self._wake_r, 512):
+                pass  # drain the wakeup bytes of SIGCHLD
         self._reap()
         if 0 in readable:
             chunk = os.read(0, 65536)
@@ -257,9 +245,6 @@ class Server:
         spawn_id = str(cmd.get("id"))
         try:
             env = {str(k): str(v) for k, v in dict(cmd["env"]).items()}
-            differs = [k for k in STARTUP_ONLY_ENV if env.get(k) != self.startup_env[k]]
-            if differs:
-                raise ValueError(f"start-up-only variables differ from the server's: {differs}")
             argv = [cmd["agent"], "--connect-addr", cmd["connect_addr"],
                     "--dispatch-file", cmd["dispatch_file"]]
             log_fd = os.open(cmd["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -268,8 +253,16 @@ class Server:
             return
         sync_r, sync_w = os.pipe()
         server_pid = os.getpid()
+        for stream in (sys.stdout, sys.stderr):  # nothing buffered may be written twice
+            with contextlib.suppress(Exception):
+                stream.flush()
         try:
-            pid = os.fork()
+            # numpy's OpenBLAS keeps a native thread pool; it re-creates it in a child
+            # (pthread_atfork), so Python 3.12's warning about forking with threads is noise.
+            with warnings.catch_warnings():  # restored in the child too, before it runs
+                warnings.filterwarnings("ignore", "This process .* is multi-threaded",
+                                        DeprecationWarning)
+                pid = os.fork()
         except OSError as exc:
             for fd in (log_fd, sync_r, sync_w):
                 os.close(fd)
@@ -281,12 +274,8 @@ class Server:
         os.close(sync_w)
         # Wait until the child has its own session and death signal: from then on the runner
         # may killpg() the pid it is about to learn, and the child cannot outlive us.
-        while True:
-            try:
-                if not os.read(sync_r, 64):
-                    break
-            except InterruptedError:
-                continue
+        while os.read(sync_r, 64):
+            pass
         os.close(sync_r)
         self.children[pid] = spawn_id
         emit("spawned", id=spawn_id, pid=pid)
@@ -309,12 +298,8 @@ class Server:
 
 
 def _kill_group(pid: int) -> None:
-    for kill, target in ((os.killpg, pid), (os.kill, pid)):
-        try:
-            kill(target, signal.SIGKILL)
-            return
-        except (ProcessLookupError, PermissionError):
-            continue
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 def child_main(
@@ -351,9 +336,6 @@ def _run_host(argv: list[str]) -> int:
             return exc.code or 0
         print(exc.code, file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        traceback.print_exc()
-        return 128 + signal.SIGINT
     except BaseException:
         traceback.print_exc()
         return 1
@@ -408,7 +390,13 @@ def _redirect_stdio(log_fd: int) -> None:
                "stderr": stream(2, "w", "backslashreplace")}
     for name, value in streams.items():
         for attr in (name, f"__{name}__"):
+            # the server's stream objects own fds 0-2 (closefd): freed, they would close
+            # the descriptors just redirected. The child never frees them (it os._exit()s).
+            _RETIRED.append(getattr(sys, attr))
             setattr(sys, attr, value)
+
+
+_RETIRED: list[Any] = []
 
 
 def _close_inherited_fds() -> None:
@@ -428,14 +416,14 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="lkeval/fork_server.py")
-    parser.add_argument("--plugins-from", metavar="AGENT.py",
-                        help="preload the livekit.plugins packages this file imports")
+    parser.add_argument("--preload", action="append", default=[], metavar="MODULE",
+                        help="also import this module (the plugins the agent uses)")
     args = parser.parse_args(argv)
     reason = unsupported_reason()
     if reason is not None:
         emit("unsupported", reason=reason)
         return 0
-    info = preload(agent_plugins(args.plugins_from))
+    info = preload(args.preload)
     if info["hazard"]:
         emit("unsupported", reason=info.pop("hazard"))
         return 0

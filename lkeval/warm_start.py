@@ -20,6 +20,7 @@ agent behind.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import itertools
@@ -34,6 +35,13 @@ from pathlib import Path
 from typing import IO, Any
 
 SERVER_SCRIPT = Path(__file__).resolve().with_name("fork_server.py")
+# Variables the interpreter reads only at start-up: a forked child cannot take new values of
+# these from its environment, so an agent that needs other ones is started cold.
+STARTUP_ONLY_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "PYTHONHOME", "PYTHONSAFEPATH",
+                    "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONPLATLIBDIR", "PYTHONMALLOC",
+                    "PYTHONDEVMODE", "PYTHONWARNINGS", "PYTHONUTF8", "PYTHONIOENCODING",
+                    "PYTHONOPTIMIZE", "PYTHONINTMAXSTRDIGITS", "PYTHONNODEBUGRANGES",
+                    "PYTHONFROZENMODULES", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")
 
 
 class ForkServerError(Exception):
@@ -109,8 +117,11 @@ def _fail(fut: asyncio.Future[Any], exc: BaseException) -> None:
 class ForkServer:
     """A running fork server; create with :meth:`start`, end with :meth:`close`."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], stderr: IO[bytes] | None) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes], stderr: IO[bytes] | None, env: Mapping[str, str]
+    ) -> None:
         self._proc = proc
+        self._startup_env = {k: env.get(k) for k in STARTUP_ONLY_ENV}
         self._stderr = stderr
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -140,12 +151,13 @@ class ForkServer:
         """Start the server and wait until it has preloaded (blocking: ~1-3 s of its CPU).
 
         ``env`` is the environment a cold agent would get: import-time code in the preloaded
-        framework sees the same values. ``agent`` is only scanned for the plugins it imports.
+        framework sees the same values. ``agent`` is only read (never imported) for the
+        ``livekit.plugins`` it uses, which the server preloads.
         Raises :class:`ForkServerError` with the reason when warm starts cannot work.
         """
         argv = [python, str(SERVER_SCRIPT)]
-        if agent is not None:
-            argv += ["--plugins-from", str(agent)]
+        for plugin in agent_plugins(agent):
+            argv += ["--preload", plugin]
         stderr: IO[bytes] | None = None
         if log_path is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -160,7 +172,7 @@ class ForkServer:
             if stderr is not None:
                 stderr.close()
             raise ForkServerError(f"could not start {python}: {exc}") from None
-        server = cls(proc, stderr)
+        server = cls(proc, stderr, env)
         if not server._ready.wait(ready_timeout):
             server.close()
             raise ForkServerError(f"the fork server was not ready within {ready_timeout:g}s")
@@ -205,6 +217,10 @@ class ForkServer:
         Raises :class:`ForkServerError` when the server is gone or refuses; the caller then
         starts the agent cold.
         """
+        differs = [k for k in STARTUP_ONLY_ENV if env.get(k) != self._startup_env[k]]
+        if differs:
+            raise ForkServerError(f"the agent's {', '.join(differs)} differ from the fork "
+                                  "server's, and only take effect when an interpreter starts")
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[ForkedProcess] = loop.create_future()
         spawn_id = f"s{next(self._ids)}"
@@ -338,6 +354,29 @@ def _hand_over(
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+def agent_plugins(agent: Path | None) -> list[str]:
+    """The ``livekit.plugins`` packages the agent's file imports (read, not imported: its
+    import-time code must run in each child, with that scenario's environment), and openai,
+    which LiveKit Inference models use too."""
+    names = {"livekit.plugins.openai"}
+    try:
+        tree = ast.parse(agent.read_text(encoding="utf-8")) if agent else None
+    except (OSError, SyntaxError, ValueError):
+        tree = None  # the child reports it the way a cold start would
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.ImportFrom) and node.module == "livekit.plugins":
+            names.update(f"livekit.plugins.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            modules = [node.module or ""]
+        elif isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        else:
+            continue
+        names.update(".".join(m.split(".")[:3]) for m in modules
+                     if m.startswith("livekit.plugins."))
+    return sorted(names)
 
 
 def open_launcher(

@@ -477,6 +477,23 @@ def test_sigterm_is_forwarded_and_the_exit_code_kept(tmp_path: Path) -> None:
     assert (tmp_path / "got-signal").read_text() == str(int(signal.SIGTERM))
 
 
+def test_sigterm_during_the_install_stops_it_and_nothing_runs(tmp_path: Path) -> None:
+    env = container_env(tmp_path, **inputs(agent="a.py", scenarios="s.yaml",
+                                           install="echo started; exec sleep 30"))
+    proc = subprocess.Popen([sys.executable, str(ENTRYPOINT)], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    while "started" not in (line := proc.stdout.readline()):
+        assert line, "the install command never started"
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=30) == 143
+    assert time.monotonic() - started < 10  # the sleep was killed, not waited for
+    assert "interrupted by signal 15 while installing; nothing ran" in rest
+    assert "lk-eval: lkeval run" not in rest
+
+
 def test_a_child_killed_by_a_signal_is_128_plus_the_signal() -> None:
     child = subprocess.Popen(["sleep", "30"])
     child.send_signal(signal.SIGKILL)
@@ -645,24 +662,29 @@ def test_no_input_is_marked_required_that_report_does_not_need() -> None:
 
 def table_names(markdown: str, heading: str) -> list[str]:
     """The first-column names of the table under ``heading`` in docs/action.md."""
-    section = markdown.split(heading, 1)[1].split("\n## ", 1)[0]
+    section = markdown.split(heading + "\n", 1)[1].split("\n#", 1)[0]
     return re.findall(r"^\| `([a-z-]+)` \|", section, flags=re.MULTILINE)
 
 
-def test_docs_list_every_input_and_output_with_its_default() -> None:
-    docs = DOCS.read_text(encoding="utf-8")
+@pytest.mark.parametrize(
+    ("path", "inputs", "outputs"),
+    [(DOCS, "## Inputs", "## Outputs"), (README, "### Action inputs", "### Action outputs")],
+)
+def test_docs_list_every_input_and_output_with_its_default(
+    path: Path, inputs: str, outputs: str
+) -> None:
+    docs = path.read_text(encoding="utf-8")
     data = action()
-    assert table_names(docs, "## Inputs") == list(data["inputs"])
-    assert table_names(docs, "## Outputs") == list(data["outputs"])
+    assert table_names(docs, inputs) == list(data["inputs"])
+    assert table_names(docs, outputs) == list(data["outputs"])
     for name, spec in data["inputs"].items():
         row = next(line for line in docs.splitlines() if line.startswith(f"| `{name}` |"))
         default = str(spec.get("default", ""))
         if default:
-            assert f"`{default}`" in row, f"docs/action.md: default of {name}"
+            assert f"`{default}`" in row, f"{path.name}: default of {name}"
 
 
-def test_readme_points_to_the_inputs_table() -> None:
-    # README.md has no inputs table of its own; it must link the one in docs/action.md.
+def test_readme_points_to_the_action_docs() -> None:
     assert "docs/action.md" in README.read_text(encoding="utf-8")
 
 

@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+import pytest
 from report_fixtures import ERRORED, FAILED, results_of, run_results, scenario
 
 from lkeval.github.context import read_context
@@ -167,3 +168,11 @@ def test_github_progress_groups() -> None:
     assert out[1].startswith("::stop-commands::") and out[-2] == f"::{out[1][17:]}::"
     assert "  agent veto: fail — booking GH-1042 still active" in out
     assert any("→ call cancel_booking" in line for line in out)
+
+
+def test_annotation_path_from_a_working_directory_below_the_workspace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "agent").mkdir()
+    monkeypatch.chdir(tmp_path / "agent")  # the Action's working-directory: agent/
+    assert annotation_path("scenarios.yaml", str(tmp_path)) == "agent/scenarios.yaml"

@@ -81,12 +81,15 @@ def group(stream: TextIO, title: str) -> Iterator[None]:
 
 def annotation_path(file: str, workspace: str | None) -> str:
     """The scenario file relative to the workspace, the form GitHub matches to the PR diff."""
-    if workspace and os.path.isabs(file):
-        try:
-            return os.path.relpath(file, workspace)
-        except ValueError:
-            return file
-    return file
+    if not workspace:
+        return file
+    # Scenario paths are relative to the working directory, which an Action may set below
+    # the workspace (working-directory: agent/): resolve before making it workspace-relative.
+    try:
+        relative = os.path.relpath(os.path.abspath(file), os.path.abspath(workspace))
+    except ValueError:
+        return file
+    return file if relative.startswith("..") else relative
 
 
 def annotation_scenarios(results: RunResults) -> list[ScenarioResult]:
