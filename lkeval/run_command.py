@@ -26,7 +26,7 @@ from lkeval.agent_process import AgentLaunch, kill_all_now
 from lkeval.cli import EXIT_USAGE, UsageError
 from lkeval.engine import Engine, EngineOptions, Selection, default_concurrency, parse_tag_selector
 from lkeval.llm_flags import positive_float, positive_int
-from lkeval.masking import redact_argv
+from lkeval.masking import Masker, redact_argv
 from lkeval.results import RunMetadata, RunResults, ScenarioResult, write_results
 from lkeval.scenario import Scenario
 from lkeval.scenario_loader import load_or_raise
@@ -216,6 +216,9 @@ def run_main(args: argparse.Namespace) -> int:
         argv=tuple(redact_argv(sys.argv[1:])),
     )
     results = RunResults(metadata=metadata, scenarios=tuple(scenario_results))
+    # Log tails and transcripts can echo a key (an HTTP error with a URL, a debug print):
+    # the results file is a report too, so it gets the same masking as the others.
+    results = Masker.from_environ().mask_results(results)
     write_results(results, results_path)
     print(f"results: {results_path}")
     if stopped_by is not None:

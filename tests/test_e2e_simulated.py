@@ -28,7 +28,9 @@ def verdict(value: str, reasoning: str = "because") -> dict:
 
 
 JUDGE = {"model": "judge", "tool_choice": "submit_verdict"}
+SECRET = "test-key-not-secret"  # the OPENAI_API_KEY hotel_env gives the agent
 RULES = [
+    {"model": "hotel-agent", "last_user": "bye", "text": f"Goodbye! (debug: key {SECRET})"},
     *AGENT_RULES,
     {"model": "caller", "system": "LOOPING", "text": "Tell me more about the rooms."},
     *CALLER_RULES,
@@ -115,6 +117,9 @@ def test_simulated_users_judges_repeats_and_outages(tmp_path: Path) -> None:
         judge_prompts = [str(r.body) for r in llm.requests if r.body.get("model") == "judge"]
     assert proc.returncode == 1, proc.stdout + proc.stderr
     by_id = {s["scenario_id"]: s for s in read_json(results_path)["scenarios"]}
+    assert SECRET not in results_path.read_text() and SECRET not in proc.stdout + proc.stderr
+    goodbye = [i["text"] for i in by_id["ends-call"]["attempts"][0]["transcript"]]
+    assert "Goodbye! (debug: key ***)" in goodbye  # masked, not dropped
 
     ends = by_id["ends-call"]
     assert ends["status"] == "passed", ends
