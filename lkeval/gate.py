@@ -113,6 +113,18 @@ def evaluate_gate(
             ),
         )
 
+    if results.scenarios and not ran:
+        # A typo in --tag, or scenarios that need a caller model nobody configured: a gate
+        # that passes on nothing would hide it.
+        return GateOutcome(
+            passed=False,
+            exit_code=EXIT_NOTHING_RAN,
+            reasons=(
+                f"nothing ran: all {len(results.scenarios)} scenario(s) were skipped "
+                f"({results.scenarios[0].reason or 'no reason given'})",
+            ),
+        )
+
     counted = [s for s in ran if not s.quarantined]
     bad = [s for s in counted if s.status in ("failed", "error")]
     failures: list[str] = []

@@ -167,6 +167,7 @@ def run_main(args: argparse.Namespace) -> int:
     agent = Path(args.agent)
     if not agent.is_file():
         raise UsageError(f"--agent {args.agent}: no such file")
+    args.scenarios = [_relative_to_cwd(path) for path in args.scenarios]
     groups, warnings = load_or_raise(args.scenarios)
     for warning in warnings:
         print(warning, file=sys.stderr)
@@ -269,6 +270,15 @@ def _run_until_signal(
     finally:
         kill_all_now()
     return results, (stopped_by[0] if stopped_by else None)
+
+
+def _relative_to_cwd(path: str) -> str:
+    """Scenario paths as annotations and JUnit readers want them: relative to the checkout."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive
+        return path
+    return path if relative.startswith("..") else relative
 
 
 def _installed(dist: str) -> str | None:

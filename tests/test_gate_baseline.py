@@ -115,7 +115,20 @@ def test_one_failure_among_errors_is_a_normal_failure() -> None:
     assert evaluate_gate(results, None).exit_code == EXIT_FAILED
 
 
-def test_all_skipped_passes() -> None:
-    gate = evaluate_gate(results_of(scenario("a", "skipped")), None, min_pass_rate=0.9)
+def test_all_skipped_is_nothing_ran_not_a_pass() -> None:
+    skipped = scenario("a", "skipped", reason="needs a simulated user: set --caller-model")
+    gate = evaluate_gate(results_of(skipped), None, min_pass_rate=0.9)
+    assert not gate.passed and gate.exit_code == EXIT_NOTHING_RAN
+    assert "all 1 scenario(s) were skipped" in gate.reasons[0]
+    assert "--caller-model" in gate.reasons[0]
+
+
+def test_an_empty_shard_passes() -> None:
+    gate = evaluate_gate(results_of(), None)
+    assert gate.passed and gate.exit_code == 0
+
+
+def test_only_quarantined_scenarios_pass() -> None:
+    gate = evaluate_gate(results_of(scenario("a", "failed", quarantined=True)), None)
     assert gate.passed
     assert gate.reasons[0] == "no scenario counted toward the gate"
