@@ -34,9 +34,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 4
@@ -291,22 +292,32 @@ def install_plan(
     )
 
 
-def run_install(plan: InstallPlan, env: Mapping[str, str], log: Callable[[str], None]) -> None:
-    """Run the install commands in the current directory; :class:`InstallError` on failure."""
+def run_install(
+    plan: InstallPlan,
+    env: Mapping[str, str],
+    log: Callable[[str], None],
+    relay: SignalRelay | None = None,
+) -> None:
+    """Run the install commands in the current directory; :class:`InstallError` on failure,
+    :class:`Interrupted` when a signal stopped them."""
     if plan.notice:
         log(workflow_command("notice", plan.notice))
     if not plan.commands:
         return
+    relay = relay or SignalRelay()
     log(workflow_command("group", f"lk-eval: install the agent's dependencies ({plan.what})"))
     try:
         for command in plan.commands:
             log("$ " + shlex.join(command))
             try:
-                code = subprocess.run(command, env=dict(env), stdin=subprocess.DEVNULL).returncode
+                # its own process group, so a signal stops `sh -c` and all it started
+                code = relay.run(command, env, group=True, stdin=subprocess.DEVNULL)
             except OSError as exc:
                 raise InstallError(
                     f"{plan.what}: cannot run {command[0]}: {exc.strerror}"
                 ) from None
+            if relay.received:
+                raise Interrupted(relay.received[0])
             if code != 0:
                 raise InstallError(
                     f"installing the agent's dependencies ({plan.what}) failed: "
@@ -319,36 +330,72 @@ def run_install(plan: InstallPlan, env: Mapping[str, str], log: Callable[[str], 
 # --- running lkeval ----------------------------------------------------------------------------
 
 
-def run_lkeval(argv: Sequence[str], env: Mapping[str, str]) -> int:
+class SignalRelay:
+    """Passes SIGINT/SIGTERM/SIGHUP on to the running child and remembers them.
+
+    As PID 1 in a container we would otherwise ignore them. The handler only records and
+    forwards (it never raises), so a signal that lands while a child is being spawned cannot
+    leave that child orphaned: it is forwarded as soon as the child exists.
+    """
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self._child: subprocess.Popen[bytes] | None = None
+        self._group = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> SignalRelay:
+        self._previous = {sig: signal.signal(sig, self._forward) for sig in FORWARDED_SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _forward(self, signum: int, _frame: object) -> None:
+        self.received.append(signum)
+        self._send(signum)
+
+    def _send(self, signum: int) -> None:
+        child = self._child
+        if child is None:
+            return
+        with contextlib.suppress(ProcessLookupError):  # gone: its exit status is on its way
+            if self._group:
+                os.killpg(child.pid, signum)
+            else:
+                os.kill(child.pid, signum)
+
+    def run(
+        self, argv: Sequence[str], env: Mapping[str, str], *, group: bool, stdin: Any = None
+    ) -> int:
+        """Run ``argv`` in its own session; returns its exit code (128 + N if killed by N).
+
+        With ``group`` signals go to its whole process group, else to the child alone.
+        """
+        if self.received:  # a signal before the start: do not start at all
+            return 128 + self.received[0]
+        self._group = group
+        self._child = subprocess.Popen(
+            list(argv), env=dict(env), start_new_session=True, stdin=stdin
+        )
+        try:
+            for signum in self.received:  # arrived while the child was being spawned
+                self._send(signum)
+            code = wait_for(self._child.pid, reap_all=os.getpid() == 1)
+            self._child.returncode = code  # reaped by us; keeps Popen from waiting or warning
+            return code
+        finally:
+            self._child = None
+
+
+def run_lkeval(argv: Sequence[str], env: Mapping[str, str], relay: SignalRelay) -> int:
     """Run ``python -m lkeval argv`` as a child, pass signals on, and return its exit code.
 
     The child gets its own session so a terminal's Ctrl+C reaches it once, through us, rather
     than twice (lkeval reads a second signal as "stop waiting, kill everything").
     """
-    pending: list[int] = []
-    children: list[subprocess.Popen[bytes]] = []
-
-    def forward(signum: int, _frame: object) -> None:
-        if not children:
-            pending.append(signum)
-            return
-        with contextlib.suppress(ProcessLookupError):  # gone: its exit status is on its way
-            os.kill(children[0].pid, signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED_SIGNALS}
-    try:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "lkeval", *argv], env=dict(env), start_new_session=True
-        )
-        children.append(child)
-        for signum in pending:
-            os.kill(child.pid, signum)
-        code = wait_for(child.pid, reap_all=os.getpid() == 1)
-        child.returncode = code  # reaped by us; keeps Popen from waiting or warning
-        return code
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return relay.run([sys.executable, "-m", "lkeval", *argv], env, group=False)
 
 
 def wait_for(pid: int, *, reap_all: bool) -> int:
@@ -397,6 +444,11 @@ def log(line: str) -> None:
 
 def run_action(environ: Mapping[str, str]) -> int:
     """The GitHub Action: inputs → working directory → install → ``lkeval run`` or ``report``."""
+    with SignalRelay() as relay:
+        return _run_action(environ, relay)
+
+
+def _run_action(environ: Mapping[str, str], relay: SignalRelay) -> int:
     try:
         plan = build_plan(environ)
         directory = Path(plan.working_directory)
@@ -408,7 +460,7 @@ def run_action(environ: Mapping[str, str]) -> int:
         os.chdir(directory)
         env = action_environment(environ, plan.env)
         if plan.command == RUN:
-            with interruptible(), tempfile.TemporaryDirectory(prefix="lkeval-install-") as tmp:
+            with tempfile.TemporaryDirectory(prefix="lkeval-install-") as tmp:
                 install = install_plan(
                     plan.install,
                     Path.cwd(),
@@ -416,7 +468,7 @@ def run_action(environ: Mapping[str, str]) -> int:
                     uv=shutil.which("uv", path=env.get("PATH")),
                     scratch=Path(tmp),
                 )
-                run_install(install, action_environment(environ, {}), log)
+                run_install(install, action_environment(environ, {}), log, relay)
     except (InputError, InstallError) as exc:
         log(workflow_command("error", f"lk-eval: {exc}"))
         return EXIT_USAGE
@@ -424,7 +476,7 @@ def run_action(environ: Mapping[str, str]) -> int:
         log(f"lk-eval: interrupted by signal {stop.signum} while installing; nothing ran")
         return 128 + stop.signum
     log(f"lk-eval: {shlex.join(['lkeval', *plan.argv])}  (in {Path.cwd()})")
-    return run_lkeval(plan.argv, env)
+    return run_lkeval(plan.argv, env, relay)
 
 
 class Interrupted(Exception):
@@ -433,24 +485,6 @@ class Interrupted(Exception):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
-
-
-@contextlib.contextmanager
-def interruptible() -> Iterator[None]:
-    """Let SIGINT/SIGTERM stop the install: as PID 1 they would be ignored without a handler.
-
-    ``subprocess.run`` kills its child when the handler's exception passes through it.
-    """
-
-    def stop(signum: int, _frame: object) -> None:
-        raise Interrupted(signum)
-
-    previous = {sig: signal.signal(sig, stop) for sig in FORWARDED_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 USAGE = """\
@@ -465,7 +499,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     args = list(sys.argv[1:] if argv is None else argv)
     env = os.environ if environ is None else environ
     if args:
-        return run_lkeval(args, env)
+        with SignalRelay() as relay:
+            return run_lkeval(args, env, relay)
     if not any(name.startswith("INPUT_") for name in env):
         print(USAGE, file=sys.stderr)
         return EXIT_USAGE

@@ -29,5 +29,5 @@ def _launch_with_server(*args: Any, **kwargs: Any) -> AgentLaunch:
 
 
 if __name__ == "__main__":
-    run_command.AgentLaunch = _launch_with_server  # type: ignore[misc,assignment]
+    run_command.AgentLaunch = _launch_with_server
     sys.exit(cli.main())

@@ -21,6 +21,7 @@ from _common import HOTEL_AGENT, HOTEL_RULES, hotel_env, machine, mib, smaps_rol
 
 from lkeval.agent_process import AgentLaunch, AgentProcess, agent_env
 from lkeval.conversation import Conversation
+from lkeval.protocol import SessionConnection
 from lkeval.testing.llm_server import LLMServer
 from lkeval.warm_start import ForkServer
 
@@ -39,8 +40,8 @@ async def measure(
         agents.append(AgentProcess(launch, dispatch, work / f"{k}.log"))
     conns = await asyncio.gather(*(a.start(120) for a in agents))
     try:
-        async def talk(agent: AgentProcess, conn: object) -> None:
-            conv = Conversation(conn, agent, 30)  # type: ignore[arg-type]
+        async def talk(agent: AgentProcess, conn: SessionConnection) -> None:
+            conv = Conversation(conn, agent, 30)
             await conv.wait_for_greeting(30)
             await conv.turn(1, "Is a double room free for two nights?")
 

@@ -72,9 +72,27 @@ class AgentLaunch:
     launcher: ForkServer | None = field(default=None, compare=False, repr=False)
 
 
+# lk-eval's own credentials, which the agent under test has no use for: the CI token (it can
+# write to the repository), the Actions runtime tokens, and the caller's and judge's keys.
+# ``--env`` can still hand any of them to the agent explicitly.
+WITHHELD_FROM_AGENT = (
+    "GITHUB_TOKEN",
+    "ACTIONS_RUNTIME_TOKEN",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+    "LKEVAL_CALLER_API_KEY",
+    "LKEVAL_JUDGE_API_KEY",
+)
+
+
 def agent_env(launch: AgentLaunch) -> dict[str, str]:
-    """The agent's environment (cold or warm): ours, the run's additions, unbuffered output."""
-    return {**os.environ, **launch.env, "PYTHONUNBUFFERED": "1"}
+    """The agent's environment (cold or warm): ours without lk-eval's own credentials and
+    Action inputs, plus the run's additions, with unbuffered output."""
+    inherited = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in WITHHELD_FROM_AGENT and not k.startswith("INPUT_")
+    }
+    return {**inherited, **launch.env, "PYTHONUNBUFFERED": "1"}
 
 
 def read_log_tail(path: Path, lines: int = 30) -> tuple[str, ...]:

@@ -228,18 +228,16 @@ class Server:
         return True
 
     def _command(self, line: bytes) -> bool:
+        """Act on one command; False means shut down."""
         try:
             cmd = json.loads(line)
         except ValueError:
-            emit("error", error=f"not JSON: {line[:200]!r}")
-            return True
-        if cmd.get("cmd") == "shutdown":
-            return False
+            cmd = {"cmd": f"not JSON: {line[:200]!r}"}
         if cmd.get("cmd") == "spawn":
             self._spawn(cmd)
-        else:
+        elif cmd.get("cmd") != "shutdown":
             emit("error", error=f"unknown command {cmd.get('cmd')!r}")
-        return True
+        return cmd.get("cmd") != "shutdown"
 
     def _spawn(self, cmd: dict[str, Any]) -> None:
         spawn_id = str(cmd.get("id"))
@@ -330,15 +328,15 @@ def _run_host(argv: list[str]) -> int:
     """``agent_host.main`` as the interpreter would run it: uncaught errors print and exit 1."""
     try:
         agent_host.main(argv)  # leaves through fast_exit on success
-        return 0
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or 0
         print(exc.code, file=sys.stderr)
-        return 1
     except BaseException:
         traceback.print_exc()
-        return 1
+    else:
+        return 0
+    return 1
 
 
 def _die_with_parent(server_pid: int) -> None:

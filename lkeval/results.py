@@ -155,6 +155,7 @@ class RunMetadata:
     shard: str | None = None
     interrupted: bool = False
     argv: tuple[str, ...] = ()
+    start_mode: str = ""  # "warm" (forked from a preloaded server) or "cold"
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import os
 import signal
@@ -22,7 +23,7 @@ from typing import Any
 
 from lkeval import __version__
 from lkeval.agent_host import SUPPORTED_RANGE
-from lkeval.agent_process import AgentLaunch, kill_all_now
+from lkeval.agent_process import AgentLaunch, agent_env, kill_all_now
 from lkeval.cli import EXIT_USAGE, UsageError
 from lkeval.engine import Engine, EngineOptions, Selection, default_concurrency, parse_tag_selector
 from lkeval.llm_flags import positive_float, positive_int
@@ -32,6 +33,7 @@ from lkeval.scenario import Scenario
 from lkeval.scenario_loader import load_or_raise
 from lkeval.scenario_runner import RunSettings
 from lkeval.sharding import parse_shard, select_shard
+from lkeval.warm_start import open_launcher
 
 DEFAULT_RESULTS = "lkeval-results/results.json"
 
@@ -123,6 +125,12 @@ def add_run_command(sub: Any) -> None:
         help="passes a repeated scenario needs (default: all of its runs)",
     )
     limits.add_argument(
+        "--cold-start",
+        action="store_true",
+        help="start every agent in a fresh interpreter (default: fork agents from a preloaded "
+        "fork server where supported: ~15x faster starts, ~9x less memory per agent)",
+    )
+    limits.add_argument(
         "--shard",
         type=parse_shard,
         default=None,
@@ -190,17 +198,31 @@ def run_main(args: argparse.Namespace) -> int:
     evaluator = build_evaluator(args, selected)  # checks credentials before anything boots
     started_at = dt.datetime.now(dt.timezone.utc)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="lkeval-") as work_dir:
-        settings = RunSettings(
-            launch=AgentLaunch(agent=agent.resolve(), python=args.python, env=env),
-            logs_dir=logs_dir,
-            work_dir=Path(work_dir),
-            boot_timeout=args.boot_timeout,
-            turn_timeout=args.turn_timeout,
-            max_turns=args.max_turns,
-        )
-        engine = Engine(settings, evaluator, progress, options)
-        scenario_results, stopped_by = _run_until_signal(engine, scenarios)
+    launch = AgentLaunch(agent=agent.resolve(), python=args.python, env=env)
+    launcher, start_line = open_launcher(
+        launch.python,
+        agent_env(launch),
+        agent=launch.agent,
+        cwd=launch.cwd,
+        cold_start=args.cold_start,
+        log_path=logs_dir / "fork-server.log",
+    )
+    print(start_line, flush=True)
+    try:
+        with tempfile.TemporaryDirectory(prefix="lkeval-") as work_dir:
+            settings = RunSettings(
+                launch=dataclasses.replace(launch, launcher=launcher),
+                logs_dir=logs_dir,
+                work_dir=Path(work_dir),
+                boot_timeout=args.boot_timeout,
+                turn_timeout=args.turn_timeout,
+                max_turns=args.max_turns,
+            )
+            engine = Engine(settings, evaluator, progress, options)
+            scenario_results, stopped_by = _run_until_signal(engine, scenarios)
+    finally:
+        if launcher is not None:
+            launcher.close()
 
     metadata = RunMetadata(
         lkeval_version=__version__,
@@ -215,6 +237,7 @@ def run_main(args: argparse.Namespace) -> int:
         shard=f"{args.shard[0]}/{args.shard[1]}" if args.shard else None,
         interrupted=stopped_by is not None,
         argv=tuple(redact_argv(sys.argv[1:])),
+        start_mode="warm" if launcher is not None else "cold",
     )
     results = RunResults(metadata=metadata, scenarios=tuple(scenario_results))
     # Log tails and transcripts can echo a key (an HTTP error with a URL, a debug print):

@@ -85,7 +85,6 @@ class RunSettings:
     # with silence (an empty run_input answer is legal: the agent chose not to speak).
     max_silent_turns: int = 2
     stop_grace: float = 5.0
-    extra_env: dict[str, str] = field(default_factory=dict)
 
 
 def dispatch_json(scenario: Scenario, run_id: str, job_id: str) -> str:
@@ -158,10 +157,6 @@ class ScenarioAttempt:
             dispatch_json(self.scenario, self.run_id, self.job_id), encoding="utf-8"
         )
         launch = self.settings.launch
-        if self.settings.extra_env:
-            launch = AgentLaunch(
-                launch.agent, launch.python, launch.cwd, {**launch.env, **self.settings.extra_env}
-            )
         agent = AgentProcess(launch, self.dispatch_path, self.log_path)
         conn: SessionConnection | None = None
         try:

@@ -367,7 +367,7 @@ def agent_plugins(agent: Path | None) -> list[str]:
         tree = None  # the child reports it the way a cold start would
     for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, ast.ImportFrom) and node.module == "livekit.plugins":
-            names.update(f"livekit.plugins.{alias.name}" for alias in node.names)
+            modules = [f"livekit.plugins.{alias.name}" for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             modules = [node.module or ""]
         elif isinstance(node, ast.Import):

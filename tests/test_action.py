@@ -483,7 +483,7 @@ def test_sigterm_during_the_install_stops_it_and_nothing_runs(tmp_path: Path) ->
     proc = subprocess.Popen([sys.executable, str(ENTRYPOINT)], env=env, cwd=tmp_path,
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
-    while "started" not in (line := proc.stdout.readline()):
+    while (line := proc.stdout.readline()).strip() != "started":  # the command's own output
         assert line, "the install command never started"
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
@@ -492,6 +492,23 @@ def test_sigterm_during_the_install_stops_it_and_nothing_runs(tmp_path: Path) ->
     assert time.monotonic() - started < 10  # the sleep was killed, not waited for
     assert "interrupted by signal 15 while installing; nothing ran" in rest
     assert "lk-eval: lkeval run" not in rest
+
+
+def test_sigterm_as_the_install_starts_leaves_no_orphan(tmp_path: Path) -> None:
+    # The signal lands while the install command is being spawned: it must still be stopped.
+    env = container_env(tmp_path, **inputs(agent="a.py", scenarios="s.yaml",
+                                           install="exec sleep 30"))
+    proc = subprocess.Popen([sys.executable, str(ENTRYPOINT)], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    while not (line := proc.stdout.readline()).startswith("$ "):
+        assert line, "the install command was never logged"
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stdout.read()  # EOF only once no process holds the pipe: no orphaned sleep
+    assert proc.wait(timeout=30) == 143
+    assert time.monotonic() - started < 10
+    assert "nothing ran" in rest
 
 
 def test_a_child_killed_by_a_signal_is_128_plus_the_signal() -> None:

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 from conftest import HOTEL, TEST_AGENTS, clean_env, hotel_env, read_json, run_lkeval
@@ -212,21 +213,19 @@ def test_import_error_means_nothing_could_run(tmp_path: Path) -> None:
     assert result["scenario_id"] == "tests/anything"  # derived from group name + label
 
 
-def _agent_processes(marker: str) -> list[int]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
+def _alive(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if "agent_host" in cmdline and marker in cmdline:
-            found.append(int(pid))
-    return found
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
 
 
-def test_sigterm_writes_partial_results_and_leaves_no_agent(tmp_path: Path) -> None:
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_sigterm_writes_partial_results_and_leaves_no_agent(tmp_path: Path, start: str) -> None:
     rules = [
         {"model": "hotel-agent", "system": "Greet", "text": "Hello."},
         {"model": "hotel-agent", "last_user": "slow", "text": "...", "delay": 60},
@@ -243,8 +242,7 @@ def test_sigterm_writes_partial_results_and_leaves_no_agent(tmp_path: Path) -> N
             {"id": "slow", "label": "Slow", "turns": [{"user": "slow please"}]},
         ],
     )
-    agent = tmp_path / "agent_copy.py"  # a unique path to find our agent processes by
-    agent.write_text((HOTEL / "agent.py").read_text())
+    agent = HOTEL / "agent.py"
     results_path = tmp_path / "results.json"
     with LLMServer(rules) as llm:
         proc = subprocess.Popen(
@@ -261,6 +259,7 @@ def test_sigterm_writes_partial_results_and_leaves_no_agent(tmp_path: Path) -> N
                 str(results_path),
                 "--concurrency",
                 "1",
+                *(["--cold-start"] if start == "cold" else []),
             ],
             env=hotel_env(llm),
             stdout=subprocess.PIPE,
@@ -275,6 +274,9 @@ def test_sigterm_writes_partial_results_and_leaves_no_agent(tmp_path: Path) -> N
         else:
             proc.kill()
             pytest.fail("the slow turn never reached the LLM")
+        # every process lk-eval started: agents, and the fork server with its children
+        descendants = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+        assert descendants
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, out + err
@@ -283,7 +285,9 @@ def test_sigterm_writes_partial_results_and_leaves_no_agent(tmp_path: Path) -> N
     by_id = _by_id(results)
     assert by_id["quick"]["status"] == "passed"
     assert by_id["slow"]["status"] == "error" and "interrupted" in by_id["slow"]["reason"]
-    assert _agent_processes(str(agent)) == []
+    assert results["metadata"]["start_mode"] == start
+    time.sleep(0.5)  # the last SIGKILLed group members are reaped by init
+    assert _alive(descendants) == []
     assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("lkeval-*/slow.dispatch.json"))
 
 

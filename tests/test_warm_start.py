@@ -26,12 +26,18 @@ from conftest import HOTEL, TEST_AGENTS
 
 from lkeval.agent_process import AgentLaunch, AgentProcess, agent_env
 from lkeval.engine import Engine, EngineOptions
-from lkeval.fork_server import agent_plugins
 from lkeval.results import ScenarioResult
 from lkeval.scenario_loader import load_or_raise
 from lkeval.scenario_runner import RunSettings
 from lkeval.testing.llm_server import LLMServer
-from lkeval.warm_start import SERVER_SCRIPT, ForkedProcess, ForkServer, ForkServerError
+from lkeval.warm_start import (
+    SERVER_SCRIPT,
+    ForkedProcess,
+    ForkServer,
+    ForkServerError,
+    agent_plugins,
+    open_launcher,
+)
 
 
 class RecordingServer(ForkServer):
@@ -152,16 +158,19 @@ def test_a_crashing_warm_agent_is_reported_like_a_cold_one(
     assert raises.attempts[0].duration_seconds < 30  # found in the log, not timed out
 
 
-def test_spawn_with_other_interpreter_settings_is_refused(fork_server: RecordingServer) -> None:
-    env = {**agent_env(AgentLaunch(HOTEL / "agent.py")), "PYTHONPATH": "/somewhere/else"}
+def test_spawns_the_server_cannot_honour_are_refused(fork_server: RecordingServer) -> None:
+    env = agent_env(AgentLaunch(HOTEL / "agent.py"))
 
-    async def spawn() -> None:
+    async def spawn(env: dict[str, str], log: Path) -> None:
         await fork_server.spawn(agent=HOTEL / "agent.py", connect_addr="127.0.0.1:9",
-                                dispatch_file=Path("/nonexistent"), env=env,
-                                log_path=Path(os.devnull))
+                                dispatch_file=Path("/nonexistent"), env=env, log_path=log)
 
+    # an interpreter start-up setting a forked child could not take: refused before sending
     with pytest.raises(ForkServerError, match="PYTHONPATH"):
-        asyncio.run(spawn())
+        asyncio.run(spawn({**env, "PYTHONPATH": "/somewhere/else"}, Path(os.devnull)))
+    # refused by the server itself: its answer reaches the caller, and it carries on
+    with pytest.raises(ForkServerError, match="No such file"):
+        asyncio.run(spawn(env, Path("/nonexistent-dir/agent.log")))
     assert fork_server.alive
 
 
@@ -171,11 +180,11 @@ def test_plugins_are_found_without_importing_the_agent(tmp_path: Path) -> None:
                      "from livekit.plugins import silero, deepgram\n"
                      "import livekit.plugins.cartesia.tts\n"
                      "from livekit.plugins.turn_detector.multilingual import MultilingualModel\n")
-    assert agent_plugins(str(agent)) == [
+    assert agent_plugins(agent) == [
         "livekit.plugins.cartesia", "livekit.plugins.deepgram", "livekit.plugins.openai",
         "livekit.plugins.silero", "livekit.plugins.turn_detector",
     ]
-    assert agent_plugins(str(tmp_path / "missing.py")) == ["livekit.plugins.openai"]
+    assert agent_plugins(tmp_path / "missing.py") == ["livekit.plugins.openai"]
 
 
 def _read_event(stream: Any, timeout: float = 60) -> dict[str, Any]:
@@ -272,3 +281,26 @@ def test_a_dead_fork_server_falls_back_to_cold_starts(
     assert "warm start failed (the fork server exited with signal SIGKILL)" in (
         tmp_path / "agent.log").read_text()
     server.close()
+
+
+@pytest.mark.e2e
+@pytest.mark.smoke
+def test_warm_starts_work_or_say_why_on_this_livekit_agents(
+    tmp_path: Path, hotel_llm: LLMServer
+) -> None:
+    """CI repeats this on the oldest supported livekit-agents: the fork server relies on
+    private names, so on every version it must either work or decline with a reason."""
+    launch = _hotel_launch(hotel_llm, None)
+    server, line = open_launcher(sys.executable, agent_env(launch), agent=HOTEL / "agent.py")
+    if server is None:
+        assert line.startswith("lk-eval: cold starts: warm starts unavailable: "), line
+        assert "livekit-agents" in line or "fork" in line, line
+        return
+    try:
+        assert line.startswith("lk-eval: warm starts: fork server ready in "), line
+        results = _run(_hotel_launch(hotel_llm, server), HOTEL / "scenarios.yaml", tmp_path)
+        assert results["SCN_checkDouble01"].status == "passed", results["SCN_checkDouble01"]
+        assert results["SCN_bookAda01"].status == "passed", results["SCN_bookAda01"]
+        assert "agent veto" in results["SCN_vetoGrace01"].reason
+    finally:
+        server.close()

@@ -171,6 +171,9 @@ class _Handler(BaseHTTPRequestHandler):
     """Routes the two OpenAI endpoints, with or without the ``/v1`` prefix."""
 
     protocol_version = "HTTP/1.1"  # keep-alive, as the openai SDK's httpx pool expects
+    # Without TCP_NODELAY every request after the first on a kept-alive connection waits
+    # ~40 ms for delayed ACKs (44 ms measured against 1.3 ms with it).
+    disable_nagle_algorithm = True
     server: _HTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:
