@@ -22,7 +22,7 @@ from lkeval.results import TranscriptItem, Usage, Verdict, VerdictValue
 T = TypeVar("T")
 
 _BUSY_STATES = {pb.AS_THINKING, pb.AS_SPEAKING}
-_GREETING_SETTLE = 0.1
+_GREETING_SETTLE = 0.02
 _ROLE_NAMES = {
     pb.USER: "user",
     pb.ASSISTANT: "assistant",

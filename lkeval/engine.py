@@ -8,11 +8,12 @@ whatever the concurrency, and an interrupted run still returns every attempt tha
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import os
 import time
 import uuid
-from collections.abc import Coroutine, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -79,6 +80,46 @@ def parse_tag_selector(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
+class AgentSlots:
+    """The run's concurrency: N conversations at once, and up to N more agents booting (or
+    booted and waiting to talk). Boots then overlap conversations instead of queueing behind
+    them, while the number of live agents stays bounded (2N)."""
+
+    def __init__(self, n: int) -> None:
+        self._boot = asyncio.Semaphore(n)
+        self._talk = asyncio.Semaphore(n)
+
+    @contextlib.asynccontextmanager
+    async def attempt(self) -> AsyncIterator[_SlotHandle]:
+        """Hold a boot slot now; the handle trades it for a conversation slot."""
+        await self._boot.acquire()
+        handle = _SlotHandle(self._boot, self._talk)
+        try:
+            yield handle
+        finally:
+            handle.release()
+
+
+class _SlotHandle:
+    def __init__(self, boot: asyncio.Semaphore, talk: asyncio.Semaphore) -> None:
+        self._boot: asyncio.Semaphore | None = boot
+        self._talk_sem = talk
+        self._talk: asyncio.Semaphore | None = None
+
+    async def converse(self) -> None:
+        if self._talk is None and self._boot is not None:
+            await self._talk_sem.acquire()
+            self._talk = self._talk_sem
+            self._boot.release()
+            self._boot = None
+
+    def release(self) -> None:
+        for sem in (self._boot, self._talk):
+            if sem is not None:
+                sem.release()
+        self._boot = self._talk = None
+
+
 class Engine:
     """Runs scenarios; construct with collaborators, then ``await run(scenarios)``."""
 
@@ -113,7 +154,7 @@ class Engine:
         self._scenarios = list(scenarios)
         self.settings.logs_dir.mkdir(parents=True, exist_ok=True)
         self.settings.work_dir.mkdir(parents=True, exist_ok=True)
-        slots = asyncio.Semaphore(max(1, self.options.concurrency))
+        slots = AgentSlots(max(1, self.options.concurrency))
         jobs: list[Coroutine[Any, Any, None]] = []
         for scenario in self._scenarios:
             if not self.options.selection.selects(scenario):
@@ -126,15 +167,15 @@ class Engine:
         await asyncio.gather(*jobs)
         return self.results()
 
-    async def _attempt(self, scenario: Scenario, attempt_no: int, slots: asyncio.Semaphore) -> None:
-        async with slots:
+    async def _attempt(self, scenario: Scenario, attempt_no: int, slots: AgentSlots) -> None:
+        async with slots.attempt() as slot:
             if scenario.id not in self._started:
                 self._started[scenario.id] = time.monotonic()
                 self.progress.scenario_started(scenario.id, scenario.label)
             runner = ScenarioAttempt(
                 scenario, self.settings, self.evaluator, self.run_id, attempt_no
             )
-            attempt = await runner.run()
+            attempt = await runner.run(slot)
         attempts = self._attempts[scenario.id]
         attempts[attempt_no - 1] = attempt
         if all(a is not None for a in attempts):

@@ -66,6 +66,18 @@ class Evaluator(Protocol):
         ...
 
 
+class Slot(Protocol):
+    """The attempt's place in the run's concurrency (:class:`lkeval.engine.AgentSlots`)."""
+
+    async def converse(self) -> None:
+        """Wait for a conversation slot (the agent has booted)."""
+        ...
+
+    def release(self) -> None:
+        """Give back what is held (the conversation is over)."""
+        ...
+
+
 class AttemptError(Exception):
     """An infrastructure fault that makes the attempt an ``error`` result."""
 
@@ -146,8 +158,12 @@ class ScenarioAttempt:
     def turn_timeout(self) -> float:
         return self.scenario.limits.turn_timeout or self.settings.turn_timeout
 
-    async def run(self) -> Attempt:
-        """Run the attempt to a result; cancellation still stops the agent."""
+    async def run(self, slot: Slot | None = None) -> Attempt:
+        """Run the attempt to a result; cancellation still stops the agent.
+
+        With a ``slot``, the agent boots first and the conversation waits for its turn, so a
+        boot overlaps other scenarios' conversations instead of queueing behind them.
+        """
         started = time.monotonic()
         self.caller = self.evaluator.caller_for(self.scenario) if self.evaluator else None
         if not self.scenario.turns and self.caller is None:
@@ -165,10 +181,14 @@ class ScenarioAttempt:
                 conn = await agent.start(boot_timeout)
             except AgentFailure as exc:
                 return self._attempt("error", exc.reason, started, agent, exc.log_tail)
-            return await self._converse(
-                Conversation(conn, agent, self.turn_timeout), agent, started
-            )
+            conv = Conversation(conn, agent, self.turn_timeout)
+            if slot is not None:
+                await slot.converse()
+                started = time.monotonic()  # the wait for a slot is not the scenario's time
+            return await self._converse(conv, agent, started)
         finally:
+            if slot is not None:
+                slot.release()
             if conn is not None:
                 await conn.close()
             await asyncio.shield(agent.stop(self.settings.stop_grace))
