@@ -108,7 +108,8 @@ def add_run_command(sub: Any) -> None:
         type=positive_int,
         default=None,
         metavar="N",
-        help=f"agents at once (default {default_concurrency()} on this machine)",
+        help=f"conversations at once, while up to N more agents boot (default "
+        f"{default_concurrency()} on this machine)",
     )
     limits.add_argument(
         "--repeat",
