@@ -12,8 +12,10 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 HOTEL = ROOT / "examples" / "hotel"
@@ -21,6 +23,24 @@ HOTEL_AGENT = HOTEL / "agent.py"
 HOTEL_RULES = HOTEL / "llm_rules.yaml"
 if str(ROOT) not in sys.path:  # run as `python bench/x.py` from a checkout
     sys.path.insert(0, str(ROOT))
+
+
+@contextlib.contextmanager
+def hotel_fork_server() -> Iterator[tuple[Any, Any, Path]]:
+    """The example agent on the local LLM, its cold launch, and a warm fork server for it:
+    yields (cold launch, fork server, scratch dir); everything is stopped on the way out."""
+    from lkeval.agent_process import AgentLaunch, agent_env
+    from lkeval.testing.llm_server import LLMServer
+    from lkeval.warm_start import ForkServer
+
+    with LLMServer.from_file(HOTEL_RULES) as llm, tempfile.TemporaryDirectory() as tmp:
+        base = AgentLaunch(HOTEL_AGENT, env=hotel_env(llm.base_url))
+        server = ForkServer.start(sys.executable, agent_env(base), agent=HOTEL_AGENT)
+        print(server.describe())
+        try:
+            yield base, server, Path(tmp)
+        finally:
+            server.close()
 
 
 def hotel_env(base_url: str) -> dict[str, str]:

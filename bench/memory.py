@@ -14,16 +14,13 @@ import argparse
 import asyncio
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
-from _common import HOTEL_AGENT, HOTEL_RULES, hotel_env, machine, mib, smaps_rollup
+from _common import hotel_fork_server, machine, mib, smaps_rollup
 
-from lkeval.agent_process import AgentLaunch, AgentProcess, agent_env
+from lkeval.agent_process import AgentLaunch, AgentProcess
 from lkeval.conversation import Conversation
 from lkeval.protocol import SessionConnection
-from lkeval.testing.llm_server import LLMServer
-from lkeval.warm_start import ForkServer
 
 DISPATCH = '{"simulationRunId": "bench", "jobId": "j", "scenario": {"id": "bench"}}'
 
@@ -72,17 +69,10 @@ def main() -> int:
     parser.add_argument("--agents", type=int, default=4)
     args = parser.parse_args()
     print(f"machine: {machine()}")
-    with LLMServer.from_file(HOTEL_RULES) as llm, tempfile.TemporaryDirectory() as tmp:
-        base = AgentLaunch(HOTEL_AGENT, env=hotel_env(llm.base_url))
-        server = ForkServer.start(sys.executable, agent_env(base), agent=HOTEL_AGENT)
-        print(server.describe())
-        try:
-            warm_launch = AgentLaunch(base.agent, env=base.env, launcher=server)
-            cold, _ = asyncio.run(measure(base, args.agents, Path(tmp)))
-            warm, server_mem = asyncio.run(
-                measure(warm_launch, args.agents, Path(tmp), server.pid))
-        finally:
-            server.close()
+    with hotel_fork_server() as (base, server, tmp):
+        warm_launch = AgentLaunch(base.agent, env=base.env, launcher=server)
+        cold, _ = asyncio.run(measure(base, args.agents, tmp))
+        warm, server_mem = asyncio.run(measure(warm_launch, args.agents, tmp, server.pid))
     print(f"\nmemory of {args.agents} concurrent agents (each after its greeting and a tool turn)")
     cold_uss = report("cold", cold)
     warm_uss = report("warm", warm, server_mem["Pss"])

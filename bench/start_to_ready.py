@@ -14,16 +14,14 @@ import argparse
 import asyncio
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from _common import HOTEL_AGENT, HOTEL_RULES, hotel_env, machine, stats
+from _common import hotel_fork_server, machine, stats
 
-from lkeval.agent_process import AgentLaunch, AgentProcess, agent_env
+from lkeval.agent_process import AgentLaunch, AgentProcess
 from lkeval.conversation import Conversation
 from lkeval.protocol import pb
-from lkeval.testing.llm_server import LLMServer
 from lkeval.warm_start import ForkServer
 
 DISPATCH = '{"simulationRunId": "bench", "jobId": "j", "scenario": {"id": "bench"}}'
@@ -62,14 +60,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=12)
     args = parser.parse_args()
     print(f"machine: {machine()}")
-    with LLMServer.from_file(HOTEL_RULES) as llm, tempfile.TemporaryDirectory() as tmp:
-        base = AgentLaunch(HOTEL_AGENT, env=hotel_env(llm.base_url))
-        server = ForkServer.start(sys.executable, agent_env(base), agent=HOTEL_AGENT)
-        print(server.describe())
-        try:
-            out = asyncio.run(bench(args.runs, server, base, Path(tmp)))
-        finally:
-            server.close()
+    with hotel_fork_server() as (base, server, tmp):
+        out = asyncio.run(bench(args.runs, server, base, tmp))
     ready = {k: [r for r, _ in v] for k, v in out.items()}
     exits = {k: [e for _, e in v] for k, v in out.items()}
     print("\nstart-to-ready (spawn -> first pong), sequential, the example hotel agent")
