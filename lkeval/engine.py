@@ -175,7 +175,12 @@ class Engine:
             runner = ScenarioAttempt(
                 scenario, self.settings, self.evaluator, self.run_id, attempt_no
             )
-            attempt = await runner.run(slot)
+            try:
+                attempt = await runner.run(slot)
+            except asyncio.CancelledError:
+                if runner.interrupted is not None:  # kept for results(interrupted=True)
+                    self._attempts[scenario.id][attempt_no - 1] = runner.interrupted
+                raise
         attempts = self._attempts[scenario.id]
         attempts[attempt_no - 1] = attempt
         if all(a is not None for a in attempts):
@@ -187,16 +192,17 @@ class Engine:
 
     def results(self, interrupted: bool = False) -> list[ScenarioResult]:
         """Results in scenario order; with ``interrupted``, unfinished ones say so and keep
-        the attempts that did finish."""
+        every attempt that finished or was cut short (with what it saw)."""
         out = []
         for scenario in self._scenarios:
             if scenario.id in self._results:
                 out.append(self._results[scenario.id])
             elif interrupted:
-                done = [a for a in self._attempts.get(scenario.id, []) if a is not None]
+                kept = [a for a in self._attempts.get(scenario.id, []) if a is not None]
+                finished = sum(1 for a in kept if a.reason != "interrupted")
                 planned = len(self._attempts.get(scenario.id, [])) or 1
-                reason = f"interrupted after {len(done)}/{planned} attempt(s)"
-                out.append(self._scenario_result(scenario, "error", reason, done))
+                reason = f"interrupted: {finished}/{planned} attempt(s) finished"
+                out.append(self._scenario_result(scenario, "error", reason, kept))
         return out
 
     def _combine(self, scenario: Scenario, attempts: list[Attempt]) -> ScenarioResult:

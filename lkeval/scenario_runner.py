@@ -122,7 +122,7 @@ def dispatch_json(scenario: Scenario, run_id: str, job_id: str) -> str:
 
 
 @dataclass
-class _Progress:
+class _AttemptState:
     transcript: list[TranscriptItem] = field(default_factory=list)
     expectations: list[ExpectationResult] = field(default_factory=list)
     turn_seconds: list[float] = field(default_factory=list)
@@ -151,7 +151,8 @@ class ScenarioAttempt:
         stem = _file_stem(scenario.id) + (f".{attempt_no}" if attempt_no > 1 else "")
         self.log_path = settings.logs_dir / f"{stem}.log"
         self.dispatch_path = settings.work_dir / f"{stem}.dispatch.json"
-        self.p = _Progress()
+        self.p = _AttemptState()
+        self.interrupted: Attempt | None = None
         self.caller: Caller | None = None
 
     @property
@@ -186,6 +187,12 @@ class ScenarioAttempt:
                 await slot.converse()
                 started = time.monotonic()  # the wait for a slot is not the scenario's time
             return await self._converse(conv, agent, started)
+        except asyncio.CancelledError:
+            # Ctrl-C / SIGTERM: keep what this attempt saw so far for the partial results.
+            self.interrupted = self._attempt(
+                "error", "interrupted", started, agent, agent.log_tail()
+            )
+            raise
         finally:
             if slot is not None:
                 slot.release()

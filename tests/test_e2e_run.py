@@ -284,7 +284,11 @@ def test_sigterm_writes_partial_results_and_leaves_no_agent(tmp_path: Path, star
     assert results["metadata"]["interrupted"] is True
     by_id = _by_id(results)
     assert by_id["quick"]["status"] == "passed"
-    assert by_id["slow"]["status"] == "error" and "interrupted" in by_id["slow"]["reason"]
+    slow = by_id["slow"]
+    assert slow["status"] == "error" and "interrupted" in slow["reason"]
+    (partial,) = slow["attempts"]  # what the interrupted attempt saw is kept
+    assert partial["reason"] == "interrupted" and Path(partial["log_path"]).is_file()
+    assert any(i["text"] == "Hello." for i in partial["transcript"])  # its greeting
     assert results["metadata"]["start_mode"] == start
     time.sleep(0.5)  # the last SIGKILLed group members are reaped by init
     assert _alive(descendants) == []
