@@ -295,7 +295,7 @@ class ScenarioAttempt:
                 verdicts.extend(await self.evaluator.judge(self.scenario, p.transcript, p.usage))
             except Exception as exc:
                 await self._finalize(conv, False, f"judge failed: {exc}")
-                return self._attempt("error", f"judge failed: {exc}", started, agent, ())
+                return self._attempt("error", f"judge failed: {exc}", started, agent, (), verdicts)
         ok, reason = self.evaluator.passes(verdicts) if self.evaluator else _all_pass(verdicts)
         agent_verdict = await self._finalize(conv, ok, reason)
         usage = await conv.usage()
