@@ -38,6 +38,11 @@ def hotel_env(llm: LLMServer, **extra: str) -> dict[str, str]:
     )
 
 
+def run_argv(agent: Path | str, scenarios: Path | str, results: Path | str) -> list[str]:
+    """``lkeval run`` with its three everyday flags; a test appends what it is about."""
+    return ["run", "--agent", str(agent), "--scenarios", str(scenarios), "--results", str(results)]
+
+
 def run_lkeval(
     args: list[str], env: dict[str, str], timeout: float = 240, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from conftest import HOTEL, TEST_AGENTS, clean_env, hotel_env, read_json, run_lkeval
+from conftest import HOTEL, TEST_AGENTS, clean_env, hotel_env, read_json, run_argv, run_lkeval
 
 from lkeval.testing.llm_server import LLMServer
 
@@ -53,13 +53,7 @@ def test_hotel_scripted_scenarios(tmp_path: Path, hotel_llm: LLMServer) -> None:
     results_path = tmp_path / "out" / "results.json"
     proc = run_lkeval(
         [
-            "run",
-            "--agent",
-            str(HOTEL / "agent.py"),
-            "--scenarios",
-            str(scenarios),
-            "--results",
-            str(results_path),
+            *run_argv(HOTEL / "agent.py", scenarios, results_path),
             "--concurrency",
             "2",
         ],
@@ -154,13 +148,7 @@ def test_faulty_agents_are_errors_and_the_run_goes_on(tmp_path: Path) -> None:
         started = time.monotonic()
         proc = run_lkeval(
             [
-                "run",
-                "--agent",
-                str(TEST_AGENTS / "faulty_agent.py"),
-                "--scenarios",
-                str(scenarios),
-                "--results",
-                str(results_path),
+                *run_argv(TEST_AGENTS / "faulty_agent.py", scenarios, results_path),
                 "--boot-timeout",
                 "90",
             ],
@@ -192,13 +180,7 @@ def test_import_error_means_nothing_could_run(tmp_path: Path) -> None:
     results_path = tmp_path / "results.json"
     proc = run_lkeval(
         [
-            "run",
-            "--agent",
-            str(TEST_AGENTS / "import_error_agent.py"),
-            "--scenarios",
-            str(scenarios),
-            "--results",
-            str(results_path),
+            *run_argv(TEST_AGENTS / "import_error_agent.py", scenarios, results_path),
             "--match",
             "any*",
         ],
@@ -250,13 +232,7 @@ def test_sigterm_writes_partial_results_and_leaves_no_agent(tmp_path: Path, star
                 sys.executable,
                 "-m",
                 "lkeval",
-                "run",
-                "--agent",
-                str(agent),
-                "--scenarios",
-                str(scenarios),
-                "--results",
-                str(results_path),
+                *run_argv(agent, scenarios, results_path),
                 "--concurrency",
                 "1",
                 *(["--cold-start"] if start == "cold" else []),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import HOTEL, hotel_env, read_json, run_lkeval
+from conftest import HOTEL, hotel_env, read_json, run_argv, run_lkeval
 
 from lkeval.testing.llm_rules import read_rules_file
 from lkeval.testing.llm_server import LLMServer
@@ -96,13 +96,7 @@ def test_simulated_users_judges_repeats_and_outages(tmp_path: Path) -> None:
     with LLMServer(RULES) as llm:
         proc = run_lkeval(
             [
-                "run",
-                "--agent",
-                str(HOTEL / "agent.py"),
-                "--scenarios",
-                str(scenarios),
-                "--results",
-                str(results_path),
+                *run_argv(HOTEL / "agent.py", scenarios, results_path),
                 "--caller-model",
                 "caller",
                 "--judge-model",
@@ -184,13 +178,7 @@ def test_results_do_not_depend_on_concurrency(tmp_path: Path) -> None:
         for n in (1, 4):
             run_lkeval(
                 [
-                    "run",
-                    "--agent",
-                    str(HOTEL / "agent.py"),
-                    "--scenarios",
-                    str(scenarios),
-                    "--results",
-                    str(tmp_path / f"c{n}.json"),
+                    *run_argv(HOTEL / "agent.py", scenarios, tmp_path / f"c{n}.json"),
                     "--concurrency",
                     str(n),
                 ],
@@ -208,13 +196,7 @@ def test_missing_credentials_stop_before_any_agent_boots(tmp_path: Path) -> None
     started = time.monotonic()
     proc = run_lkeval(
         [
-            "run",
-            "--agent",
-            str(HOTEL / "agent.py"),
-            "--scenarios",
-            str(HOTEL / "scenarios.yaml"),
-            "--results",
-            str(tmp_path / "r.json"),
+            *run_argv(HOTEL / "agent.py", HOTEL / "scenarios.yaml", tmp_path / "r.json"),
             "--logs-dir",
             str(logs),
         ],
