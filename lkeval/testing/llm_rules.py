@@ -13,14 +13,25 @@ import json
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 MATCH_KEYS = ("model", "last_user", "system", "after_tool", "tool_choice", "has_tool", "turn")
-REPLY_KEYS = ("text", "tool_calls", "status", "delay", "hang", "times")
+REPLY_KEYS = (
+    "text",
+    "tool_calls",
+    "status",
+    "delay",
+    "hang",
+    "times",
+    "tool_calls_as_text",
+    "stream_error",
+    "ramble",
+)
+TOOL_TEXT_STYLES = ("json", "fenced")
 _PLACEHOLDER = re.compile(r"\{(last_user|tool_output)\}")
 
 
@@ -38,13 +49,23 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Reply:
-    """What the server answers to one request; with ``status`` set, ``text`` is the error text."""
+    """What the server answers to one request; with ``status`` set, ``text`` is the error text.
+
+    The last three fields reproduce weak models and real servers (see docs/testing.md):
+    ``tool_calls_as_text`` writes the calls into the content as JSON ("json") or a fenced
+    block ("fenced") instead of structured calls; ``stream_error`` sends that message as an
+    error event inside an HTTP 200 stream (HTTP 500 when not streaming) after ``text``;
+    ``ramble`` keeps generating until ``max_tokens`` (finish "length") or, unset, forever.
+    """
 
     text: str | None
     tool_calls: tuple[ToolCall, ...] = ()
     status: int | None = None
     delay: float = 0.0
     hang: bool = False
+    tool_calls_as_text: str | None = None
+    stream_error: str | None = None
+    ramble: bool = False
 
 
 def message_text(content: Any) -> str:
@@ -171,7 +192,7 @@ def _compile_rule(raw: Mapping[str, Any], where: str = "rule") -> _Rule:
     rule = dict(raw)
     unknown = sorted(set(rule) - set(MATCH_KEYS) - set(REPLY_KEYS))
     _need(not unknown, where, f"unknown key(s) {', '.join(unknown)}")
-    for key in ("model", "after_tool", "tool_choice", "has_tool", "text"):
+    for key in ("model", "after_tool", "tool_choice", "has_tool", "text", "stream_error"):
         _need(key not in rule or isinstance(rule[key], str), where, f"{key!r} must be a string")
 
     def is_int(key: str, low: int, high: int | None = None) -> bool:
@@ -187,10 +208,24 @@ def _compile_rule(raw: Mapping[str, Any], where: str = "rule") -> _Rule:
         where,
         "'delay' must be a number >= 0",
     )
-    _need(isinstance(rule.get("hang", False), bool), where, "'hang' must be true or false")
+    for flag in ("hang", "ramble"):
+        _need(isinstance(rule.get(flag, False), bool), where, f"{flag!r} must be true or false")
+    style = rule.get("tool_calls_as_text")
+    _need(
+        style is None or style in TOOL_TEXT_STYLES,
+        where,
+        f"'tool_calls_as_text' must be one of {', '.join(TOOL_TEXT_STYLES)}",
+    )
     calls = _tool_calls(rule["tool_calls"], where) if "tool_calls" in rule else ()
     reply = Reply(
-        rule.get("text"), calls, rule.get("status"), float(delay), rule.get("hang", False)
+        rule.get("text"),
+        calls,
+        rule.get("status"),
+        float(delay),
+        rule.get("hang", False),
+        style,
+        rule.get("stream_error"),
+        rule.get("ramble", False),
     )
     return _Rule(
         rule,
@@ -203,6 +238,18 @@ def _compile_rule(raw: Mapping[str, Any], where: str = "rule") -> _Rule:
 
 def read_rules_file(path: str | Path) -> tuple[list[dict[str, Any]], str | None]:
     """Rules and optional ``default_text`` from a YAML/JSON file: a list, or ``{rules: [...]}``."""
+    rules, default_text, _ = read_rules_config(path)
+    return rules, default_text
+
+
+def read_rules_config(
+    path: str | Path,
+) -> tuple[list[dict[str, Any]], str | None, dict[str, Any] | None]:
+    """Rules, ``default_text`` and the raw ``server:`` quirks mapping of a rules file.
+
+    The quirks are validated by :func:`lkeval.testing.llm_quirks.parse_quirks` (which needs
+    this module, hence not here).
+    """
     try:
         text = Path(path).read_text(encoding="utf-8")
         data = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
@@ -210,11 +257,14 @@ def read_rules_file(path: str | Path) -> tuple[list[dict[str, Any]], str | None]
         raise RuleError(f"{path}: {e.strerror or e}") from None
     except (ValueError, yaml.YAMLError) as e:  # UnicodeDecodeError is a ValueError
         raise RuleError(f"{path}: {' '.join(str(e).split())}") from None
-    default_text = None
+    default_text, server = None, None
     if isinstance(data, dict):
         _need(
-            set(data) <= {"rules", "default_text"}, str(path), "top-level keys: rules, default_text"
+            set(data) <= {"rules", "default_text", "server"},
+            str(path),
+            "top-level keys: rules, default_text, server",
         )
+        server = data.get("server")
         default_text = data.get("default_text")
         _need(
             default_text is None or isinstance(default_text, str),
@@ -226,7 +276,7 @@ def read_rules_file(path: str | Path) -> tuple[list[dict[str, Any]], str | None]
     _need(isinstance(data, list), str(path), "expected a list of rules or a mapping with 'rules'")
     for i, rule in enumerate(data, 1):
         _compile_rule(rule, f"{path}: rule {i}")
-    return data, default_text
+    return data, default_text, server
 
 
 def load_rules(path: str | Path) -> list[dict[str, Any]]:
@@ -276,12 +326,8 @@ class RuleBook:
                 rule.remaining -= 1
         reply = rule.reply
         if reply.text is None:
-            return (
-                reply
-                if reply.tool_calls or reply.status
-                else Reply(self.default_text, (), None, reply.delay, reply.hang)
-            )
+            quiet = reply.tool_calls or reply.status or reply.stream_error
+            return reply if quiet else replace(reply, text=self.default_text)
         msgs = _messages(request)
         values = {"last_user": _last_text(msgs, "user"), "tool_output": _last_text(msgs, "tool")}
-        text = _PLACEHOLDER.sub(lambda m: values[m.group(1)], reply.text)
-        return Reply(text, reply.tool_calls, reply.status, reply.delay, reply.hang)
+        return replace(reply, text=_PLACEHOLDER.sub(lambda m: values[m.group(1)], reply.text))

@@ -13,39 +13,39 @@ Standard library only (plus PyYAML for rule files), so it can run anywhere lk-ev
         os.environ["OPENAI_BASE_URL"] = srv.base_url
 
 or from a shell: ``python -m lkeval.testing.llm_server --rules rules.yaml --url-file url.txt``.
+
+Besides the rules, ``quirks=`` (a rules file's ``server:`` mapping) makes it behave like a real
+third-party server (llama.cpp's ``llama-server``): see :mod:`lkeval.testing.llm_quirks` and
+docs/testing.md, which lists every rule key and quirk. It also answers LiveKit Inference's
+path (``LIVEKIT_INFERENCE_URL`` = ``base_url``): ``GET /models`` and ``/chat/completions``
+with a bearer JWT, which it records but does not verify.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
-import re
 import signal
 import sys
 import threading
-import time
-import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from lkeval.testing.llm_rules import Reply, RuleBook, RuleError, load_rules, read_rules_file
+from lkeval.testing import llm_wire as wire
+from lkeval.testing.llm_quirks import ServerQuirks, parse_quirks
+from lkeval.testing.llm_rules import Reply, RuleBook, RuleError, load_rules, read_rules_config
 
-__all__ = ["LLMServer", "RecordedRequest", "RuleError", "load_rules", "main"]
+__all__ = ["LLMServer", "RecordedRequest", "RuleError", "ServerQuirks", "load_rules", "main"]
 
 HOST = "127.0.0.1"
 DEFAULT_MODEL = "lkeval-scripted"
-_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    404: "not_found_error",
-    429: "rate_limit_exceeded",
-}
+log = logging.getLogger("lkeval.testing.llm_server")
 
 
 @dataclass(frozen=True)
@@ -55,110 +55,6 @@ class RecordedRequest:
     path: str
     authorization: str | None
     body: dict[str, Any]
-
-
-def _tokens(text: str) -> int:
-    """A rough token count (chars / 4): callers only need plausible, non-zero usage."""
-    return (len(text) + 3) // 4
-
-
-def _usage(prompt: int, reply: Reply) -> dict[str, int]:
-    completion = _tokens(
-        (reply.text or "") + "".join(c.name + c.arguments for c in reply.tool_calls)
-    )
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
-
-
-def _tool_call_json(index: int, call_id: str, name: str, arguments: str) -> dict[str, Any]:
-    return {
-        "index": index,
-        "id": call_id,
-        "type": "function",
-        "function": {"name": name, "arguments": arguments},
-    }
-
-
-def completion_body(reply: Reply, model: str, prompt_tokens: int) -> dict[str, Any]:
-    """A non-streaming ``chat.completion`` object for ``reply``."""
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
-    if reply.tool_calls:
-        message["tool_calls"] = [
-            {
-                k: v
-                for k, v in _tool_call_json(i, _call_id(), c.name, c.arguments).items()
-                if k != "index"
-            }
-            for i, c in enumerate(reply.tool_calls)
-        ]
-    return {
-        "id": _completion_id(),
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "system_fingerprint": None,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
-            }
-        ],
-        "usage": _usage(prompt_tokens, reply),
-    }
-
-
-def stream_chunks(
-    reply: Reply, model: str, prompt_tokens: int, include_usage: bool
-) -> Iterator[dict[str, Any]]:
-    """``chat.completion.chunk`` objects for ``reply``, in the order OpenAI sends them.
-
-    Text goes out word by word and tool arguments in pieces, so clients' delta accumulation
-    is really exercised rather than handed everything in one chunk.
-    """
-    base = {
-        "id": _completion_id(),
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-        "system_fingerprint": None,
-    }
-    extra = {"usage": None} if include_usage else {}
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        return {**base, "choices": [choice], **extra}
-
-    yield chunk({"role": "assistant", "content": "", "refusal": None})
-    for piece in re.findall(r"\s*\S+\s*", reply.text or "") or ([reply.text] if reply.text else []):
-        yield chunk({"content": piece})
-    for i, call in enumerate(reply.tool_calls):
-        yield chunk({"tool_calls": [_tool_call_json(i, _call_id(), call.name, "")]})
-        for start in range(0, len(call.arguments), 16):
-            piece = call.arguments[start : start + 16]
-            yield chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
-    yield chunk({}, "tool_calls" if reply.tool_calls else "stop")
-    if include_usage:
-        yield {**base, "choices": [], "usage": _usage(prompt_tokens, reply)}
-
-
-def error_body(status: int, message: str | None) -> dict[str, Any]:
-    """An OpenAI-style error object, which the SDK turns into its typed exceptions."""
-    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    text = message or f"scripted {status} {HTTPStatus(status).phrase}"
-    return {"error": {"message": text, "type": kind, "param": None, "code": kind}}
-
-
-def _completion_id() -> str:
-    return f"chatcmpl-{uuid.uuid4().hex[:24]}"
-
-
-def _call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -198,7 +94,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         """``GET /v1/models``: some clients probe it before their first request."""
         if self._route() != "/models":
-            self._send_json(404, error_body(404, f"no route GET {self.path}"))
+            self._send_json(404, wire.error_body(404, f"no route GET {self.path}"))
             return
         names = [DEFAULT_MODEL, *self.server.owner.rules.model_names()]
         data = [{"id": n, "object": "model", "created": 0, "owned_by": "lkeval"} for n in names]
@@ -209,18 +105,22 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self._route() != "/chat/completions":
-            self._send_json(404, error_body(404, f"no route POST {self.path}"))
+            self._send_json(404, wire.error_body(404, f"no route POST {self.path}"))
             return
         try:
             body = json.loads(raw or b"null")
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            self._send_json(400, error_body(400, "request body must be a JSON object"))
+            self._send_json(400, wire.error_body(400, "request body must be a JSON object"))
             return
         owner._record(RecordedRequest(self.path, self.headers.get("Authorization"), body))
-        reply = owner.rules.pick(body)
-        if reply.hang or (reply.delay and owner._stopping.wait(reply.delay)):
+        seen, warning = owner.quirks.effective_request(body)
+        if warning:
+            owner._warn(warning)
+        reply = owner.quirks.shape(owner.rules.pick(seen))
+        delay = owner.quirks.delay + reply.delay
+        if reply.hang or (delay and owner._stopping.wait(delay)):
             owner._stopping.wait()  # released by stop(); then drop the connection unanswered
             self.close_connection = True
             return
@@ -232,12 +132,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, body: dict[str, Any], reply: Reply) -> None:
         if reply.status:
             headers = {"Retry-After": "0"} if reply.status == 429 else {}
-            self._send_json(reply.status, error_body(reply.status, reply.text), headers)
+            self._send_json(reply.status, wire.error_body(reply.status, reply.text), headers)
             return
         model = str(body.get("model") or DEFAULT_MODEL)
-        prompt_tokens = _tokens(json.dumps(body.get("messages", [])))
+        prompt_tokens = wire.tokens(json.dumps(body.get("messages", [])))
+        limit = wire.max_tokens(body)
+        if reply.ramble:
+            reply = wire.rambled(reply, limit)
         if not body.get("stream"):
-            self._send_json(200, completion_body(reply, model, prompt_tokens))
+            self._answer_whole(reply, model, prompt_tokens, limit)
             return
         options = body.get("stream_options")
         include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
@@ -246,15 +149,54 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        events = (
-            f"data: {json.dumps(c)}\n\n"
-            for c in stream_chunks(reply, model, prompt_tokens, include_usage)
+        timings = self.server.owner.quirks.timings
+        maker = wire.ChunkMaker(model, include_usage, timings)
+        if reply.stream_error is not None:
+            self._send_events(wire.partial_then_error(maker, reply), done=False)
+        elif reply.ramble and limit is None:
+            self._send_events(wire.endless(maker, reply.text or ""), done=False)
+        else:
+            chunks = wire.stream_chunks(
+                reply, model, prompt_tokens, include_usage, with_timings=timings
+            )
+            if reply.ramble:  # cut at max_tokens
+                chunks = (wire.as_length(c) for c in chunks)
+            self._send_events(chunks, done=True)
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _answer_whole(
+        self, reply: Reply, model: str, prompt_tokens: int, limit: int | None
+    ) -> None:
+        """A non-streamed answer; a stream error is llama.cpp's HTTP 500, endless ramble hangs."""
+        if reply.stream_error is not None:
+            self._send_json(500, wire.stream_error_event(reply.stream_error))
+            return
+        if reply.ramble and limit is None:
+            self.server.owner._stopping.wait()  # generates until the client's timeout
+            self.close_connection = True
+            return
+        finish = "length" if reply.ramble else None
+        body = wire.completion_body(
+            reply,
+            model,
+            prompt_tokens,
+            finish=finish,
+            with_timings=self.server.owner.quirks.timings,
         )
-        for event in [*events, "data: [DONE]\n\n"]:
+        self._send_json(200, body)
+
+    def _send_events(self, chunks: Iterable[Mapping[str, Any]], done: bool) -> None:
+        """Write each chunk as an SSE ``data:`` event (and ``[DONE]``) in its own HTTP chunk."""
+        events: Iterator[str] = (f"data: {json.dumps(c)}\n\n" for c in chunks)
+        for event in events:
+            if self.server.owner._stopping.is_set():
+                raise BrokenPipeError("server stopping")
             data = event.encode()
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
+        if done:
+            data = b"data: [DONE]\n\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
 
 class LLMServer:
@@ -265,9 +207,16 @@ class LLMServer:
     """
 
     def __init__(
-        self, rules: Iterable[Mapping[str, Any]] = (), *, default_text: str = "OK.", port: int = 0
+        self,
+        rules: Iterable[Mapping[str, Any]] = (),
+        *,
+        default_text: str = "OK.",
+        port: int = 0,
+        quirks: ServerQuirks | Mapping[str, Any] | None = None,
     ) -> None:
         self.rules = RuleBook(rules, default_text)
+        self.quirks = quirks if isinstance(quirks, ServerQuirks) else parse_quirks(quirks)
+        self._warnings: list[str] = []
         self._port = port
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -280,8 +229,13 @@ class LLMServer:
         cls, path: str | Path, *, default_text: str | None = None, port: int = 0
     ) -> LLMServer:
         """A server scripted by a YAML/JSON rules file (its ``default_text`` unless overridden)."""
-        rules, file_default = read_rules_file(path)
-        return cls(rules, default_text=default_text or file_default or "OK.", port=port)
+        rules, file_default, server = read_rules_config(path)
+        return cls(
+            rules,
+            default_text=default_text or file_default or "OK.",
+            port=port,
+            quirks=parse_quirks(server, f"{path}: server"),
+        )
 
     @property
     def port(self) -> int:
@@ -301,9 +255,21 @@ class LLMServer:
         with self._lock:
             return list(self._requests)
 
+    @property
+    def warnings(self) -> list[str]:
+        """The lines the server logged about requests (e.g. llama.cpp's tool_choice warning)."""
+        with self._lock:
+            return list(self._warnings)
+
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
             self._requests.append(request)
+
+    def _warn(self, line: str) -> None:
+        """Log ``line`` as the real server would, and keep it for tests."""
+        with self._lock:
+            self._warnings.append(line)
+        log.warning("%s", line)
 
     def set_rules(self, rules: Iterable[Mapping[str, Any]]) -> None:
         """Replace the script; raises :class:`RuleError` (and keeps the old one) if malformed."""

@@ -1,0 +1,171 @@
+"""Server-wide quirks of real OpenAI-compatible servers and weak models, for the scripted LLM.
+
+Rules (:mod:`lkeval.testing.llm_rules`) say what the model answers; quirks say how the server
+around it behaves, the same for every request. They come from the ``server:`` mapping of a rules
+file or ``LLMServer(quirks=...)``. Each reproduces something seen on a real server (DESIGN.md §7):
+
+- ``named_tool_choice: ignore`` — llama.cpp's ``llama-server`` ignores a ``tool_choice`` given as
+  ``{"type": "function", "function": {"name": ...}}``: it logs "Wrong type supplied for parameter
+  'tool_choice'" and falls back to ``auto`` (``"required"`` is honoured). Rules then see
+  ``auto``, so a rule with ``tool_choice: submit_verdict`` no longer matches.
+- ``timings: true`` — llama.cpp's extra ``timings`` object on the last stream chunk and on a
+  non-streamed completion (clients must ignore unknown fields).
+- ``delay: SECONDS`` — every answer waits this long first (a slow model), on top of a rule's own.
+- ``noisy_verdicts: {fraction, seed, tool, field}`` — a noisy judge: each verdict tool call's
+  ``pass``/``fail`` is flipped with probability ``fraction`` by a seeded generator, so a bench
+  can measure false-block and catch rates reproducibly.
+- ``like: llama-server`` — a preset: ``named_tool_choice: ignore`` and ``timings: true``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from lkeval.testing.llm_rules import Reply, RuleError, ToolCall
+
+# The warning llama.cpp's server logs (json_value in its utils.hpp) when tool_choice is an object.
+LLAMA_TOOL_CHOICE_WARNING = (
+    "Wrong type supplied for parameter 'tool_choice'. Expected 'string', using default value"
+)
+PRESETS: dict[str, dict[str, Any]] = {
+    "openai": {},
+    "llama-server": {"named_tool_choice": "ignore", "timings": True},
+}
+_KEYS = ("like", "named_tool_choice", "timings", "delay", "noisy_verdicts")
+_FLIPPED = {"pass": "fail", "fail": "pass"}
+
+
+class NoisyVerdicts:
+    """Flips ``fraction`` of the verdicts in calls to ``tool`` (seeded, thread-safe).
+
+    ``seen`` and ``flipped`` count the verdicts it saw and changed, for a bench to report.
+    """
+
+    def __init__(
+        self, fraction: float, seed: int = 0, tool: str = "submit_verdict", key: str = "verdict"
+    ) -> None:
+        self.fraction, self.seed, self.tool, self.key = fraction, seed, tool, key
+        self.seen = self.flipped = 0
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+
+    def apply(self, reply: Reply) -> Reply:
+        """``reply`` with each eligible verdict flipped by chance; counts what it saw."""
+        calls = tuple(self._maybe_flip(c) for c in reply.tool_calls)
+        return replace(reply, tool_calls=calls) if calls != reply.tool_calls else reply
+
+    def _maybe_flip(self, call: ToolCall) -> ToolCall:
+        if call.name != self.tool:
+            return call
+        try:
+            args = json.loads(call.arguments)
+        except ValueError:
+            return call
+        if not isinstance(args, dict) or args.get(self.key) not in _FLIPPED:
+            return call
+        with self._lock:
+            self.seen += 1
+            flip = self._rng.random() < self.fraction
+            self.flipped += flip
+        if not flip:
+            return call
+        args[self.key] = _FLIPPED[args[self.key]]
+        return ToolCall(call.name, json.dumps(args))
+
+
+@dataclass
+class ServerQuirks:
+    """How the server behaves around the rules; the defaults are OpenAI's."""
+
+    named_tool_choice: str = "honour"
+    timings: bool = False
+    delay: float = 0.0
+    noisy_verdicts: NoisyVerdicts | None = None
+
+    def effective_request(self, body: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """The request as the model sees it, and the warning the server logs about it."""
+        choice = body.get("tool_choice")
+        if self.named_tool_choice == "ignore" and isinstance(choice, dict):
+            return {**body, "tool_choice": "auto"}, LLAMA_TOOL_CHOICE_WARNING
+        return body, None
+
+    def shape(self, reply: Reply) -> Reply:
+        """The reply after server-wide noise and the rule's ``tool_calls_as_text``."""
+        if self.noisy_verdicts is not None:
+            reply = self.noisy_verdicts.apply(reply)
+        if reply.tool_calls_as_text and reply.tool_calls:
+            reply = replace(reply, text=_calls_as_text(reply), tool_calls=())
+        return reply
+
+
+def _calls_as_text(reply: Reply) -> str:
+    """The calls written the way small models write them in content: JSON, maybe fenced."""
+    objects = [{"name": c.name, "arguments": _loads_or_raw(c.arguments)} for c in reply.tool_calls]
+    body = json.dumps(objects[0] if len(objects) == 1 else objects)
+    if reply.tool_calls_as_text == "fenced":
+        body = f"```json\n{body}\n```"
+    return f"{reply.text}\n{body}" if reply.text else body
+
+
+def _loads_or_raw(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments
+
+
+def _need(ok: bool, where: str, what: str) -> None:
+    if not ok:
+        raise RuleError(f"{where}: {what}")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _noisy(raw: Any, where: str) -> NoisyVerdicts:
+    where = f"{where}: noisy_verdicts"
+    _need(isinstance(raw, Mapping), where, "must be a mapping")
+    unknown = sorted(set(raw) - {"fraction", "seed", "tool", "field"})
+    _need(not unknown, where, f"unknown key(s) {', '.join(unknown)}")
+    fraction = raw.get("fraction")
+    _need(_number(fraction) and 0 <= fraction <= 1, where, "'fraction' must be 0..1")
+    seed = raw.get("seed", 0)
+    _need(isinstance(seed, int) and not isinstance(seed, bool), where, "'seed' must be an int")
+    for key in ("tool", "field"):
+        _need(isinstance(raw.get(key, ""), str), where, f"{key!r} must be a string")
+    return NoisyVerdicts(
+        float(fraction),
+        seed,
+        raw.get("tool", "submit_verdict"),
+        raw.get("field", "verdict"),
+    )
+
+
+def parse_quirks(raw: Mapping[str, Any] | None, where: str = "server") -> ServerQuirks:
+    """Validate a ``server:`` mapping; raise :class:`RuleError` naming ``where`` if malformed."""
+    if raw is None:
+        return ServerQuirks()
+    _need(isinstance(raw, Mapping), where, "must be a mapping")
+    unknown = sorted(set(raw) - set(_KEYS))
+    _need(not unknown, where, f"unknown key(s) {', '.join(unknown)}")
+    like = raw.get("like", "openai")
+    _need(like in PRESETS, where, f"'like' must be one of {', '.join(PRESETS)}")
+    merged = {**PRESETS[like], **{k: v for k, v in raw.items() if k != "like"}}
+    named = merged.get("named_tool_choice", "honour")
+    _need(named in ("honour", "ignore"), where, "'named_tool_choice' must be honour or ignore")
+    _need(isinstance(merged.get("timings", False), bool), where, "'timings' must be true/false")
+    delay = merged.get("delay", 0)
+    _need(_number(delay) and delay >= 0, where, "'delay' must be a number >= 0")
+    noisy = merged.get("noisy_verdicts")
+    return ServerQuirks(
+        named,
+        merged.get("timings", False),
+        float(delay),
+        _noisy(noisy, where) if noisy is not None else None,
+    )
