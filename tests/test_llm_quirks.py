@@ -254,7 +254,7 @@ def test_quirks_in_a_rules_file_and_their_errors(tmp_path: Path) -> None:
     bad.write_text("server: {named_tool_choise: ignore}\nrules: []\n", encoding="utf-8")
     with pytest.raises(RuleError, match=r"bad.yaml: server: unknown key\(s\) named_tool_choise"):
         LLMServer.from_file(bad)
-    with pytest.raises(RuleError, match="'fraction' must be 0..1"):
+    with pytest.raises(RuleError, match=r"'fraction' must be 0\.\.1"):
         LLMServer(quirks={"noisy_verdicts": {"fraction": 2}})
     with pytest.raises(RuleError, match="tool_calls_as_text"):
         LLMServer([{"tool_calls_as_text": "yaml"}])
