@@ -148,3 +148,51 @@ def _swap_environ(new: dict[str, str]) -> dict[str, str]:
 def run(coro: Any) -> Any:
     """Run one e2e scenario coroutine to completion."""
     return asyncio.run(coro)
+
+
+def greeting_burst(
+    agent_id: str = "edge_agent", text: str = "Hello!"
+) -> list[pb.AgentSessionEvent]:
+    """The events of a real turn 0 (tests/agents/edge_agent.py, livekit-agents 1.8.9): the
+    session-start handoff (none -> ``agent_id``), states thinking -> listening -> speaking,
+    the greeting message, -> listening."""
+    item = pb.AgentSessionEvent.ConversationItemAdded
+    handoff = item(
+        item=pb.ChatContext.ChatItem(agent_handoff=pb.AgentHandoff(new_agent_id=agent_id))
+    )
+    message = pb.ChatMessage(
+        role=pb.ChatRole.ASSISTANT, content=[pb.ChatMessage.ChatContent(text=text)]
+    )
+    greeting = item(item=pb.ChatContext.ChatItem(message=message))
+
+    def state(s: int) -> pb.AgentSessionEvent:
+        return pb.AgentSessionEvent(
+            agent_state_changed=pb.AgentSessionEvent.AgentStateChanged(new_state=s)
+        )
+
+    return [
+        pb.AgentSessionEvent(conversation_item_added=handoff),
+        state(pb.AgentState.AS_THINKING),
+        state(pb.AgentState.AS_LISTENING),
+        state(pb.AgentState.AS_SPEAKING),
+        pb.AgentSessionEvent(conversation_item_added=greeting),
+        state(pb.AgentState.AS_LISTENING),
+    ]
+
+
+async def dial(addr: str) -> asyncio.StreamWriter:
+    """A stand-in console: connect to the runner's ``HOST:PORT`` as the agent would."""
+    host, port = addr.rsplit(":", 1)
+    _, writer = await asyncio.open_connection(host, int(port))
+    return writer
+
+
+async def send_at_once(writer: asyncio.StreamWriter, events: list[pb.AgentSessionEvent]) -> None:
+    """Write every event in ONE write, so the runner reads the whole burst from its buffer
+    within one event-loop tick (what a loaded machine does to a real greeting burst)."""
+    frames = b""
+    for event in events:
+        payload = pb.AgentSessionMessage(event=event).SerializeToString()
+        frames += len(payload).to_bytes(4, "big") + payload
+    writer.write(frames)
+    await writer.drain()

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agent_session import Booted, booted, closed_port_url, run
+from agent_session import Booted, booted, closed_port_url, greeting_burst, run
 from conftest import TEST_AGENTS
 from livekit.protocol.agent_pb import agent_session as pb
 
@@ -43,13 +43,17 @@ def states(b: Booted) -> list[str]:
 
 def timeline(b: Booted) -> list[str]:
     """Events as short labels: ``state:speaking``, ``item:message``, ``error``, ..."""
+    return labels([e.event for e in b.conn.events])
+
+
+def labels(events: list[pb.AgentSessionEvent]) -> list[str]:
     out = []
-    for e in b.conn.events:
-        kind = e.event.WhichOneof("event")
+    for event in events:
+        kind = event.WhichOneof("event")
         if kind == "agent_state_changed":
-            out.append("state:" + states_of(e.event))
+            out.append("state:" + states_of(event))
         elif kind == "conversation_item_added":
-            out.append("item:" + str(e.event.conversation_item_added.item.WhichOneof("item")))
+            out.append("item:" + str(event.conversation_item_added.item.WhichOneof("item")))
         elif kind in ("error", "user_state_changed"):
             out.append(str(kind))
     return out
@@ -82,6 +86,7 @@ def test_turn0_is_handoff_then_the_greeting_burst(tmp_path: Path) -> None:
                 "state:listening",
             ]
             assert b.messages() == ["Welcome to the edge desk. How can I help?"]
+            assert labels(greeting_burst()) == timeline(b)  # the replayable double is faithful
             reply = await b.say("hello")
             assert not reply.error
             assert b.messages()[-1] == "You said: hello"
