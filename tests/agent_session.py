@@ -126,6 +126,9 @@ async def booted(
     saved = _swap_environ(clean_env())
     try:
         conn = await process.start(BOOT_TIMEOUT)
+    except BaseException:
+        await process.stop(stop_grace)  # a failed boot must not leave the agent running
+        raise
     finally:
         _swap_environ(saved)
     try:
