@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup example test test-fast lint clean
+.PHONY: setup example test test-fast lint lock image-check clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +22,27 @@ test: setup                        ## the whole test suite, end-to-end tests inc
 test-fast: setup                   ## unit tests only (no agent processes)
 	$(PY) -m pytest -m "not e2e"
 
-lint: setup                        ## ruff and mypy
-	$(VENV)/bin/ruff check lkeval tests examples bench entrypoint.py
+lint: setup                        ## ruff, mypy, actionlint and the action/workflow schemas
+	$(VENV)/bin/ruff check lkeval lkeval_action tests examples bench entrypoint.py
 	$(VENV)/bin/mypy
-	$(VENV)/bin/mypy entrypoint.py
+	$(VENV)/bin/mypy entrypoint.py lkeval_action
+	$(VENV)/bin/actionlint -shellcheck= .github/workflows/*.yml examples/workflows/*.yml
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows \
+		.github/workflows/*.yml examples/workflows/*.yml
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-actions action.yml
+
+# The image's Python dependencies, pinned with hashes from pyproject.toml (lk-eval's own plus the
+# `image` extra). The Dockerfile installs exactly these (--require-hashes --no-deps); run this
+# after changing a dependency (it keeps the other pins), `make lock LOCK_FLAGS=--upgrade` to take
+# in new releases on purpose.
+LOCK_FLAGS ?=
+LOCK_PLATFORM := --python-version 3.11 --python-platform x86_64-manylinux_2_28
+lock: setup                        ## refresh requirements/image.lock from pyproject.toml
+	$(VENV)/bin/uv pip compile pyproject.toml --extra image --generate-hashes $(LOCK_PLATFORM) \
+		--custom-compile-command "make lock" $(LOCK_FLAGS) -o requirements/image.lock
+
+image-check:                       ## build the image with podman and run it as a Docker action
+	.ci/image-check
 
 clean:
 	rm -rf $(VENV) lkeval-results .pytest_cache .mypy_cache .ruff_cache

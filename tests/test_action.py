@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import shutil
 import signal
@@ -41,6 +40,9 @@ PR = 7
 
 
 def load_entrypoint() -> ModuleType:
+    """entrypoint.py as a module; its ``lkeval_action`` package sits beside it, as in /app."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     spec = importlib.util.spec_from_file_location("lkeval_entrypoint", ENTRYPOINT)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -143,7 +145,7 @@ MAPPING: dict[str, tuple[str, list[str]]] = {
     "comment-id": ("voice", ["--comment-id", "voice"]),
     "summary": ("false", ["--no-summary"]),
     "pr": ("42", ["--pr", "42"]),
-    "args": ("--llm-timeout 30 --env 'GREETING=hi there'",
+    "extra-args": ("--llm-timeout 30 --env 'GREETING=hi there'",
              ["--llm-timeout", "30", "--env", "GREETING=hi there"]),
 }
 #: Inputs that steer the entrypoint itself rather than becoming lkeval options.
@@ -169,8 +171,8 @@ def test_defaults_give_the_documented_command_line() -> None:
     assert result.env == {}
 
 
-def test_inputs_keep_the_order_of_the_table_and_args_come_last() -> None:
-    argv = list(plan(args="--rejudge 1", repeat="2", tag="a=b").argv)
+def test_inputs_keep_the_order_of_the_table_and_extra_args_come_last() -> None:
+    argv = list(plan(extra_args="--rejudge 1", repeat="2", tag="a=b").argv)
     assert argv.index("--repeat") < argv.index("--tag") < argv.index("--results")
     assert argv[-2:] == ["--rejudge", "1"]
 
@@ -196,13 +198,13 @@ def test_action_environment_drops_the_inputs() -> None:
     env = ep.action_environment(
         {"PATH": "/bin", "INPUT_GITHUB-TOKEN": "x", "INPUT_AGENT": "a"}, {"GITHUB_TOKEN": "x"}
     )
-    assert env == {"PATH": "/bin", "GITHUB_TOKEN": "x"}
+    assert env == {"PATH": "/bin", "GITHUB_TOKEN": "x", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 @pytest.mark.parametrize("name", ["maybe-is-pass", "summary"])
 @pytest.mark.parametrize("value", ["yes", "1", "on", "", "ture"])
 def test_booleans_are_true_or_false_only(name: str, value: str) -> None:
-    with pytest.raises(ep.InputError, match=f"input '{name}' must be true or false"):
+    with pytest.raises(ep.InputError, match=f"input `{name}`: must be true or false"):
         plan(**{name.replace("-", "_"): value})
 
 
@@ -212,29 +214,31 @@ def test_booleans_accept_the_yaml_spellings(value: str) -> None:
     assert ("--maybe-is-pass" in argv) == (value.lower() == "true")
 
 
-FLAG_INPUTS = sorted(set(action()["inputs"]) - {"args", "maybe-is-pass", "summary", "command"})
+FLAG_INPUTS = sorted(
+    set(action()["inputs"]) - {"extra-args", "maybe-is-pass", "summary", "command"}
+)
 
 
 @pytest.mark.parametrize("name", FLAG_INPUTS)
 def test_a_value_that_looks_like_a_flag_is_refused(name: str) -> None:
-    with pytest.raises(ep.InputError, match=f"input '{name}' is '--python'"):
+    with pytest.raises(ep.InputError, match=f"input `{name}`: '--python' looks like"):
         plan(**{name.replace("-", "_"): "--python"})
 
 
 @pytest.mark.parametrize("name", ["scenarios", "tag", "match", "quarantine", "judges"])
 def test_no_item_of_a_list_may_look_like_a_flag(name: str) -> None:
-    with pytest.raises(ep.InputError, match=f"input '{name}' is '-x'"):
+    with pytest.raises(ep.InputError, match=f"input `{name}`: '-x' looks like"):
         plan(**{name.replace("-", "_"): "a=b\n-x"})
 
 
-def test_args_may_hold_flags() -> None:
-    assert list(plan(args="--python /usr/bin/python3").argv)[-2:] == [
+def test_extra_args_may_hold_flags() -> None:
+    assert list(plan(extra_args="--python /usr/bin/python3").argv)[-2:] == [
         "--python", "/usr/bin/python3"
     ]
 
 
 def test_unbalanced_quotes_name_the_input() -> None:
-    with pytest.raises(ep.InputError, match="input 'match': No closing quotation"):
+    with pytest.raises(ep.InputError, match="input `match`: No closing quotation"):
         plan(match="'SCN_*")
 
 
@@ -242,9 +246,9 @@ def test_unbalanced_quotes_name_the_input() -> None:
 def test_missing_required_input(name: str) -> None:
     values = {"agent": "agent.py", "scenarios": "s.yaml"}
     del values[name]
-    with pytest.raises(ep.InputError, match=f"input '{name}' is required"):
+    with pytest.raises(ep.InputError, match=f"input `{name}`: required with command: run"):
         ep.build_plan(inputs(**values))
-    with pytest.raises(ep.InputError, match=f"input '{name}' is required"):
+    with pytest.raises(ep.InputError, match=f"input `{name}`: required with command: run"):
         ep.build_plan(inputs(**values, **{name: " \n"}))
 
 
@@ -261,20 +265,23 @@ def test_report_command_needs_no_agent_and_takes_the_report_inputs() -> None:
 @pytest.mark.parametrize("name", ["agent", "repeat", "install", "maybe-is-pass"])
 def test_report_command_refuses_inputs_of_run(name: str) -> None:
     value = "true" if name == "maybe-is-pass" else "x"
-    with pytest.raises(ep.InputError, match=f"input '{name}' applies to command: run only"):
+    with pytest.raises(ep.InputError, match=f"input `{name}`: applies to command: run only"):
         ep.build_plan(inputs(command="report", **{name.replace("-", "_"): value}))
 
 
 def test_unknown_command() -> None:
-    with pytest.raises(ep.InputError, match="input 'command' must be run or report"):
+    with pytest.raises(ep.InputError, match="input `command`: must be run or report"):
         plan(command="merge")
 
 
 # --- installing the agent's dependencies -------------------------------------------------------
 
 
+PIP = ("/py", "-m", "pip", "install", "--no-warn-script-location")
+
+
 def install(tmp_path: Path, spec: str = "auto", uv: str | None = "/usr/bin/uv") -> Any:
-    return ep.install_plan(spec, tmp_path, python="/py", uv=uv, scratch=Path("/scratch"))
+    return ep.install_plan(spec, tmp_path, python="/py", uv=uv)
 
 
 def test_install_uv_lock_exports_the_locked_versions_and_installs_them(tmp_path: Path) -> None:
@@ -283,10 +290,10 @@ def test_install_uv_lock_exports_the_locked_versions_and_installs_them(tmp_path:
     result = install(tmp_path)
     assert result.what == "uv.lock"
     assert result.commands == (
-        ("/usr/bin/uv", "export", "--frozen", "--no-hashes", "--no-dev", "--quiet",
-         "--output-file", "/scratch/requirements.txt"),
+        ("/usr/bin/uv", "export", "--frozen", "--no-hashes", "--no-dev", "--no-editable",
+         "--quiet", "--output-file", "lkeval-uv-export.txt"),
         ("/usr/bin/uv", "pip", "install", "--python", "/py",
-         "--requirement", "/scratch/requirements.txt"),
+         "--requirement", "lkeval-uv-export.txt"),
     )
 
 
@@ -294,7 +301,7 @@ def test_install_uv_lock_without_uv_falls_back_to_pip_and_says_so(tmp_path: Path
     (tmp_path / "uv.lock").write_text("")
     (tmp_path / "pyproject.toml").write_text("")
     result = install(tmp_path, uv=None)
-    assert result.commands == (("/py", "-m", "pip", "install", "."),)
+    assert result.commands == ((*PIP, "."),)
     assert result.notice and "uv is not installed" in result.notice
 
 
@@ -303,13 +310,13 @@ def test_install_requirements_before_pyproject(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("")
     result = install(tmp_path)
     assert (result.what, result.commands) == (
-        "requirements.txt", (("/py", "-m", "pip", "install", "-r", "requirements.txt"),)
+        "requirements.txt", ((*PIP, "-r", "requirements.txt"),)
     )
 
 
 def test_install_pyproject(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("")
-    assert install(tmp_path).commands == (("/py", "-m", "pip", "install", "."),)
+    assert install(tmp_path).commands == ((*PIP, "."),)
 
 
 def test_install_nothing_found_is_a_notice(tmp_path: Path) -> None:
@@ -325,43 +332,66 @@ def test_install_none_and_a_command(tmp_path: Path) -> None:
     assert custom.commands == (("sh", "-c", "pip install -r ci.txt && echo $HOME"),)
 
 
+PACKAGE_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "agent"
+version = "0.1.0"
+requires-python = ">=3.10"
+dependencies = ["six"]
+"""
+
+
+def files_of(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*")}
+
+
 @pytest.mark.e2e
-def test_install_auto_with_a_uv_lock_installs_the_locked_versions(tmp_path: Path) -> None:
-    # Real uv (the image has it; the test extra installs it) into a throwaway environment, so
-    # the test's own environment is never changed. Needs the package index, hence e2e.
+@pytest.mark.parametrize("locked", [True, False], ids=["uv.lock", "pyproject"])
+def test_install_auto_builds_outside_the_checkout(tmp_path: Path, locked: bool) -> None:
+    # Real uv and pip (the image has both) into a throwaway environment, building a real
+    # setuptools package: its build/ and *.egg-info/ must land in the copy, not the checkout.
+    # Needs the package index, hence e2e.
     uv = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
-    if uv is None:
-        pytest.skip("uv not installed (it is in the test extra)")
-    project = tmp_path / "agent"
-    project.mkdir()
-    (project / "pyproject.toml").write_text(
-        '[project]\nname = "agent"\nversion = "0.1.0"\nrequires-python = ">=3.10"\n'
-        'dependencies = ["six"]\n'
-    )
-    (project / "requirements.txt").write_text("not-used-when-there-is-a-lock\n")
-    locked = subprocess.run([uv, "lock", "--quiet"], cwd=project, capture_output=True,
-                            text=True, timeout=300)
-    assert locked.returncode == 0, locked.stderr
-    version = re.search(r'name = "six"\nversion = "([^"]+)"', (project / "uv.lock").read_text())
-    assert version
+    assert uv, "uv is in the test extra"
+    workspace = tmp_path / "workspace"
+    project = workspace / "agent"
+    project.mkdir(parents=True)
+    (project / "pyproject.toml").write_text(PACKAGE_PYPROJECT)
+    (project / "agent_pkg").mkdir()
+    (project / "agent_pkg" / "__init__.py").write_text("VALUE = 42\n")
+    version = None
+    if locked:
+        (project / "requirements.txt").write_text("not-used-when-there-is-a-lock\n")
+        lock = subprocess.run([uv, "lock", "--quiet"], cwd=project, capture_output=True,
+                              text=True, timeout=300)
+        assert lock.returncode == 0, lock.stderr
+        version = re.search(r'name = "six"\nversion = "([^"]+)"',
+                            (project / "uv.lock").read_text())
+        assert version
+    before = files_of(workspace)
     target = tmp_path / "target"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(target)], check=True)
+    python = str(target / "bin" / "python")
     lines: list[str] = []
-    old_cwd = Path.cwd()
-    os.chdir(project)
-    try:
-        plan = ep.install_plan("auto", project, python=str(target / "bin" / "python"), uv=uv,
-                               scratch=tmp_path)
-        ep.run_install(plan, clean_env(), lines.append)
-    finally:
-        os.chdir(old_cwd)
-    assert plan.what == "uv.lock"
-    assert lines[0] == "::group::lk-eval: install the agent's dependencies (uv.lock)"
+    plan = ep.install_plan("auto", project, python=python, uv=uv)
+    copy = ep.copy_checkout(project, workspace, tmp_path / "scratch")
+    assert copy == tmp_path / "scratch" / "checkout" / "agent"
+    ep.run_install(plan, clean_env(), lines.append, cwd=copy)
+    assert plan.what == ("uv.lock" if locked else "pyproject.toml")
+    assert lines[0] == f"::group::lk-eval: install the agent's dependencies ({plan.what})"
     probe = subprocess.run(
-        [str(target / "bin" / "python"), "-c", "import six; print(six.__version__)"],
-        capture_output=True, text=True, timeout=60,
+        [python, "-c", "import six, agent_pkg; print(six.__version__, agent_pkg.__file__)"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
     )
-    assert probe.stdout.strip() == version.group(1), probe.stderr
+    six_version, module = probe.stdout.split()
+    if version:
+        assert six_version == version.group(1)
+    assert str(target) in module, "installed for good, not an editable link to the copy"
+    assert files_of(workspace) == before, "the install wrote into the checkout"
 
 
 # --- the entrypoint as a process ------------------------------------------------------------------
@@ -377,7 +407,9 @@ def test_bad_input_is_an_error_annotation_and_exit_2(tmp_path: Path) -> None:
                                            **{"maybe_is_pass": "yes"}))
     proc = run_entrypoint(env, tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "::error::lk-eval: input 'maybe-is-pass' must be true or false, not 'yes'" in proc.stdout
+    assert "::error::lk-eval: input `maybe-is-pass`: must be true or false, not 'yes'" in (
+        proc.stdout
+    )
 
 
 def test_missing_required_input_as_the_runner_leaves_it(tmp_path: Path) -> None:
@@ -385,7 +417,7 @@ def test_missing_required_input_as_the_runner_leaves_it(tmp_path: Path) -> None:
     env = container_env(tmp_path, **inputs(install="auto", summary="true", scenarios="s.yaml"))
     proc = run_entrypoint(env, tmp_path)
     assert proc.returncode == 2
-    assert "::error::lk-eval: input 'agent' is required" in proc.stdout
+    assert "::error::lk-eval: input `agent`: required with command: run" in proc.stdout
 
 
 def test_missing_working_directory(tmp_path: Path) -> None:
@@ -393,14 +425,14 @@ def test_missing_working_directory(tmp_path: Path) -> None:
                                            working_directory="nope"))
     proc = run_entrypoint(env, tmp_path)
     assert proc.returncode == 2
-    assert "::error::lk-eval: input 'working-directory': nope is not a directory" in proc.stdout
+    assert "::error::lk-eval: input `working-directory`: nope is not a directory" in proc.stdout
 
 
 def test_install_command_runs_in_the_working_directory_then_lkeval(tmp_path: Path) -> None:
     (tmp_path / "agent").mkdir()
     env = container_env(tmp_path, **inputs(
         working_directory="agent", agent="agent.py", scenarios="s.yaml",
-        install="echo installed > marker && pwd >> marker", args="--help",
+        install="echo installed > marker && pwd >> marker", extra_args="--help",
     ))
     proc = run_entrypoint(env, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr  # `lkeval run ... --help`
@@ -606,7 +638,7 @@ def test_action_end_to_end_on_the_hotel_example(
         comment_id="e2e",
         summary="true",
         maybe_is_pass="false",
-        args="--logs-dir 'agent logs'",
+        extra_args="--logs-dir 'agent logs'",
     )))
     started = time.monotonic()
     proc = run_entrypoint(env, workspace, timeout=300)
@@ -625,6 +657,11 @@ def test_action_end_to_end_on_the_hotel_example(
     }
     assert (agent_dir / "lkeval-results" / "junit.xml").is_file()
     assert "Agent vetoes" in (agent_dir / "lkeval-results" / "report.md").read_text()
+    for report in ("results.json", "junit.xml", "report.md"):  # readable by later steps
+        assert (agent_dir / "lkeval-results" / report).stat().st_mode & 0o777 == 0o644
+    litter = [p for p in workspace.rglob("*")
+              if p.name in ("__pycache__", "build") or p.name.endswith(".egg-info")]
+    assert litter == [], "left in the checkout"
     assert list((agent_dir / "agent logs").iterdir())
 
     (comment,) = comments(github, "e2e")
@@ -648,9 +685,14 @@ def test_action_end_to_end_on_the_hotel_example(
 # --- drift: action.yml, entrypoint, docs, version ---------------------------------------------
 
 
-def test_action_is_a_docker_action_without_templated_args() -> None:
+def test_action_runs_a_prebuilt_image_by_digest_with_no_arguments() -> None:
     runs = action()["runs"]
-    assert runs == {"using": "docker", "image": "Dockerfile"}
+    assert set(runs) == {"using", "image", "args"}
+    assert runs["using"] == "docker"
+    # pulled, never built on the user's runner; pinned by digest (release.yml rewrites it)
+    assert re.fullmatch(r"docker://ghcr\.io/[a-z0-9-]+/lk-eval@sha256:[0-9a-f]{64}", runs["image"])
+    # declared and empty: the runner then never passes an input as the command line
+    assert runs["args"] == []
     assert "${{" not in ACTION.read_text().split("\nruns:", 1)[1]
 
 
