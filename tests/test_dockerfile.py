@@ -28,8 +28,10 @@ import lkeval
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 APP = "/app"
-#: RUN steps that need the image's OS (Debian's apt, the system git config) and are not
-#: replayed; every other RUN must be, so a new step is either replayed or listed here.
+#: The image's absolute paths the build writes; the replay maps them under a temporary root.
+IMAGE_PATHS = (APP, "/tmp/lk-eval")
+#: RUN steps that need the image's OS (Debian's apt) and are not replayed; every other RUN
+#: must be, so a new step is either replayed or listed here.
 NOT_REPLAYED = ("apt-get ",)
 
 
@@ -92,18 +94,51 @@ def test_no_user_and_no_workdir_to_fight_the_workspace_mount() -> None:
     assert "CMD" not in keywords  # no default arguments: without any, it is the Action
 
 
-def test_git_is_installed_and_trusts_the_mounted_workspace() -> None:
+def test_no_git_and_no_apt_in_the_image() -> None:
+    # The sha comes from GITHUB_SHA / the event payload / .git's files: no git binary needed.
     run = " ".join(of("RUN"))
-    assert "install -y --no-install-recommends git" in run
-    assert "safe.directory" in run
+    assert "apt-get" not in run and "git" not in run.split()
 
 
-def test_dependencies_are_installed_before_the_source_is_copied() -> None:
+def test_no_bytecode_is_written_into_the_workspace() -> None:
+    assert env_of_dockerfile()["PYTHONDONTWRITEBYTECODE"] == "1"
+
+
+def test_dependencies_come_from_the_hashed_lock_alone_before_any_source() -> None:
     steps = [(i.keyword, i.argument) for i in instructions(DOCKERFILE.read_text())]
     first_pip = next(n for n, (k, a) in enumerate(steps) if k == "RUN" and "pip install" in a)
-    source_copy = next(n for n, (k, a) in enumerate(steps) if k == "COPY" and "lkeval " in a)
-    assert first_pip < source_copy
-    assert "--no-deps" in steps[source_copy + 1][1]
+    copied_before = [a for k, a in steps[:first_pip] if k == "COPY"]
+    # README, pyproject.toml or the source in this layer would rebuild 400 MB on every edit
+    assert copied_before == ["requirements/image.lock /app/requirements/image.lock"]
+    install = steps[first_pip][1]
+    for flag in ("--require-hashes", "--no-deps", "-r /app/requirements/image.lock"):
+        assert flag in install, flag
+    assert "pip check" in install
+    # lk-eval itself: no dependency resolution and no build isolation (which would fetch)
+    own = next(a for k, a in steps[first_pip + 1 :] if k == "RUN" and "pip install" in a)
+    assert "--no-deps" in own and "--no-build-isolation" in own
+
+
+def test_lock_is_hashed_pinned_and_covers_the_image_extra() -> None:
+    lock = (ROOT / "requirements" / "image.lock").read_text()
+    pins = re.findall(r"^([a-z0-9._-]+)==(\S+) \\$", lock, flags=re.MULTILINE)
+    names = {name for name, _ in pins}
+    assert {"livekit-agents", "openai", "pyyaml", "httpx", "uv", "setuptools"} <= names
+    blocks = re.split(r"^(?=[a-z0-9._-]+==)", lock, flags=re.MULTILINE)[1:]
+    assert len(blocks) == len(pins)
+    assert all("--hash=sha256:" in block for block in blocks), "every pin has its hashes"
+    assert "lk-eval" not in names  # built from the source, not from PyPI
+
+
+def test_oci_labels_come_from_build_arguments_declared_after_the_installs() -> None:
+    steps = instructions(DOCKERFILE.read_text())
+    last_run = max(n for n, i in enumerate(steps) if i.keyword == "RUN")
+    args = {i.argument.split("=")[0]: n for n, i in enumerate(steps) if i.keyword == "ARG"}
+    assert set(args) == {"VERSION", "REVISION", "SOURCE"}
+    assert min(args.values()) > last_run  # a new revision reuses every layer
+    (label,) = of("LABEL")
+    for key, arg in (("source", "SOURCE"), ("revision", "REVISION"), ("version", "VERSION")):
+        assert f'org.opencontainers.image.{key}="${{{arg}}}"' in label
 
 
 def dockerignore_patterns() -> list[str]:
@@ -134,6 +169,7 @@ def ignored(path: str) -> bool:
 
 def test_dockerignore_keeps_local_state_out_and_the_build_inputs_in() -> None:
     for path in (".venv/bin/python", ".pytest_cache/v", "lkeval/__pycache__/x.pyc",
+                 "lkeval_action/__pycache__/x.pyc",
                  "lkeval-results/results.json", ".mypy_cache/x", ".ruff_cache/x", ".git/HEAD"):
         assert ignored(path), path
     for argument in of("COPY"):
@@ -199,7 +235,9 @@ def test_install_steps_replayed_in_a_fresh_venv(tmp_path: Path) -> None:
             replay_copy(step.argument, image)
         elif step.keyword == "RUN" and not step.argument.startswith(NOT_REPLAYED):
             # --no-cache-dir only keeps the image small; pip's cache keeps this test fast.
-            command = re.sub(rf"(?<![\w/]){APP}(?=/|\s|$)", f"{image}{APP}", step.argument)
+            command = step.argument
+            for path in IMAGE_PATHS:
+                command = re.sub(rf"(?<![\w/]){path}(?=/|\s|$)", f"{image}{path}", command)
             command = command.replace(" --no-cache-dir", "")
             proc = subprocess.run(["sh", "-ec", command], env=env, cwd=tmp_path,
                                   capture_output=True, text=True, timeout=900)
@@ -208,9 +246,9 @@ def test_install_steps_replayed_in_a_fresh_venv(tmp_path: Path) -> None:
     assert replayed == 2
 
     # The package is installed for good: the build's copy of the source is gone.
-    assert not (image / "app" / "lkeval").exists()
+    assert not (image / "tmp" / "lk-eval").exists()
     assert sorted(p.name for p in (image / "app").iterdir()) == [
-        "README.md", "entrypoint.py", "pyproject.toml"
+        "entrypoint.py", "lkeval_action", "requirements"
     ]
     probe = subprocess.run(
         [str(python), "-c", "import lkeval, livekit.agents; print(lkeval.__version__)"],
