@@ -23,9 +23,9 @@ test-fast: setup                   ## unit tests only (no agent processes)
 	$(PY) -m pytest -m "not e2e"
 
 lint: setup                        ## ruff, mypy, actionlint and the action/workflow schemas
-	$(VENV)/bin/ruff check lkeval lkeval_action tests examples bench entrypoint.py
+	$(VENV)/bin/ruff check lkeval lkeval_action tests examples bench entrypoint.py .ci/image_check.py
 	$(VENV)/bin/mypy
-	$(VENV)/bin/mypy entrypoint.py lkeval_action
+	$(VENV)/bin/mypy entrypoint.py lkeval_action .ci/image_check.py
 	$(VENV)/bin/actionlint -shellcheck= .github/workflows/*.yml examples/workflows/*.yml
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows \
 		.github/workflows/*.yml examples/workflows/*.yml

@@ -61,8 +61,13 @@ class Engine:
         self.image = image
 
     def __call__(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([self.command, *args], capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [self.command, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 def free_port() -> int:
@@ -75,10 +80,26 @@ def free_port() -> int:
 def llm_server(engine: Engine, rules: Path, name: str) -> Iterator[str]:
     """lk-eval's scripted OpenAI-compatible server, from the image, on the host's loopback."""
     port = free_port()
-    started = engine("run", "--detach", "--rm", "--name", name, "--network", "host",
-                     "--volume", f"{rules.parent}:/rules:ro", "--entrypoint", "python",
-                     engine.image, "-m", "lkeval.testing.llm_server",
-                     "--rules", f"/rules/{rules.name}", "--port", str(port))
+    started = engine(
+        "run",
+        "--detach",
+        "--rm",
+        "--name",
+        name,
+        "--network",
+        "host",
+        "--volume",
+        f"{rules.parent}:/rules:ro",
+        "--entrypoint",
+        "python",
+        engine.image,
+        "-m",
+        "lkeval.testing.llm_server",
+        "--rules",
+        f"/rules/{rules.name}",
+        "--port",
+        str(port),
+    )
     check(started.returncode == 0, f"LLM server did not start: {started.stderr}")
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
@@ -108,42 +129,53 @@ class Runner:
         self.action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
         for folder in (self.workspace, self.home, self.workflow, self.commands):
             folder.mkdir(parents=True)
-        shutil.copytree(HOTEL, self.workspace / "agent",
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            HOTEL, self.workspace / "agent", ignore=shutil.ignore_patterns("__pycache__")
+        )
         (self.workspace / "agent" / "requirements.txt").write_text("pyyaml\n")
         event = {"number": 7, "pull_request": {"number": 7, "head": {"sha": "a1" * 20}}}
         (self.workflow / "event.json").write_text(json.dumps(event))
         for path in (self.workspace, *self.workspace.rglob("*")):
             os.lchown(path, RUNNER_UID, RUNNER_GID)
 
-    def command(self, name: str, with_: Mapping[str, str], env: Mapping[str, str],
-                *, detach: bool = False) -> list[str]:
+    def command(
+        self, name: str, with_: Mapping[str, str], env: Mapping[str, str], *, detach: bool = False
+    ) -> list[str]:
         """The ``run`` command line of one step, as the runner builds it."""
         for file in ("set_output", "step_summary"):
             (self.commands / file).write_text("")
         step = container_step(self.action, with_, token=TOKEN)
         context = {
-            "GITHUB_ACTIONS": "true", "CI": "true", "HOME": "/github/home",
-            "GITHUB_WORKSPACE": WORKSPACE, "GITHUB_EVENT_NAME": "pull_request",
+            "GITHUB_ACTIONS": "true",
+            "CI": "true",
+            "HOME": "/github/home",
+            "GITHUB_WORKSPACE": WORKSPACE,
+            "GITHUB_EVENT_NAME": "pull_request",
             "GITHUB_EVENT_PATH": "/github/workflow/event.json",
             "GITHUB_OUTPUT": "/github/file_commands/set_output",
             "GITHUB_STEP_SUMMARY": "/github/file_commands/step_summary",
-            "GITHUB_REPOSITORY": "acme/hotel", "GITHUB_SHA": "e3" * 20,
-            "GITHUB_SERVER_URL": "https://github.example", "GITHUB_RUN_ID": "1",
+            "GITHUB_REPOSITORY": "acme/hotel",
+            "GITHUB_SHA": "e3" * 20,
+            "GITHUB_SERVER_URL": "https://github.example",
+            "GITHUB_RUN_ID": "1",
         }
         variables = {**context, **env, **step.env}
         args = ["run", "--name", name, "--network", "host", "--workdir", WORKSPACE]
         args += ["--detach"] if detach else ["--rm"]
         for key, value in variables.items():
             args += ["--env", f"{key}={value}"]
-        for source, target in ((self.home, "/github/home"), (self.workflow, "/github/workflow"),
-                               (self.commands, "/github/file_commands"),
-                               (self.workspace, WORKSPACE)):
+        for source, target in (
+            (self.home, "/github/home"),
+            (self.workflow, "/github/workflow"),
+            (self.commands, "/github/file_commands"),
+            (self.workspace, WORKSPACE),
+        ):
             args += ["--volume", f"{source}:{target}"]
         return [*args, self.engine.image, *step.argv]
 
-    def step(self, name: str, with_: Mapping[str, str], env: Mapping[str, str]
-             ) -> subprocess.CompletedProcess[str]:
+    def step(
+        self, name: str, with_: Mapping[str, str], env: Mapping[str, str]
+    ) -> subprocess.CompletedProcess[str]:
         return self.engine(*self.command(name, with_, env), timeout=900)
 
     def outputs(self) -> dict[str, str]:
@@ -164,25 +196,38 @@ def check_handed_back(workspace: Path, reports: list[Path]) -> None:
     """Everything owned by the runner's user; lk-eval's reports readable; no litter."""
     for path in workspace.rglob("*"):
         info = path.lstat()
-        check((info.st_uid, info.st_gid) == (RUNNER_UID, RUNNER_GID),
-              f"{path.relative_to(workspace)} is owned by {info.st_uid}:{info.st_gid}")
-        check(path.name not in LITTER and not path.name.endswith(".egg-info"),
-              f"{path.relative_to(workspace)} left in the checkout")
+        check(
+            (info.st_uid, info.st_gid) == (RUNNER_UID, RUNNER_GID),
+            f"{path.relative_to(workspace)} is owned by {info.st_uid}:{info.st_gid}",
+        )
+        check(
+            path.name not in LITTER and not path.name.endswith(".egg-info"),
+            f"{path.relative_to(workspace)} left in the checkout",
+        )
     for report in reports:
         check(stat.S_IMODE(report.stat().st_mode) == 0o644, f"{report.name} is not 0644")
         check(stat.S_IMODE(report.parent.stat().st_mode) == 0o755, f"{report.parent} not 0755")
 
 
 HOTEL_INPUTS = {
-    "working-directory": "agent", "agent": "agent.py", "scenarios": "scenarios.yaml",
-    "caller-model": "caller", "judge-model": "judge", "quarantine": "flaky=true",
-    "markdown": "lkeval-results/report.md", "comment": "off", "concurrency": "2",
+    "working-directory": "agent",
+    "agent": "agent.py",
+    "scenarios": "scenarios.yaml",
+    "caller-model": "caller",
+    "judge-model": "judge",
+    "quarantine": "flaky=true",
+    "markdown": "lkeval-results/report.md",
+    "comment": "off",
+    "concurrency": "2",
 }
 
 
 def hotel_env(base_url: str) -> dict[str, str]:
-    return {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "not-needed-locally",
-            "HOTEL_AGENT_MODEL": "hotel-agent"}
+    return {
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_KEY": "not-needed-locally",
+        "HOTEL_AGENT_MODEL": "hotel-agent",
+    }
 
 
 def check_run(runner: Runner, base_url: str) -> None:
@@ -194,16 +239,20 @@ def check_run(runner: Runner, base_url: str) -> None:
     check(proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-3000:]}{proc.stderr}")
     outputs = runner.outputs()
     counts = {key: outputs.get(key) for key in ("gate", "exit-code", "total", "quarantined")}
-    check(counts == {"gate": "pass", "exit-code": "0", "total": "4", "quarantined": "1"},
-          f"outputs {outputs}")
+    check(
+        counts == {"gate": "pass", "exit-code": "0", "total": "4", "quarantined": "1"},
+        f"outputs {outputs}",
+    )
     check(set(outputs) == set(runner.action["outputs"]), f"outputs {sorted(outputs)}")
     summary = (runner.commands / "step_summary").read_text()
     check("Agent vetoes" in summary, "the job summary lacks the report")
     agent = runner.workspace / "agent"
     results = json.loads((agent / "lkeval-results" / "results.json").read_text())
     argv = results["metadata"]["argv"]
-    check(argv[-4:] == ["--llm-timeout", "30", "--logs-dir", "agent logs"],
-          f"extra-args did not reach lkeval last: {argv}")
+    check(
+        argv[-4:] == ["--llm-timeout", "30", "--logs-dir", "agent logs"],
+        f"extra-args did not reach lkeval last: {argv}",
+    )
     check(any((agent / "agent logs").iterdir()), "--logs-dir from extra-args not used")
     reports = [agent / "lkeval-results" / n for n in ("results.json", "junit.xml", "report.md")]
     check_handed_back(runner.workspace, reports)
@@ -220,8 +269,9 @@ def check_stop(runner: Runner, engine: Engine, base_url: str) -> None:
     """``stop`` mid-run (a cancelled job): exit 143, partial results, handed back."""
     name = "lkeval-check-stop"
     engine("rm", "--force", name)
-    started = engine(*runner.command(name, HOTEL_INPUTS | {"concurrency": "1"},
-                                     hotel_env(base_url), detach=True))
+    started = engine(
+        *runner.command(name, HOTEL_INPUTS | {"concurrency": "1"}, hotel_env(base_url), detach=True)
+    )
     check(started.returncode == 0, f"could not start: {started.stderr}")
     try:
         logs = runner.workspace / "agent" / "lkeval-results" / "logs"
@@ -269,8 +319,10 @@ def main() -> int:
             print(f"== image-check: FAILED: {failed}", flush=True)
             print(f"{checks} passed, 1 failed")
             return 1
-    print("== image-check: the image runs as a Docker action: outputs, summary, results, "
-          "ownership and modes, extra-args, args refused, stop → 143 with partial results")
+    print(
+        "== image-check: the image runs as a Docker action: outputs, summary, results, "
+        "ownership and modes, extra-args, args refused, stop → 143 with partial results"
+    )
     print(f"{checks} passed, 0 failed")
     return 0
 

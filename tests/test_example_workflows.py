@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from action_runner import container_step
+from test_action import ep
 
 from lkeval.cli import build_parser
 
-WORKFLOWS = Path(__file__).resolve().parent.parent / "examples" / "workflows"
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = ROOT / "examples" / "workflows"
+ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
 
 
 def load(name: str) -> dict[str, Any]:
@@ -23,15 +26,6 @@ def load(name: str) -> dict[str, Any]:
 
 def steps(workflow: dict[str, Any]) -> list[dict[str, Any]]:
     return [step for job in workflow["jobs"].values() for step in job["steps"]]
-
-
-def lkeval_commands(workflow: dict[str, Any]) -> list[list[str]]:
-    commands = []
-    for step in steps(workflow):
-        script = step.get("run", "")
-        if script.lstrip().startswith("lkeval "):
-            commands.append(shlex.split(script.replace('"$PR_NUMBER"', "7"))[1:])
-    return commands
 
 
 def test_pr_workflow_runs_without_write_access_and_uploads_always() -> None:
@@ -62,12 +56,34 @@ def test_no_expression_is_templated_into_a_shell_script(name: str) -> None:
         assert "${{" not in step.get("run", ""), step.get("name")
 
 
-def test_lkeval_commands_parse_with_the_real_cli() -> None:
+def action_steps(workflow: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for s in steps(workflow) if str(s.get("uses", "")).startswith("org/lk-eval@")]
+
+
+def lkeval_argv_of(step: dict[str, Any]) -> list[str]:
+    """The lkeval argv the action's container runs for this step, as the runner starts it."""
+    with_ = {
+        k: str(v).replace("${{ steps.pr.outputs.number }}", "7")
+        for k, v in step.get("with", {}).items()
+    }
+    container = container_step(ACTION, with_, token="ghs_x")
+    assert container.argv == []
+    return list(ep.build_plan(container.env).argv)
+
+
+def test_the_action_steps_become_lkeval_commands_that_parse() -> None:
     parser = build_parser()
-    (run,) = lkeval_commands(load("eval-pr.yml"))
-    args = parser.parse_args(run)
+    (run,) = action_steps(load("eval-pr.yml"))
+    args = parser.parse_args(lkeval_argv_of(run))
     assert (args.command, args.comment, args.junit) == ("run", "off", "eval-results/junit.xml")
-    (report,) = lkeval_commands(load("eval-comment.yml"))
-    args = parser.parse_args(report)
+    assert args.llm_timeout == 60  # from extra-args
+    (report,) = action_steps(load("eval-comment.yml"))
+    args = parser.parse_args(lkeval_argv_of(report))
     assert (args.command, args.comment, args.fail_on, args.pr) == ("report", "update", "never", 7)
-    assert args.results == "eval-results/results.json"
+    assert args.results == "eval-results/results.json" and args.junit is None
+
+
+def test_no_workflow_uses_the_renamed_args_input() -> None:
+    for name in ("eval-pr.yml", "eval-comment.yml", "eval-sharded.yml"):
+        for step in action_steps(load(name)):
+            assert "args" not in step.get("with", {}), name
