@@ -751,8 +751,9 @@ def test_version_in_action_and_image_matches_the_package() -> None:
     first = ACTION.read_text(encoding="utf-8").splitlines()[0]
     assert first == f"# lk-eval {lkeval.__version__}"
     dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
-    label = re.search(r'org\.opencontainers\.image\.version="([^"]+)"', dockerfile)
-    assert label and label.group(1) == lkeval.__version__
+    default = re.search(r"^ARG VERSION=(\S+)$", dockerfile, flags=re.MULTILINE)
+    assert default and default.group(1) == lkeval.__version__
+    assert 'org.opencontainers.image.version="${VERSION}"' in dockerfile
 
 
 def test_docs_local_docker_command_is_what_the_entrypoint_passes_on() -> None:
