@@ -13,8 +13,8 @@ import sys
 from typing import Any
 
 from lkeval import cli, run_command
-from lkeval.agent_process import AgentLaunch, agent_env
-from lkeval.warm_start import open_launcher
+from lkeval.agents.process import AgentLaunch, agent_env
+from lkeval.agents.fork_client import open_launcher
 
 
 def _launch_with_server(*args: Any, **kwargs: Any) -> AgentLaunch:

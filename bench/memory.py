@@ -18,9 +18,9 @@ from pathlib import Path
 
 from _common import hotel_fork_server, machine, mib, smaps_rollup
 
-from lkeval.agent_process import AgentLaunch, AgentProcess
-from lkeval.conversation import Conversation
-from lkeval.protocol import SessionConnection
+from lkeval.agents.process import AgentLaunch, AgentProcess
+from lkeval.run.conversation import Conversation
+from lkeval.agents.protocol import SessionConnection
 
 DISPATCH = '{"simulationRunId": "bench", "jobId": "j", "scenario": {"id": "bench"}}'
 

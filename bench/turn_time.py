@@ -26,9 +26,9 @@ from typing import Any
 
 from _common import HOTEL_AGENT, HOTEL_RULES, hotel_env, llm_server_process, machine, stats
 
-from lkeval.agent_process import AgentLaunch, AgentProcess, agent_env
-from lkeval.conversation import Conversation
-from lkeval.warm_start import ForkServer
+from lkeval.agents.process import AgentLaunch, AgentProcess, agent_env
+from lkeval.run.conversation import Conversation
+from lkeval.agents.fork_client import ForkServer
 
 TURNS = (("tool", "Is a double room free for two nights?"), ("text", "hello"))
 DISPATCH = '{"simulationRunId": "bench", "jobId": "j", "scenario": {"id": "bench"}}'

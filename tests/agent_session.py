@@ -2,8 +2,8 @@
 
 The e2e tests of the agent doubles (tests/agents/) use this to show what each agent really does
 on the wire: which events arrive, when the session closes, what ``finalize_simulation`` says.
-They go through :class:`lkeval.agent_process.AgentProcess` (the same spawn path and agent host
-as ``lkeval run``) and :class:`lkeval.protocol.SessionConnection`, not through the engine, so
+They go through :class:`lkeval.agents.process.AgentProcess` (the same spawn path and agent host
+as ``lkeval run``) and :class:`lkeval.agents.protocol.SessionConnection`, not through the engine, so
 they document the agents rather than lk-eval's current verdicts on them.
 """
 
@@ -24,8 +24,8 @@ from google.protobuf import json_format
 from livekit.protocol import agent_simulation as sim_pb
 from livekit.protocol.agent_pb import agent_session as pb
 
-from lkeval.agent_process import AgentLaunch, AgentProcess
-from lkeval.protocol import SessionConnection
+from lkeval.agents.process import AgentLaunch, AgentProcess
+from lkeval.agents.protocol import SessionConnection
 
 BOOT_TIMEOUT = 90.0  # generous: the machine is shared and loaded
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from lkeval.results import (
+from lkeval.results.model import (
     Attempt,
     ExpectationResult,
     RunMetadata,

@@ -28,7 +28,7 @@ from github_server import FakeGitHub, github_server
 from report_fixtures import results_of, scenario
 
 import lkeval
-from lkeval.results import write_results
+from lkeval.results.model import write_results
 from lkeval.testing.llm_server import LLMServer
 
 ENTRYPOINT = ROOT / "entrypoint.py"

@@ -18,7 +18,7 @@ from agent_session import Booted, booted, closed_port_url, greeting_burst, run
 from conftest import TEST_AGENTS
 from livekit.protocol.agent_pb import agent_session as pb
 
-from lkeval.protocol import ProtocolError
+from lkeval.agents.protocol import ProtocolError
 from lkeval.testing.llm_server import LLMServer
 
 pytestmark = pytest.mark.e2e

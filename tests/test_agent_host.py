@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from lkeval import agent_host
+from lkeval.agents import agent_host
 
 
 def test_installed_livekit_agents_has_every_hook() -> None:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from lkeval.caller import CallerTurn, SimulatedCaller
-from lkeval.llm_call import LLMError
-from lkeval.llm_config import LLMSpec, build_llm, resolve_llm_spec
-from lkeval.results import TranscriptItem
+from lkeval.llm.caller import CallerTurn, SimulatedCaller
+from lkeval.llm.client import LLMError
+from lkeval.llm.config import LLMSpec, build_llm, resolve_llm_spec
+from lkeval.results.model import TranscriptItem
 from lkeval.testing.llm_server import LLMServer
 
 INSTRUCTIONS = "You are Ana. Book a double room for May 3rd. Say goodbye once it is booked."

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from lkeval.expectations import agent_key, check_turn, partial_mismatch
-from lkeval.results import TranscriptItem
-from lkeval.scenario import Expectation, Turn
+from lkeval.run.expectations import agent_key, check_turn, partial_mismatch
+from lkeval.results.model import TranscriptItem
+from lkeval.scenarios.model import Expectation, Turn
 
 
 def _turn(*expect: Expectation) -> Turn:

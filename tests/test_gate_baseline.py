@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from report_fixtures import baseline_results, results_of, run_results, scenario
 
-from lkeval.baseline import compare
-from lkeval.gate import EXIT_FAILED, EXIT_NOTHING_RAN, EXIT_PASSED, evaluate_gate, tally
+from lkeval.results.baseline import compare
+from lkeval.results.gate import EXIT_FAILED, EXIT_NOTHING_RAN, EXIT_PASSED, evaluate_gate, tally
 
 
 def test_compare_classifies_every_scenario() -> None:

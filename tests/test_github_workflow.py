@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from report_fixtures import ERRORED, FAILED, results_of, run_results, scenario
 
-from lkeval.github.context import read_context
-from lkeval.github.workflow import (
+from lkeval.publish.github.context import read_context
+from lkeval.publish.github.workflow import (
     MAX_SUMMARY_BYTES,
     add_mask_commands,
     annotation_path,
@@ -25,8 +25,8 @@ from lkeval.github.workflow import (
     group,
     inert,
 )
-from lkeval.masking import Masker
-from lkeval.progress import GitHubProgress, TerminalProgress, make_progress
+from lkeval.results.masking import Masker
+from lkeval.publish.progress import GitHubProgress, TerminalProgress, make_progress
 
 
 def test_escapes() -> None:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import pytest
 from livekit.agents.llm import LLM
 
-from lkeval.judge import (
+from lkeval.llm.judge import (
     JudgeError,
     combine_verdicts,
     judge_conversation,
@@ -24,9 +24,9 @@ from lkeval.judge import (
     render_transcript,
     run_builtin_judges,
 )
-from lkeval.llm_call import LLMError
-from lkeval.llm_config import LLMSpec, build_llm, resolve_llm_spec
-from lkeval.results import TranscriptItem, Usage, Verdict
+from lkeval.llm.client import LLMError
+from lkeval.llm.config import LLMSpec, build_llm, resolve_llm_spec
+from lkeval.results.model import TranscriptItem, Usage, Verdict
 from lkeval.testing.llm_server import LLMServer
 
 T = TypeVar("T")

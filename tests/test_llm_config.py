@@ -13,15 +13,15 @@ from dataclasses import replace
 import jwt
 import pytest
 
-from lkeval.judge import judge_conversation
-from lkeval.llm_config import (
+from lkeval.llm.judge import judge_conversation
+from lkeval.llm.config import (
     LLMConfigError,
     add_llm_arguments,
     build_llm,
     check_credentials,
     resolve_llm_spec,
 )
-from lkeval.results import TranscriptItem
+from lkeval.results.model import TranscriptItem
 from lkeval.testing.llm_server import LLMServer
 
 LK = {"LIVEKIT_API_KEY": "APIkey123", "LIVEKIT_API_SECRET": "s" * 40}
@@ -280,6 +280,6 @@ def test_inference_path_sends_a_livekit_jwt_to_the_inference_url(
 
 
 def test_llm_config_does_not_import_livekit_agents() -> None:
-    code = "import sys, lkeval.llm_config; print('livekit.agents' in sys.modules)"
+    code = "import sys, lkeval.llm.config; print('livekit.agents' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 from report_fixtures import ERRORED, FAILED, msg, results_of, run_results
 
-from lkeval.gate import evaluate_gate
-from lkeval.masking import Masker, is_secret_name, redact_argv
-from lkeval.progress import make_progress
+from lkeval.results.gate import evaluate_gate
+from lkeval.results.masking import Masker, is_secret_name, redact_argv
+from lkeval.publish.progress import make_progress
 from lkeval.reporters import REPORTER_BY_NAME, build_report
-from lkeval.results import Attempt, RunResults
+from lkeval.results.model import Attempt, RunResults
 
 OPENAI = "sk-test-4f8a9b2c1d0e"
 LIVEKIT = 'lk_secret_Zq8&<x>"9'  # characters that reporters escape

@@ -8,7 +8,7 @@ import struct
 import pytest
 from livekit.protocol.agent_pb import agent_session as pb
 
-from lkeval.protocol import FrameTooLarge, ProtocolError, SessionListener
+from lkeval.agents.protocol import FrameTooLarge, ProtocolError, SessionListener
 
 
 async def _peer(addr: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

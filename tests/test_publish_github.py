@@ -22,14 +22,14 @@ from report_fixtures import (
     scenario,
 )
 
-from lkeval.publish import (
+from lkeval.publish.outputs import (
     BaselineError,
     add_report_arguments,
     add_report_command,
     parse_pass_rate,
     publish,
 )
-from lkeval.results import Attempt, RunResults, write_results
+from lkeval.results.model import Attempt, RunResults, write_results
 
 REPO = "acme/hotel"
 PR = 7

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lkeval.scenario_loader import load_scenario_file
+from lkeval.scenarios.loader import load_scenario_file
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")

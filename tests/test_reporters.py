@@ -20,8 +20,8 @@ from report_fixtures import (
     scenario,
 )
 
-from lkeval.baseline import compare
-from lkeval.gate import evaluate_gate
+from lkeval.results.baseline import compare
+from lkeval.results.gate import evaluate_gate
 from lkeval.reporters import (
     REPORTER_BY_NAME,
     JsonReporter,
@@ -31,7 +31,7 @@ from lkeval.reporters import (
     Reporter,
     build_report,
 )
-from lkeval.results import Attempt, RunResults, results_from_dict
+from lkeval.results.model import Attempt, RunResults, results_from_dict
 
 XSD = Path(__file__).parent / "data" / "junit.xsd"
 RUN_URL = "https://github.com/acme/hotel/actions/runs/42"
@@ -293,7 +293,7 @@ def test_transcript_excerpt_keeps_the_end() -> None:
 
 def test_report_masks_results_it_is_built_from() -> None:
     s = replace(scenario("x", "failed"), reason="token sk-live-abcdef123456 leaked")
-    from lkeval.masking import Masker
+    from lkeval.results.masking import Masker
 
     report = build_report(
         results_of(s),

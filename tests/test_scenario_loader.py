@@ -12,8 +12,8 @@ import jsonschema
 import pytest
 import yaml
 
-from lkeval.scenario import Expectation, Limits, Turn
-from lkeval.scenario_loader import (
+from lkeval.scenarios.model import Expectation, Limits, Turn
+from lkeval.scenarios.loader import (
     SCHEMA_PATH,
     Diagnostic,
     ScenarioFileError,

@@ -9,8 +9,8 @@ import jsonschema
 import pytest
 import yaml
 
-from lkeval.scenario_loader import GROUP_KEYS, JUDGE_NAMES, SCENARIO_KEYS, SCHEMA_PATH
-from lkeval.scenario_turns import EVENT_CHECK_FIELDS, EXPECTATION_KEYS, TURN_KEYS
+from lkeval.scenarios.loader import GROUP_KEYS, JUDGE_NAMES, SCENARIO_KEYS, SCHEMA_PATH
+from lkeval.scenarios.turns import EVENT_CHECK_FIELDS, EXPECTATION_KEYS, TURN_KEYS
 
 DATA = Path(__file__).parent / "data" / "scenarios"
 SCHEMA = json.loads(SCHEMA_PATH.read_text())

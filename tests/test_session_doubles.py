@@ -12,7 +12,7 @@ import asyncio
 
 from agent_session import dial, greeting_burst, send_at_once
 
-from lkeval.protocol import SessionListener
+from lkeval.agents.protocol import SessionListener
 
 
 def test_whole_greeting_burst_is_dispatched_in_one_tick() -> None:

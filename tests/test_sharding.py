@@ -16,12 +16,12 @@ import yaml
 from conftest import clean_env, run_lkeval
 
 from lkeval.cli import UsageError
-from lkeval.merge_command import merge_results
-from lkeval.results import Attempt, RunMetadata, RunResults, ScenarioResult, load_results
-from lkeval.results import write_results as write
-from lkeval.scenario import Scenario
-from lkeval.scenario_loader import load_or_raise
-from lkeval.sharding import parse_shard, select_shard
+from lkeval.cli.merge import merge_results
+from lkeval.results.model import Attempt, RunMetadata, RunResults, ScenarioResult, load_results
+from lkeval.results.model import write_results as write
+from lkeval.scenarios.model import Scenario
+from lkeval.scenarios.loader import load_or_raise
+from lkeval.scenarios.selection import parse_shard, select_shard
 
 STATUSES = ("passed", "failed", "error", "skipped")
 

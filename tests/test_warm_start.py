@@ -1,4 +1,4 @@
-"""Warm starts: agents forked by lkeval/fork_server.py behave exactly like cold ones.
+"""Warm starts: agents forked by lkeval/agents/fork_server.py behave exactly like cold ones.
 
 The agent-booting tests share one fork server (its preload costs ~2 s of CPU) and drive the
 engine in-process, cold and warm, so the comparison is of the same code path with only the
@@ -24,13 +24,13 @@ import pytest
 import yaml
 from conftest import HOTEL, TEST_AGENTS
 
-from lkeval.agent_process import AgentLaunch, AgentProcess, agent_env
-from lkeval.engine import Engine, EngineOptions
-from lkeval.results import ScenarioResult
-from lkeval.scenario_loader import load_or_raise
-from lkeval.scenario_runner import RunSettings
+from lkeval.agents.process import AgentLaunch, AgentProcess, agent_env
+from lkeval.run.engine import Engine, EngineOptions
+from lkeval.results.model import ScenarioResult
+from lkeval.scenarios.loader import load_or_raise
+from lkeval.run.attempt import RunSettings
 from lkeval.testing.llm_server import LLMServer
-from lkeval.warm_start import (
+from lkeval.agents.fork_client import (
     SERVER_SCRIPT,
     ForkedProcess,
     ForkServer,

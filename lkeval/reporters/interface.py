@@ -1,7 +1,7 @@
 """What every reporter receives and promises.
 
 A reporter is a tiny class with one pure method, ``format(report) -> str``: writing files,
-streams or HTTP stays with the caller (:mod:`lkeval.publish`), so a reporter is tested by
+streams or HTTP stays with the caller (:mod:`lkeval.publish.outputs`), so a reporter is tested by
 comparing its whole output with a golden file.
 """
 
@@ -11,10 +11,10 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from lkeval.baseline import Comparison
-from lkeval.gate import GateOutcome
-from lkeval.masking import Masker
-from lkeval.results import RunResults
+from lkeval.results.baseline import Comparison
+from lkeval.results.gate import GateOutcome
+from lkeval.results.masking import Masker
+from lkeval.results.model import RunResults
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,11 @@ adds nothing and drops nothing; it only masks.
 from __future__ import annotations
 
 from lkeval.reporters.interface import Report, Reporter
-from lkeval.results import dump_results
+from lkeval.results.model import dump_results
 
 
 class JsonReporter(Reporter):
-    """Renders results as the lk-eval results file (:func:`lkeval.results.dump_results`)."""
+    """Renders results as the lk-eval results file (:func:`lkeval.results.model.dump_results`)."""
 
     name = "json"
     suffix = ".json"

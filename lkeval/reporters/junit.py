@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 from junit_xml import TestCase, TestSuite
 
-from lkeval.reporters.describe import (
+from lkeval.results.wording import (
     attempt_to_show,
     failure_reasons,
     format_transcript,
@@ -32,7 +32,7 @@ from lkeval.reporters.describe import (
     ran_attempts,
 )
 from lkeval.reporters.interface import Report, Reporter
-from lkeval.results import RunResults, ScenarioResult
+from lkeval.results.model import RunResults, ScenarioResult
 
 #: How many log lines of a crashed agent go into an ``error`` element.
 LOG_TAIL_LINES = 40

@@ -16,9 +16,9 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
-from lkeval.baseline import ScenarioChange
-from lkeval.gate import EXIT_NOTHING_RAN, format_rate, tally
-from lkeval.reporters.describe import (
+from lkeval.results.baseline import ScenarioChange
+from lkeval.results.gate import EXIT_NOTHING_RAN, format_rate, tally
+from lkeval.results.wording import (
     attempt_to_show,
     failure_reasons,
     format_transcript,
@@ -29,7 +29,7 @@ from lkeval.reporters.describe import (
     seconds,
 )
 from lkeval.reporters.interface import Report, Reporter
-from lkeval.results import RunResults, ScenarioResult, Usage
+from lkeval.results.model import RunResults, ScenarioResult, Usage
 
 #: Transcript items shown per failing scenario, tried in order until the report fits.
 TRANSCRIPT_LEVELS = (16, 6, 2, 0)

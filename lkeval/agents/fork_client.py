@@ -1,0 +1,398 @@
+"""The runner's side of warm starts: one fork server per run, one forked agent per scenario.
+
+``lkeval/agents/fork_server.py`` runs under the agent's interpreter, imports the framework once and
+forks a child per scenario (see its docstring for the rules it keeps). This module starts it,
+hands it spawn requests, and turns its exit reports into process objects with the surface
+:class:`~lkeval.agents.process.AgentProcess` uses from ``asyncio.subprocess.Process``: ``pid``,
+``returncode`` and ``async wait()``. The runner cannot ``waitpid`` a process it did not start,
+so the exit status comes from the server, which reaps its children.
+
+The client is not bound to an event loop: a reader thread owns the server's stdout and hands
+results to whichever loop asked (``call_soon_threadsafe``). So the run command can start the
+server before its loop runs and close it in a ``finally`` after the loop is gone, and tests
+can use one server across several ``asyncio.run`` calls.
+
+The server runs in its own session, so a Ctrl-C in the terminal reaches the runner only: the
+runner then stops each agent gracefully. The children die with the server (PR_SET_PDEATHSIG),
+and the server exits at the end of its stdin, so even a runner killed with SIGKILL leaves no
+agent behind.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+SERVER_SCRIPT = Path(__file__).resolve().with_name("fork_server.py")
+# Variables the interpreter reads only at start-up: a forked child cannot take new values of
+# these from its environment, so an agent that needs other ones is started cold.
+STARTUP_ONLY_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "PYTHONHOME", "PYTHONSAFEPATH",
+                    "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONPLATLIBDIR", "PYTHONMALLOC",
+                    "PYTHONDEVMODE", "PYTHONWARNINGS", "PYTHONUTF8", "PYTHONIOENCODING",
+                    "PYTHONOPTIMIZE", "PYTHONINTMAXSTRDIGITS", "PYTHONNODEBUGRANGES",
+                    "PYTHONFROZENMODULES", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")
+
+
+class ForkServerError(Exception):
+    """The fork server cannot start this agent (unsupported, died, or refused the spawn)."""
+
+
+class ForkedProcess:
+    """An agent forked by the server; quacks like ``asyncio.subprocess.Process`` for waiting.
+
+    ``returncode`` follows ``subprocess``: the exit code, or minus the signal number.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._lock = threading.Lock()
+        self._futures: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[int]]] = []
+
+    async def wait(self) -> int:
+        """Wait for the exit report; cancelling a waiter never cancels the others."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self.returncode is not None:
+                return self.returncode
+            fut = next((f for lp, f in self._futures if lp is loop), None)
+            if fut is None:
+                fut = loop.create_future()
+                self._futures.append((loop, fut))
+        return await asyncio.shield(fut)
+
+    def send_signal(self, sig: int) -> None:
+        """Signal the process itself (the runner usually signals its group instead)."""
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def _exited(self, returncode: int) -> None:
+        """Called from the reader thread."""
+        with self._lock:
+            self.returncode = returncode
+            futures, self._futures = self._futures, []
+        for loop, fut in futures:
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
+                loop.call_soon_threadsafe(_resolve, fut, returncode)
+
+    def __repr__(self) -> str:
+        return f"<ForkedProcess pid={self.pid} returncode={self.returncode}>"
+
+
+def _resolve(fut: asyncio.Future[Any], value: Any) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+def _deliver_child(fut: asyncio.Future[ForkedProcess], child: ForkedProcess) -> None:
+    if fut.done():  # the spawn timed out or was cancelled: nobody will ever stop this child
+        _kill_group(child.pid)
+    else:
+        fut.set_result(child)
+
+
+def _fail(fut: asyncio.Future[Any], exc: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(exc)
+
+
+class ForkServer:
+    """A running fork server; create with :meth:`start`, end with :meth:`close`."""
+
+    def __init__(
+        self, proc: subprocess.Popen[bytes], stderr: IO[bytes] | None, env: Mapping[str, str]
+    ) -> None:
+        self._proc = proc
+        self._startup_env = {k: env.get(k) for k in STARTUP_ONLY_ENV}
+        self._stderr = stderr
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._pending: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]] = {}
+        self._children: dict[int, ForkedProcess] = {}
+        self._ready = threading.Event()
+        self.info: dict[str, Any] = {}
+        self.unsupported: str | None = None
+        self.dead_reason: str | None = None
+        self.ready_seconds = 0.0
+        self._reader = threading.Thread(target=self._read_loop, name="lkeval-fork-server",
+                                        daemon=True)
+        self._reader.start()
+
+    @classmethod
+    def start(
+        cls,
+        python: str,
+        env: Mapping[str, str],
+        *,
+        cwd: Path | None = None,
+        agent: Path | None = None,
+        log_path: Path | None = None,
+        ready_timeout: float = 120.0,
+    ) -> ForkServer:
+        """Start the server and wait until it has preloaded (blocking: ~1-3 s of its CPU).
+
+        ``env`` is the environment a cold agent would get: import-time code in the preloaded
+        framework sees the same values. ``agent`` is only read (never imported) for the
+        ``livekit.plugins`` it uses, which the server preloads.
+        Raises :class:`ForkServerError` with the reason when warm starts cannot work.
+        """
+        argv = [python, str(SERVER_SCRIPT)]
+        for plugin in agent_plugins(agent):
+            argv += ["--preload", plugin]
+        stderr: IO[bytes] | None = None
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            stderr = log_path.open("wb")
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                env=dict(env), cwd=str(cwd) if cwd else None, start_new_session=True,
+            )
+        except OSError as exc:
+            if stderr is not None:
+                stderr.close()
+            raise ForkServerError(f"could not start {python}: {exc}") from None
+        server = cls(proc, stderr, env)
+        if not server._ready.wait(ready_timeout):
+            server.close()
+            raise ForkServerError(f"the fork server was not ready within {ready_timeout:g}s")
+        if server.unsupported or server.dead_reason:
+            reason = server.unsupported or server.dead_reason or ""
+            server.close()
+            raise ForkServerError(reason)
+        server.ready_seconds = time.monotonic() - started
+        return server
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    @property
+    def alive(self) -> bool:
+        """True while the server accepts spawns."""
+        return self.dead_reason is None and self._proc.poll() is None
+
+    def describe(self) -> str:
+        """One line for the run's output: what was preloaded and how long it took."""
+        plugins = ", ".join(p.rsplit(".", 1)[-1] for p in self.info.get("plugins", []))
+        return (
+            f"warm starts: fork server ready in {self.ready_seconds:.1f}s "
+            f"(livekit-agents {self.info.get('livekit_agents', '?')}, "
+            f"python {self.info.get('python', '?')}, plugins: {plugins or 'none'})"
+        )
+
+    async def spawn(
+        self,
+        *,
+        agent: Path,
+        connect_addr: str,
+        dispatch_file: Path,
+        env: Mapping[str, str],
+        log_path: Path,
+        cwd: Path | None = None,
+        timeout: float = 30.0,
+    ) -> ForkedProcess:
+        """Fork one agent; its stdout and stderr go to ``log_path`` (truncated).
+
+        Raises :class:`ForkServerError` when the server is gone or refuses; the caller then
+        starts the agent cold.
+        """
+        differs = [k for k in STARTUP_ONLY_ENV if env.get(k) != self._startup_env[k]]
+        if differs:
+            raise ForkServerError(f"the agent's {', '.join(differs)} differ from the fork "
+                                  "server's, and only take effect when an interpreter starts")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[ForkedProcess] = loop.create_future()
+        spawn_id = f"s{next(self._ids)}"
+        command = {
+            "cmd": "spawn", "id": spawn_id, "agent": str(agent), "connect_addr": connect_addr,
+            "dispatch_file": str(dispatch_file), "env": dict(env), "log": str(log_path),
+            "cwd": str(cwd) if cwd else os.getcwd(),
+        }
+        with self._lock:
+            if self.dead_reason is not None:
+                raise ForkServerError(self.dead_reason)
+            self._pending[spawn_id] = (loop, fut)
+        try:
+            self._send(command)
+            # no shield: a timeout or cancellation cancels ``fut``, and a child reported
+            # after that is killed (see _deliver_child)
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise ForkServerError(f"the fork server did not answer within {timeout:g}s") from None
+        finally:
+            with self._lock:
+                self._pending.pop(spawn_id, None)
+
+    def _send(self, command: Mapping[str, Any]) -> None:
+        data = (json.dumps(command) + "\n").encode()
+        stdin = self._proc.stdin
+        assert stdin is not None
+        try:
+            with self._write_lock:
+                stdin.write(data)
+                stdin.flush()
+        except (BrokenPipeError, ValueError, OSError) as exc:
+            raise ForkServerError(f"the fork server is gone ({exc})") from None
+
+    def _read_loop(self) -> None:
+        stdout = self._proc.stdout
+        assert stdout is not None
+        for raw in stdout:
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue  # not ours: the server writes nothing else to stdout
+            self._on_message(msg)
+        self._on_eof()
+
+    def _on_message(self, msg: dict[str, Any]) -> None:
+        event = msg.get("event")
+        if event == "ready":
+            self.info = msg
+            self._ready.set()
+        elif event == "unsupported":
+            self.unsupported = str(msg.get("reason", "unsupported"))
+            self._ready.set()
+        elif event == "spawned":
+            child = ForkedProcess(int(msg["pid"]))
+            with self._lock:
+                waiter = self._pending.pop(str(msg.get("id")), None)
+                if waiter is not None:
+                    self._children[child.pid] = child
+            if waiter is None or not _hand_over(waiter, _deliver_child, child):
+                _kill_group(child.pid)  # nobody waits for it any more
+        elif event == "spawn_failed":
+            with self._lock:
+                waiter = self._pending.pop(str(msg.get("id")), None)
+            if waiter is not None:
+                _hand_over(waiter, _fail, ForkServerError(str(msg.get("error"))))
+        elif event == "exited":
+            with self._lock:
+                found = self._children.pop(int(msg["pid"]), None)
+            if found is not None:
+                found._exited(int(msg["returncode"]))
+
+    def _on_eof(self) -> None:
+        """The server is gone: its children died with it (PR_SET_PDEATHSIG)."""
+        try:
+            rc = self._proc.wait(timeout=5)
+            how = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"code {rc}"
+        except (subprocess.TimeoutExpired, ValueError):
+            how = "an unknown status"
+        reason = f"the fork server exited with {how}"
+        with self._lock:
+            self.dead_reason = self.dead_reason or reason
+            pending, self._pending = list(self._pending.values()), {}
+            children, self._children = list(self._children.values()), {}
+        for waiter in pending:
+            _hand_over(waiter, _fail, ForkServerError(reason))
+        for child in children:
+            _kill_group(child.pid)  # already dead on Linux; elsewhere make it so
+            child._exited(-signal.SIGKILL)
+        self._ready.set()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the server; children still running are killed with it. Idempotent."""
+        with self._lock:
+            self.dead_reason = self.dead_reason or "the fork server was closed"
+        with contextlib.suppress(ForkServerError):
+            self._send({"cmd": "shutdown"})
+        with contextlib.suppress(OSError, ValueError):
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._reader.join(timeout)
+        if self._stderr is not None:
+            self._stderr.close()
+
+    def __enter__(self) -> ForkServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _hand_over(
+    waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]],
+    how: Any,
+    value: Any,
+) -> bool:
+    """Complete a future from the reader thread; False when its loop is closed."""
+    loop, fut = waiter
+    try:
+        loop.call_soon_threadsafe(how, fut, value)
+        return True
+    except RuntimeError:
+        return False
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def agent_plugins(agent: Path | None) -> list[str]:
+    """The ``livekit.plugins`` packages the agent's file imports (read, not imported: its
+    import-time code must run in each child, with that scenario's environment), and openai,
+    which LiveKit Inference models use too."""
+    names = {"livekit.plugins.openai"}
+    try:
+        tree = ast.parse(agent.read_text(encoding="utf-8")) if agent else None
+    except (OSError, SyntaxError, ValueError):
+        tree = None  # the child reports it the way a cold start would
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.ImportFrom) and node.module == "livekit.plugins":
+            modules = [f"livekit.plugins.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            modules = [node.module or ""]
+        elif isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        else:
+            continue
+        names.update(".".join(m.split(".")[:3]) for m in modules
+                     if m.startswith("livekit.plugins."))
+    return sorted(names)
+
+
+def open_launcher(
+    python: str,
+    env: Mapping[str, str],
+    *,
+    agent: Path,
+    cwd: Path | None = None,
+    cold_start: bool = False,
+    log_path: Path | None = None,
+) -> tuple[ForkServer | None, str]:
+    """The run's launcher and the one line that says which start mode is used and why."""
+    if cold_start:
+        return None, "lk-eval: cold starts (--cold-start): one fresh interpreter per scenario"
+    try:
+        server = ForkServer.start(python, env, cwd=cwd, agent=agent, log_path=log_path)
+    except ForkServerError as exc:
+        return None, f"lk-eval: cold starts: warm starts unavailable: {exc}"
+    return server, f"lk-eval: {server.describe()}"

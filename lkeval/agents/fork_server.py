@@ -1,0 +1,437 @@
+"""Warm starts: a fork server that imports the framework once and forks one agent per scenario.
+
+Run as ``PYTHON lkeval/agents/fork_server.py [--preload MODULE ...]`` with the agent's interpreter
+and the environment a cold agent would get. Like ``agent_host`` it imports nothing from lk-eval
+(``agent_host`` comes from this file's directory), so an agent venv without lk-eval runs it.
+
+Why: a cold agent spends ~2.5 CPU-s importing livekit-agents, its plugins, av, the native rtc
+library and the OpenAI SDK before it dials in. Forked from a parent that holds all of that, a
+child dials in after ~0.15 s and shares those pages copy-on-write (DESIGN.md §6).
+
+The parent keeps the rules learnt from breakages: one thread, no event loop, no logging setup
+(children would log each line twice), no rtc runtime (a started ``FfiClient`` kills every
+child); the framework only, never the user's module (its import-time code must see each
+scenario's environment); ``gc.freeze()`` after preloading (the children's collector would
+otherwise write to, and un-share, the inherited objects); and it reaps its own children, since
+the runner cannot wait on processes it did not start. Each child sheds what a cold process
+would not have (signal handlers and wakeup fd, descriptors, stdio, environment, working
+directory), starts its own session (the runner stops it with ``killpg``), dies with the server
+(``PR_SET_PDEATHSIG``), and runs ``agent_host.main`` exactly as a cold start does.
+
+Protocol, one JSON object per line. Commands on stdin: ``spawn`` (id, agent, connect_addr,
+dispatch_file, env, cwd, log) and ``shutdown``. Events on stdout: ``ready`` (or
+``unsupported`` with a reason, then exit), ``spawned`` (id, pid), ``spawn_failed`` (id,
+error), ``exited`` (pid, returncode: minus the signal number as in ``subprocess``, and
+``signal``). On shutdown or end of stdin the server kills its children's groups and exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import json
+import os
+import select
+import signal
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+if __package__:  # imported as lkeval.agents.fork_server (tests, type checks)
+    from . import agent_host
+else:  # run by path with the agent's interpreter, which may not have lk-eval: sys.path[0] is
+    _HERE = os.path.dirname(os.path.abspath(__file__))  # this directory, as for agent_host
+    if _HERE not in sys.path:
+        sys.path.insert(0, _HERE)
+    import agent_host  # type: ignore[no-redef]
+
+PROTOCOL_VERSION = 1
+EXIT_CHILD_SETUP = 70  # the child could not prepare itself (before any agent code ran)
+PR_SET_PDEATHSIG = 1
+
+# Imported lazily by a console child (seen by diffing ``sys.modules`` of a cold agent after a
+# tool turn against the framework's own imports). The OpenAI SDK's chat resources alone are
+# the ~200 ms stall of an agent's first turn. Each is optional: a missing one only costs speed.
+LAZY_MODULES = (
+    "livekit.agents.cli.cli", "livekit.agents.cli.tcp_console", "livekit.agents.cli.discover",
+    "livekit.agents.__main__", "livekit.agents.voice.remote_session",
+    "livekit.agents.voice.report", "livekit.agents.ipc.proc_pool", "livekit.agents.ipc.mock_room",
+    "livekit.agents.llm.async_toolset", "livekit.protocol.agent_simulation",
+    "openai.resources.chat.completions.completions", "openai.resources.models",
+    "openai.lib.streaming.chat", "openai.pagination", "jiter", "anyio._backends._asyncio",
+    "anyio.streams.memory", "anyio.streams.stapled", "multiprocessing.connection",
+    "multiprocessing.forkserver", "multiprocessing.resource_tracker", "multiprocessing.spawn",
+    "unittest.mock", "difflib", "pprint", "runpy",
+)
+
+
+def emit(event: str, **fields: Any) -> None:
+    """Write one event line to the runner (stdout is the protocol channel, nothing else)."""
+    data = (json.dumps({"event": event, **fields}) + "\n").encode()
+    while data:
+        data = data[os.write(1, data):]
+
+
+def unsupported_reason() -> str | None:
+    """Why warm starts cannot work here, or None. Checked before anything is preloaded."""
+    if not hasattr(os, "fork"):
+        return f"no fork() on {sys.platform}"
+    if sys.platform == "darwin":
+        return "macOS does not allow fork() after the native libraries the framework loads"
+    missing = agent_host.missing_hooks()  # imports livekit.agents: the bulk of the preload
+    if missing:
+        return (f"livekit-agents {agent_host.installed_version()} lacks {', '.join(missing)} "
+                f"(supported: {agent_host.SUPPORTED_RANGE})")
+    return None
+
+
+def _try(step: Callable[[], object]) -> bool:
+    """Run one optional preload step; a failure only costs speed (the child pays it)."""
+    try:
+        step()
+        return True
+    except Exception:
+        return False
+
+
+def _import(name: str) -> bool:
+    return _try(lambda: importlib.import_module(name))
+
+
+def _ssl_context() -> None:
+    # livekit's shared http session builds its TLS context (~30 ms parsing the CA bundle) on
+    # the child's event loop; the builder is cached per (SSL_CERT_FILE, SSL_CERT_DIR), so a
+    # child whose environment names other certificates still builds its own.
+    from livekit.agents.utils.http_context import _create_ssl_context
+
+    _create_ssl_context()
+
+
+def _platform_facts() -> None:
+    # the OpenAI SDK's first request asks for platform facts; the first ``platform.platform()``
+    # runs ``uname -p`` in a subprocess. They describe this machine, so they hold in a child.
+    from openai._base_client import get_platform
+
+    get_platform()
+
+
+# One-time work a child would otherwise do on its event loop; each result is cached by the
+# library itself, keyed so that a child that needs a different answer computes it again.
+WARM_CALLS: tuple[tuple[str, Callable[[], object]], ...] = (
+    ("ssl context", _ssl_context),
+    ("platform facts", _platform_facts),
+)
+
+
+def preload(plugins: list[str]) -> dict[str, Any]:
+    """Import what every child needs, then freeze it; returns what was loaded, for ``ready``.
+
+    stdout is the protocol channel: whatever a module prints while it loads goes to stderr.
+    """
+    started = time.perf_counter()
+    channel = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        info = _preload(plugins)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os.dup2(channel, 1)
+        os.close(channel)
+    info["preload_seconds"] = round(time.perf_counter() - started, 3)
+    return info
+
+
+def _preload(plugins: list[str]) -> dict[str, Any]:
+    loaded_plugins = [p for p in plugins if _import(p)]
+    # livekit's own one-time warm-up (av, VAD/EOT weights, the rtc library loaded but not
+    # started, the OpenAI SDK resources, a first httpx client); older versions lack it.
+    framework_preload = _import("livekit.agents.ipc._preload")
+    if not framework_preload:
+        for step in ("av", "openai.resources"):
+            _import(step)
+    lazy = [m for m in LAZY_MODULES if _import(m)]
+    warmed = [name for name, step in WARM_CALLS if _try(step)]
+    problem = _fork_hazard()
+    gc.collect()
+    gc.freeze()
+    return {
+        "plugins": loaded_plugins,
+        "framework_preload": framework_preload,
+        "lazy_modules": len(lazy),
+        "warmed": warmed,
+        "hazard": problem,
+    }
+
+
+def _fork_hazard() -> str | None:
+    """A preloaded module that broke a rule of the parent (checked, not assumed)."""
+    import logging
+    import threading
+
+    ffi = sys.modules.get("livekit.rtc._ffi_client")
+    if ffi is not None and getattr(ffi.FfiClient, "_instance", None) is not None:
+        return "a preloaded module started the livekit.rtc runtime"
+    if threading.active_count() > 1:
+        return "a preloaded module started a Python thread"
+    if logging.getLogger().handlers:
+        return "a preloaded module configured logging"
+    return None
+
+
+class Server:
+    """The parent's loop: commands from stdin, exit reports from reaped children."""
+
+    def __init__(self) -> None:
+        self.children: dict[int, str] = {}  # pid -> spawn id
+        self._buf = b""
+        self._wake_r, wake_w = os.pipe()
+        for fd in (self._wake_r, wake_w):
+            os.set_blocking(fd, False)
+        # SIGCHLD wakes select() through the wakeup fd; the handler itself does nothing.
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(wake_w)
+        # Ctrl-C in the runner's terminal is the runner's to handle: it stops each agent
+        # gracefully; the server must not die first (its death SIGKILLs every child).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def serve(self) -> None:
+        """Run until shutdown or end of input, then kill what is left."""
+        try:
+            while self._step():
+                pass
+        finally:
+            for pid in list(self.children):
+                _kill_group(pid)
+            self._reap()
+
+    def _step(self) -> bool:
+        readable, _, _ = select.select([0, self._wake_r], [], [])
+        with contextlib.suppress(BlockingIOError):
+            while self._wake_r in readable and os.read(self._wake_r, 512):
+                pass  # drain the wakeup bytes of SIGCHLD
+        self._reap()
+        if 0 in readable:
+            chunk = os.read(0, 65536)
+            if not chunk:
+                return False
+            self._buf += chunk
+            while b"\n" in self._buf:
+                line, self._buf = self._buf.split(b"\n", 1)
+                if line.strip() and not self._command(line):
+                    return False
+        return True
+
+    def _command(self, line: bytes) -> bool:
+        """Act on one command; False means shut down."""
+        try:
+            cmd = json.loads(line)
+        except ValueError:
+            cmd = {"cmd": f"not JSON: {line[:200]!r}"}
+        if cmd.get("cmd") == "spawn":
+            self._spawn(cmd)
+        elif cmd.get("cmd") != "shutdown":
+            emit("error", error=f"unknown command {cmd.get('cmd')!r}")
+        return cmd.get("cmd") != "shutdown"
+
+    def _spawn(self, cmd: dict[str, Any]) -> None:
+        spawn_id = str(cmd.get("id"))
+        try:
+            env = {str(k): str(v) for k, v in dict(cmd["env"]).items()}
+            argv = [cmd["agent"], "--connect-addr", cmd["connect_addr"],
+                    "--dispatch-file", cmd["dispatch_file"]]
+            log_fd = os.open(cmd["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        except (KeyError, TypeError, ValueError, OSError) as exc:
+            emit("spawn_failed", id=spawn_id, error=str(exc))
+            return
+        sync_r, sync_w = os.pipe()
+        server_pid = os.getpid()
+        for stream in (sys.stdout, sys.stderr):  # nothing buffered may be written twice
+            with contextlib.suppress(Exception):
+                stream.flush()
+        try:
+            # numpy's OpenBLAS keeps a native thread pool; it re-creates it in a child
+            # (pthread_atfork), so Python 3.12's warning about forking with threads is noise.
+            with warnings.catch_warnings():  # restored in the child too, before it runs
+                warnings.filterwarnings("ignore", "This process .* is multi-threaded",
+                                        DeprecationWarning)
+                pid = os.fork()
+        except OSError as exc:
+            for fd in (log_fd, sync_r, sync_w):
+                os.close(fd)
+            emit("spawn_failed", id=spawn_id, error=f"fork failed: {exc}")
+            return
+        if pid == 0:
+            child_main(argv, env, cmd.get("cwd"), log_fd, sync_w, server_pid)
+        os.close(log_fd)
+        os.close(sync_w)
+        # Wait until the child has its own session and death signal: from then on the runner
+        # may killpg() the pid it is about to learn, and the child cannot outlive us.
+        while os.read(sync_r, 64):
+            pass
+        os.close(sync_r)
+        self.children[pid] = spawn_id
+        emit("spawned", id=spawn_id, pid=pid)
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if self.children.pop(pid, None) is None:
+                continue
+            if os.WIFSIGNALED(status):
+                sig = os.WTERMSIG(status)
+                emit("exited", pid=pid, returncode=-sig, signal=signal.Signals(sig).name)
+            else:
+                emit("exited", pid=pid, returncode=os.waitstatus_to_exitcode(status), signal=None)
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def child_main(
+    argv: list[str], env: dict[str, str], cwd: str | None, log_fd: int, sync_w: int,
+    server_pid: int,
+) -> None:
+    """In the forked child: become a process a cold start would be, then run the host."""
+    try:
+        os.setsid()
+        _die_with_parent(server_pid)
+        os.close(sync_w)  # tells the server the pid is safe to hand out
+        signal.set_wakeup_fd(-1)
+        _reset_signals()
+        _redirect_stdio(log_fd)
+        _close_inherited_fds()
+        os.environ.clear()
+        os.environ.update(env)
+        if cwd:
+            os.chdir(cwd)
+        sys.argv = [agent_host.__file__, *argv]
+    except BaseException:
+        traceback.print_exc()
+        os._exit(EXIT_CHILD_SETUP)
+    agent_host.fast_exit(_run_host(argv))
+
+
+def _run_host(argv: list[str]) -> int:
+    """``agent_host.main`` as the interpreter would run it: uncaught errors print and exit 1."""
+    try:
+        agent_host.main(argv)  # leaves through fast_exit on success
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+    else:
+        return 0
+    return 1
+
+
+def _die_with_parent(server_pid: int) -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != server_pid:  # the server died before the death signal was armed
+        os._exit(EXIT_CHILD_SETUP)
+
+
+def _reset_signals() -> None:
+    """The dispositions a fresh interpreter starts with: defaults, Python's SIGINT handler,
+    and SIGPIPE/SIGXFSZ ignored (CPython ignores both at start-up)."""
+    fresh: dict[int, Callable[..., Any] | int] = {
+        signal.SIGINT: signal.default_int_handler,
+        signal.SIGPIPE: signal.SIG_IGN,
+    }
+    if hasattr(signal, "SIGXFSZ"):
+        fresh[signal.SIGXFSZ] = signal.SIG_IGN
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        with contextlib.suppress(OSError, ValueError, RuntimeError):
+            signal.signal(sig, fresh.get(sig, signal.SIG_DFL))
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+
+def _redirect_stdio(log_fd: int) -> None:
+    """stdin from /dev/null, stdout and stderr to the log, unbuffered as PYTHONUNBUFFERED."""
+    import io
+
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    encoding = sys.stdout.encoding if sys.stdout else "utf-8"
+
+    def stream(fd: int, mode: str, errors: str) -> io.TextIOWrapper:
+        raw = io.FileIO(fd, mode, closefd=False)
+        buffered: Any = raw if mode == "w" else io.BufferedReader(raw)
+        return io.TextIOWrapper(buffered, encoding=encoding, errors=errors,
+                                line_buffering=mode == "w", write_through=mode == "w")
+
+    streams = {"stdin": stream(0, "r", "strict"), "stdout": stream(1, "w", "strict"),
+               "stderr": stream(2, "w", "backslashreplace")}
+    for name, value in streams.items():
+        for attr in (name, f"__{name}__"):
+            # the server's stream objects own fds 0-2 (closefd): freed, they would close
+            # the descriptors just redirected. The child never frees them (it os._exit()s).
+            _RETIRED.append(getattr(sys, attr))
+            setattr(sys, attr, value)
+
+
+_RETIRED: list[Any] = []
+
+
+def _close_inherited_fds() -> None:
+    """Close everything but stdio: the server's pipes and anything else a cold start lacks."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = list(range(3, 1024))
+    for fd in fds:
+        if fd > 2:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Check support, preload, announce, serve."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="lkeval/agents/fork_server.py")
+    parser.add_argument("--preload", action="append", default=[], metavar="MODULE",
+                        help="also import this module (the plugins the agent uses)")
+    args = parser.parse_args(argv)
+    reason = unsupported_reason()
+    if reason is not None:
+        emit("unsupported", reason=reason)
+        return 0
+    info = preload(args.preload)
+    if info["hazard"]:
+        emit("unsupported", reason=info.pop("hazard"))
+        return 0
+    info.pop("hazard")
+    server = Server()
+    emit("ready", protocol=PROTOCOL_VERSION, pid=os.getpid(),
+         livekit_agents=agent_host.installed_version(), python=sys.version.split()[0], **info)
+    server.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,339 @@
+"""``lkeval run``: load scenarios, run them against the agent, write results, report, gate.
+
+The results file is written whatever happens after the first scenario starts: on success, on a
+gate failure, and on SIGINT/SIGTERM (then with ``interrupted: true`` and the attempts that
+finished), so no result is ever lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lkeval import __version__
+from lkeval.agents.agent_host import SUPPORTED_RANGE
+from lkeval.agents.process import AgentLaunch, agent_env, kill_all_now
+from lkeval.cli import EXIT_USAGE, UsageError
+from lkeval.run.engine import Engine, EngineOptions, Selection, default_concurrency, parse_tag_selector
+from lkeval.cli.llm_flags import positive_float, positive_int
+from lkeval.results.masking import Masker, redact_argv
+from lkeval.results.model import RunMetadata, RunResults, ScenarioResult, write_results
+from lkeval.scenarios.model import Scenario
+from lkeval.scenarios.loader import load_or_raise
+from lkeval.run.attempt import RunSettings
+from lkeval.scenarios.selection import parse_shard, select_shard
+from lkeval.agents.fork_client import open_launcher
+
+DEFAULT_RESULTS = "lkeval-results/results.json"
+
+
+def add_run_command(sub: Any) -> None:
+    """Register ``run`` and its flags."""
+    from lkeval.llm.config import add_llm_arguments
+    from lkeval.publish.outputs import add_report_arguments
+
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "run",
+        help="run scenarios against an agent and gate on the result",
+        description="Boot the agent once per scenario through the LiveKit console, play the "
+        "scenarios, judge them, write results and reports, and exit by the gate.",
+    )
+    parser.add_argument(
+        "--agent",
+        required=True,
+        metavar="AGENT.py",
+        help="the agent's entry file (the one you pass to `console`)",
+    )
+    parser.add_argument(
+        "--scenarios",
+        required=True,
+        nargs="+",
+        metavar="SCENARIOS.yaml",
+        help="one or more LiveKit scenario files",
+    )
+    parser.add_argument(
+        "--results",
+        default=DEFAULT_RESULTS,
+        metavar="PATH",
+        help=f"where to write the JSON results (default {DEFAULT_RESULTS})",
+    )
+    parser.add_argument(
+        "--logs-dir",
+        metavar="DIR",
+        help="one log file per agent process (default: logs/ beside --results)",
+    )
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        metavar="PYTHON",
+        help="interpreter that runs the agent; it needs livekit-agents "
+        f"{SUPPORTED_RANGE} (default: this one)",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra environment variable for the agent (repeatable)",
+    )
+    limits = parser.add_argument_group("limits and scale")
+    limits.add_argument(
+        "--boot-timeout",
+        type=positive_float,
+        default=60.0,
+        metavar="S",
+        help="seconds for an agent to boot and connect (default 60)",
+    )
+    limits.add_argument(
+        "--turn-timeout",
+        type=positive_float,
+        default=90.0,
+        metavar="S",
+        help="seconds for one agent turn (default 90: an agent gives up on a "
+        "hanging LLM after ~44 s)",
+    )
+    limits.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help=f"conversations at once, while up to N more agents boot (default "
+        f"{default_concurrency()} on this machine)",
+    )
+    limits.add_argument(
+        "--repeat",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="run every scenario N times (a scenario's own `repeat` wins)",
+    )
+    limits.add_argument(
+        "--min-pass",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="passes a repeated scenario needs (default: all of its runs)",
+    )
+    limits.add_argument(
+        "--cold-start",
+        action="store_true",
+        help="start every agent in a fresh interpreter (default: fork agents from a preloaded "
+        "fork server where supported: ~15x faster starts, ~9x less memory per agent)",
+    )
+    limits.add_argument(
+        "--shard",
+        type=parse_shard,
+        default=None,
+        metavar="I/N",
+        help="run only shard I of N (1-based), for matrix jobs; merge with `lkeval merge`",
+    )
+    select = parser.add_argument_group("selection")
+    select.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        type=_tag,
+        metavar="KEY=VALUE",
+        help="run only scenarios with this tag (repeatable: all must match)",
+    )
+    select.add_argument(
+        "--match",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="run only scenarios whose id or label matches (repeatable)",
+    )
+    select.add_argument(
+        "--quarantine",
+        action="append",
+        default=[],
+        type=_tag,
+        metavar="KEY=VALUE",
+        help="scenarios with this tag run and are reported but never fail the gate (repeatable)",
+    )
+    add_llm_arguments(parser)
+    add_report_arguments(parser)
+    parser.set_defaults(handler=run_main)
+
+
+def run_main(args: argparse.Namespace) -> int:
+    """The ``run`` subcommand."""
+    from lkeval.llm.evaluator import build_evaluator
+    from lkeval.publish.progress import make_progress
+    from lkeval.publish.outputs import publish
+
+    agent = Path(args.agent)
+    if not agent.is_file():
+        raise UsageError(f"--agent {args.agent}: no such file")
+    args.scenarios = [_relative_to_cwd(path) for path in args.scenarios]
+    groups, warnings = load_or_raise(args.scenarios)
+    for warning in warnings:
+        print(warning, file=sys.stderr)
+    scenarios = [s for g in groups for s in g.scenarios]
+    if args.shard is not None:
+        scenarios = select_shard(scenarios, *args.shard)
+    results_path = Path(args.results)
+    logs_dir = Path(args.logs_dir) if args.logs_dir else results_path.parent / "logs"
+    env = dict(_parse_env(item) for item in args.env)
+    github = args.github if args.github is not None else os.environ.get("GITHUB_ACTIONS") == "true"
+    progress = make_progress(sys.stdout, github=github)
+    options = EngineOptions(
+        concurrency=args.concurrency or default_concurrency(),
+        repeat=args.repeat,
+        min_pass=args.min_pass,
+        quarantine=tuple(args.quarantine),
+        selection=Selection(tags=tuple(args.tag), patterns=tuple(args.match)),
+    )
+    selected = [s for s in scenarios if options.selection.selects(s)]
+    evaluator = build_evaluator(args, selected)  # checks credentials before anything boots
+    started_at = dt.datetime.now(dt.timezone.utc)
+    started = time.monotonic()
+    launch = AgentLaunch(agent=agent.resolve(), python=args.python, env=env)
+    launcher, start_line = open_launcher(
+        launch.python,
+        agent_env(launch),
+        agent=launch.agent,
+        cwd=launch.cwd,
+        cold_start=args.cold_start,
+        log_path=logs_dir / "fork-server.log",
+    )
+    print(start_line, flush=True)
+    try:
+        with tempfile.TemporaryDirectory(prefix="lkeval-") as work_dir:
+            settings = RunSettings(
+                launch=dataclasses.replace(launch, launcher=launcher),
+                logs_dir=logs_dir,
+                work_dir=Path(work_dir),
+                boot_timeout=args.boot_timeout,
+                turn_timeout=args.turn_timeout,
+                max_turns=args.max_turns,
+            )
+            engine = Engine(settings, evaluator, progress, options)
+            scenario_results, stopped_by = _run_until_signal(engine, scenarios)
+    finally:
+        if launcher is not None:
+            launcher.close()
+
+    metadata = RunMetadata(
+        lkeval_version=__version__,
+        livekit_agents_version=_installed("livekit-agents"),
+        agent=str(args.agent),
+        scenario_files=tuple(str(f) for f in args.scenarios),
+        started_at=started_at.isoformat(timespec="seconds"),
+        finished_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        duration_seconds=round(time.monotonic() - started, 3),
+        git_sha=_git("rev-parse", "HEAD"),
+        git_branch=os.environ.get("GITHUB_HEAD_REF") or _git("rev-parse", "--abbrev-ref", "HEAD"),
+        shard=f"{args.shard[0]}/{args.shard[1]}" if args.shard else None,
+        interrupted=stopped_by is not None,
+        argv=tuple(redact_argv(sys.argv[1:])),
+        start_mode="warm" if launcher is not None else "cold",
+    )
+    results = RunResults(metadata=metadata, scenarios=tuple(scenario_results))
+    # Log tails and transcripts can echo a key (an HTTP error with a URL, a debug print):
+    # the results file is a report too, so it gets the same masking as the others.
+    results = Masker.from_environ().mask_results(results)
+    write_results(results, results_path)
+    print(f"results: {results_path}")
+    if stopped_by is not None:
+        print(
+            f"lk-eval: interrupted by {stopped_by.name}; partial results written", file=sys.stderr
+        )
+        return 128 + int(stopped_by)
+    outcome = publish(results, str(results_path), args, sys.stdout)
+    return outcome.exit_code
+
+
+def _run_until_signal(
+    engine: Engine, scenarios: list[Scenario]
+) -> tuple[list[ScenarioResult], signal.Signals | None]:
+    """Run the engine; on SIGINT/SIGTERM stop every agent and return what finished."""
+    stopped_by: list[signal.Signals] = []
+
+    async def main() -> list[ScenarioResult]:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def on_signal(sig: signal.Signals) -> None:
+            if stopped_by:  # a second signal: no more waiting for graceful exits
+                kill_all_now()
+                return
+            stopped_by.append(sig)
+            task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal, sig)
+        try:
+            return await engine.run(scenarios)
+        except asyncio.CancelledError:
+            if not stopped_by:
+                raise
+            return engine.results(interrupted=True)
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+            closer = getattr(engine.evaluator, "aclose", None)
+            if closer is not None:
+                with contextlib.suppress(Exception):
+                    await closer()
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        kill_all_now()
+    return results, (stopped_by[0] if stopped_by else None)
+
+
+def _relative_to_cwd(path: str) -> str:
+    """Scenario paths as annotations and JUnit readers want them: relative to the checkout."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive
+        return path
+    return path if relative.startswith("..") else relative
+
+
+def _installed(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def _git(*args: str) -> str | None:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+    return None
+
+
+def _parse_env(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise UsageError(f"--env {item!r}: expected KEY=VALUE")
+    return key, value
+
+
+def _tag(text: str) -> tuple[str, str]:
+    try:
+        return parse_tag_selector(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+__all__ = ["EXIT_USAGE", "add_run_command", "run_main"]

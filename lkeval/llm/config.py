@@ -1,0 +1,379 @@
+"""Which LLM plays the caller and which one judges: flags, environment, credentials, prices.
+
+Kept free of ``livekit.agents`` imports at module level (importing it costs ~1.5 s): the CLI
+resolves and checks both LLMs before any agent boots, so a missing key fails in milliseconds
+with exit 2 instead of after the first scenario. Only :func:`build_llm` imports livekit.
+
+Two backends, chosen from the model string and base URL:
+
+* ``openai/gpt-4.1-mini`` with no base URL → LiveKit Inference (``LIVEKIT_API_KEY`` and
+  ``LIVEKIT_API_SECRET``, optional ``LIVEKIT_INFERENCE_URL``), the gateway LiveKit's own
+  ``JudgeGroup`` uses for model strings.
+* a base URL (or a model without ``/``, meaning api.openai.com) → any OpenAI-compatible
+  chat-completions endpoint through livekit-plugins-openai.
+
+API keys come from the environment only, never from flags (flags end up in shell history,
+CI logs and the results file's ``argv``), and the spec records the *name* of the variable
+that held the key, never its value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from livekit.agents.llm import LLM
+
+Role = Literal["caller", "judge"]
+Backend = Literal["inference", "openai"]
+
+DEFAULT_MODEL = "gpt-4.1-mini"
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_TURNS = 12
+LIVEKIT_INFERENCE_DEFAULT_URL = "https://agent-gateway.livekit.cloud/v1"
+LIVEKIT_INFERENCE_STAGING_URL = "https://agent-gateway.staging.livekit.cloud/v1"
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
+# Values of --<role>-base-url that select LiveKit Inference even when OPENAI_BASE_URL is set
+# (it often is, for the agent under test).
+INFERENCE_BASE_URL_ALIASES = ("livekit", "inference")
+
+BUILTIN_JUDGES = (
+    "task_completion",
+    "tool_use",
+    "accuracy",
+    "safety",
+    "relevancy",
+    "coherence",
+    "conciseness",
+    "handoff",
+)
+"""Names of livekit.agents.evals' built-in judges, as ``--judges`` and scenarios spell them."""
+
+# USD per 1M tokens (input, output), OpenAI list prices; an estimate for reports, not a bill.
+KNOWN_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+}
+
+# Provider-specific key variables tried after LKEVAL_<ROLE>_API_KEY and before OPENAI_API_KEY,
+# so a team that already exports GROQ_API_KEY for its agent needs no extra secret.
+_PROVIDER_KEY_ENV = (
+    (".openai.azure.com", "AZURE_OPENAI_API_KEY"),
+    (".cognitiveservices.azure.com", "AZURE_OPENAI_API_KEY"),
+    (".services.ai.azure.com", "AZURE_OPENAI_API_KEY"),
+    ("api.groq.com", "GROQ_API_KEY"),
+    ("openrouter.ai", "OPENROUTER_API_KEY"),
+)
+
+
+class LLMConfigError(Exception):
+    """The caller or judge LLM is misconfigured; the message is one line naming what to set."""
+
+
+@dataclass(frozen=True)
+class LLMSpec:
+    """Everything needed to build and call one LLM, with no secret in it.
+
+    ``api_key_env``/``api_secret_env`` name the variables holding the credentials (None when
+    none was found); ``retry_delay`` is the first backoff step, doubled per retry up to
+    ``retry_max_delay`` (tests shrink both).
+    """
+
+    role: Role
+    model: str
+    backend: Backend
+    base_url: str
+    api_key_env: str | None = None
+    api_secret_env: str | None = None
+    temperature: float | None = 0.0
+    timeout: float = DEFAULT_TIMEOUT
+    max_retries: int = 4
+    retry_delay: float = 1.0
+    retry_max_delay: float = 20.0
+    price_in: float | None = None
+    price_out: float | None = None
+
+    @property
+    def host(self) -> str:
+        """The endpoint's host (and port), for error messages and reports."""
+        return urlsplit(self.base_url).netloc or self.base_url
+
+    @property
+    def label(self) -> str:
+        """``judge LLM gpt-4.1-mini at api.openai.com``: how messages name this LLM."""
+        via = "LiveKit Inference " if self.backend == "inference" else ""
+        return f"{self.role} LLM {self.model} at {via}{self.host}"
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float | None:
+        """Estimated USD cost of a call, or None when the price is unknown."""
+        if self.price_in is None or self.price_out is None:
+            return None
+        return (input_tokens * self.price_in + output_tokens * self.price_out) / 1_000_000
+
+
+def parse_price(text: str) -> tuple[float, float]:
+    """Parse ``"IN,OUT"`` USD per 1M tokens, e.g. ``"0.4,1.6"``."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        price_in, price_out = float(parts[0]), float(parts[1])
+    except ValueError:
+        raise ValueError(
+            f"price {text!r} is not IN,OUT (USD per 1M input and output tokens, e.g. 0.4,1.6)"
+        ) from None
+    if price_in < 0 or price_out < 0:
+        raise ValueError(f"price {text!r} is negative")
+    return price_in, price_out
+
+
+def known_price(model: str) -> tuple[float, float] | None:
+    """List price of a well-known model, by its name with or without an ``openai/`` prefix."""
+    name = model.lower()
+    name = name.removeprefix("openai/")
+    return KNOWN_PRICES.get(name)
+
+
+def _flag(flags: argparse.Namespace | Mapping[str, Any] | None, name: str) -> Any:
+    if flags is None:
+        return None
+    if isinstance(flags, Mapping):
+        return flags.get(name)
+    return getattr(flags, name, None)
+
+
+def _env(environ: Mapping[str, str], name: str) -> str | None:
+    value = environ.get(name, "").strip()
+    return value or None
+
+
+def _inference_credentials(environ: Mapping[str, str]) -> tuple[str | None, str | None]:
+    # The same precedence as livekit.agents.inference: the inference-specific pair first.
+    key = next(
+        (n for n in ("LIVEKIT_INFERENCE_API_KEY", "LIVEKIT_API_KEY") if _env(environ, n)), None
+    )
+    secret = next(
+        (n for n in ("LIVEKIT_INFERENCE_API_SECRET", "LIVEKIT_API_SECRET") if _env(environ, n)),
+        None,
+    )
+    return key, secret
+
+
+def _inference_url(environ: Mapping[str, str]) -> str:
+    # Mirrors livekit.agents.inference's default, so the spec names the host really called.
+    if url := _env(environ, "LIVEKIT_INFERENCE_URL"):
+        return url
+    if ".staging.livekit.cloud" in environ.get("LIVEKIT_URL", ""):
+        return LIVEKIT_INFERENCE_STAGING_URL
+    return LIVEKIT_INFERENCE_DEFAULT_URL
+
+
+def _check_url(url: str, source: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise LLMConfigError(
+            f"{source} {url!r} is not an http(s) URL (e.g. http://localhost:11434/v1)"
+        )
+    return url.rstrip("/")
+
+
+def _key_envs(role: Role, base_url: str) -> list[str]:
+    host = (urlsplit(base_url).hostname or "").lower()
+    names = [f"LKEVAL_{role.upper()}_API_KEY"]
+    names += [env for suffix, env in _PROVIDER_KEY_ENV if host.endswith(suffix)]
+    names.append("OPENAI_API_KEY")
+    return names
+
+
+def resolve_llm_spec(
+    role: Role,
+    flags: argparse.Namespace | Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> LLMSpec:
+    """The caller's or judge's LLM from flags, then ``LKEVAL_<ROLE>_*`` variables, then defaults.
+
+    Raises :class:`LLMConfigError` for malformed values (a base URL that is not http(s), a bad
+    price); missing credentials are left to :func:`check_credentials`, so ``--help``-like
+    paths and dry runs never need secrets.
+    """
+    env = os.environ if environ is None else environ
+    up = role.upper()
+    model = _flag(flags, f"{role}_model") or _env(env, f"LKEVAL_{up}_MODEL")
+    base_flag = _flag(flags, f"{role}_base_url")
+    base_source = f"--{role}-base-url"
+    if not base_flag and (base_flag := _env(env, f"LKEVAL_{up}_BASE_URL")):
+        base_source = f"LKEVAL_{up}_BASE_URL"
+    if not base_flag and (base_flag := _env(env, "OPENAI_BASE_URL")):
+        base_source = "OPENAI_BASE_URL"
+
+    wants_inference = bool(base_flag) and base_flag.strip().lower() in INFERENCE_BASE_URL_ALIASES
+    if not model:
+        # No model given: LiveKit Inference when LiveKit credentials are there (the agent's
+        # own deployment usually has them), else OpenAI's same model.
+        lk_key, lk_secret = _inference_credentials(env)
+        has_openai_key = bool(_env(env, f"LKEVAL_{up}_API_KEY") or _env(env, "OPENAI_API_KEY"))
+        use_inference = wants_inference or (
+            not base_flag and ((lk_key and lk_secret) or not has_openai_key)
+        )
+        model = f"openai/{DEFAULT_MODEL}" if use_inference else DEFAULT_MODEL
+    if wants_inference or (not base_flag and "/" in model):
+        backend: Backend = "inference"
+        if "/" not in model:
+            raise LLMConfigError(
+                f"{role} model {model!r}: LiveKit Inference models are written provider/model, "
+                f"e.g. openai/{DEFAULT_MODEL}"
+            )
+        base_url = _check_url(_inference_url(env), "LIVEKIT_INFERENCE_URL")
+        key_env, secret_env = _inference_credentials(env)
+    else:
+        backend = "openai"
+        base_url = _check_url(base_flag, base_source) if base_flag else OPENAI_DEFAULT_URL
+        if urlsplit(base_url).hostname == "api.openai.com":
+            model = model.removeprefix("openai/")  # OpenAI itself has no provider prefix
+        key_env = next((n for n in _key_envs(role, base_url) if _env(env, n)), None)
+        secret_env = None
+
+    price_text = _flag(flags, f"{role}_price") or _env(env, f"LKEVAL_{up}_PRICE")
+    if price_text:
+        try:
+            price: tuple[float, float] | None = parse_price(str(price_text))
+        except ValueError as exc:
+            raise LLMConfigError(f"--{role}-price: {exc}") from None
+    else:
+        price = known_price(model)
+
+    timeout = _flag(flags, "llm_timeout") or _env(env, "LKEVAL_LLM_TIMEOUT") or DEFAULT_TIMEOUT
+    try:
+        timeout = float(timeout)
+        if timeout <= 0:
+            raise ValueError
+    except ValueError:
+        raise LLMConfigError(
+            f"--llm-timeout {timeout!r} is not a positive number of seconds"
+        ) from None
+
+    retries = _flag(flags, "llm_retries")
+    if retries is None:
+        retries = _env(env, "LKEVAL_LLM_RETRIES") or 4
+    try:
+        retries = int(retries)
+        if retries < 0:
+            raise ValueError
+    except ValueError:
+        raise LLMConfigError(f"--llm-retries {retries!r} is not a whole number >= 0") from None
+
+    return LLMSpec(
+        role=role,
+        model=model,
+        backend=backend,
+        base_url=base_url,
+        api_key_env=key_env,
+        api_secret_env=secret_env,
+        timeout=timeout,
+        max_retries=retries,
+        price_in=price[0] if price else None,
+        price_out=price[1] if price else None,
+    )
+
+
+def _is_local_host(host: str) -> bool:
+    """Loopback, private and single-label hosts (``ollama`` in Docker) may run without a key."""
+    host = host.lower()
+    if host in ("localhost",) or host.endswith((".local", ".internal", ".localhost")):
+        return True
+    if "." not in host and ":" not in host:
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_private or ip.is_link_local
+
+
+def check_credentials(spec: LLMSpec) -> None:
+    """Raise :class:`LLMConfigError` naming the variable to set when credentials are missing.
+
+    Self-hosted endpoints on local or private hosts (Ollama, vLLM) may run keyless; any other
+    host needs a key, even a dummy one, so a forgotten secret fails before agents boot rather
+    than as a 401 in every scenario.
+    """
+    flag = f"--{spec.role}-base-url"
+    up = spec.role.upper()
+    if spec.backend == "inference":
+        missing = [
+            name
+            for name, found in (
+                ("LIVEKIT_API_KEY", spec.api_key_env),
+                ("LIVEKIT_API_SECRET", spec.api_secret_env),
+            )
+            if found is None
+        ]
+        if missing:
+            raise LLMConfigError(
+                f"{spec.role} LLM {spec.model} uses LiveKit Inference: set "
+                f"{' and '.join(missing)}, or use another provider with --{spec.role}-model / "
+                f"{flag} and LKEVAL_{up}_API_KEY or OPENAI_API_KEY"
+            )
+        return
+    if spec.api_key_env is None and not _is_local_host(urlsplit(spec.base_url).hostname or ""):
+        names = " or ".join(_key_envs(spec.role, spec.base_url))
+        raise LLMConfigError(
+            f"{spec.role} LLM {spec.model} at {spec.host} needs an API key: set {names} "
+            "(any value if the endpoint needs none)"
+        )
+
+
+def read_secret(spec: LLMSpec, environ: Mapping[str, str] | None = None) -> str | None:
+    """The API key value, read at the last moment so it never sits in a spec or a log."""
+    env = os.environ if environ is None else environ
+    return _env(env, spec.api_key_env) if spec.api_key_env else None
+
+
+def build_llm(spec: LLMSpec, environ: Mapping[str, str] | None = None) -> LLM:
+    """A livekit ``LLM`` for the spec; the caller owns it and must ``await llm.aclose()``.
+
+    Temperature is not baked into the LLM: :mod:`lkeval.llm.client` sends it per request so it
+    can drop it for a provider that rejects it.
+    """
+    check_credentials(spec)
+    env = os.environ if environ is None else environ
+    if spec.backend == "inference":
+        from livekit.agents.inference import LLM as InferenceLLM
+        from livekit.agents.inference.llm import min_reasoning_effort
+
+        extra: dict[str, Any] = {}
+        if (effort := min_reasoning_effort(spec.model)) is not None:
+            extra["reasoning_effort"] = effort  # as JudgeGroup does: fastest, cheapest
+        return InferenceLLM(
+            spec.model,
+            base_url=spec.base_url,
+            api_key=_env(env, spec.api_key_env or ""),
+            api_secret=_env(env, spec.api_secret_env or ""),
+            extra_kwargs=extra,
+        )
+
+    from livekit.plugins import openai as lk_openai
+
+    return lk_openai.LLM(
+        model=spec.model,
+        base_url=spec.base_url,
+        # A keyless local server still needs a non-empty string for the OpenAI SDK.
+        api_key=read_secret(spec, env) or "lkeval-no-key",
+        max_retries=0,  # lkeval.llm.client retries, with backoff and Retry-After
+    )
+
+
+def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the caller/judge LLM and judging flags to a ``run`` parser (:mod:`lkeval.cli.llm_flags`)."""
+    from lkeval.cli.llm_flags import add_llm_arguments as add
+
+    add(parser)

@@ -1,0 +1,180 @@
+"""The LLM side of a run: which scenarios need a simulated user or a judge, and both built once.
+
+The engine sees only the :class:`~lkeval.run.attempt.Evaluator` protocol; this module
+decides from the selected scenarios and the flags what must be configured, and checks the
+credentials before any agent boots (a wrong key should cost seconds, not a suite).
+
+Who gets judged: every scenario played by the simulated user (its ``agent_expectations`` are
+the only criteria it has); scripted scenarios too when a judge model is configured explicitly;
+``intent:`` checks and built-in judges always use the judge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lkeval.run.expectations import IntentJudge
+from lkeval.llm.config import LLMSpec, check_credentials, resolve_llm_spec
+from lkeval.results.model import TranscriptItem, Usage, Verdict
+from lkeval.scenarios.model import Scenario
+
+
+def needs_caller(scenario: Scenario) -> bool:
+    """A scenario the simulated user plays (all of it, or after its scripted turns)."""
+    return not scenario.turns or scenario.then_simulate
+
+
+def _has_intent(scenario: Scenario) -> bool:
+    return any(e.intent for t in scenario.turns for e in t.expect)
+
+
+class LLMEvaluator:
+    """Simulated callers and judges from configured models; LLM clients are made once per run
+    (lazily, inside the run's event loop) and shared by all attempts."""
+
+    def __init__(
+        self,
+        caller_spec: LLMSpec | None,
+        judge_spec: LLMSpec | None,
+        *,
+        judge_scripted: bool,
+        run_judges: Sequence[str] = (),
+        rejudge: int = 0,
+        maybe_is_pass: bool = False,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.caller_spec = caller_spec
+        self.judge_spec = judge_spec
+        self.judge_scripted = judge_scripted
+        self.run_judges = tuple(run_judges)
+        self.rejudge = rejudge
+        self.maybe_is_pass = maybe_is_pass
+        self._environ = environ
+        self._llms: dict[str, Any] = {}
+
+    def _llm(self, spec: LLMSpec) -> Any:
+        if spec.role not in self._llms:
+            from lkeval.llm.config import build_llm
+
+            self._llms[spec.role] = build_llm(spec, self._environ)
+        return self._llms[spec.role]
+
+    def caller_for(self, scenario: Scenario) -> Any:
+        """A fresh simulated caller, or None when this scenario has none to play."""
+        if self.caller_spec is None or not needs_caller(scenario):
+            return None
+        from lkeval.llm.caller import SimulatedCaller
+
+        return SimulatedCaller(self._llm(self.caller_spec), self.caller_spec, scenario.instructions)
+
+    def intent_judge(self, usage: dict[str, Usage]) -> IntentJudge | None:
+        """Judge scripted ``intent:`` checks, adding tokens to ``usage['judge']``."""
+        spec = self.judge_spec
+        if spec is None:
+            return None
+
+        async def judge(text: str, intent: str) -> tuple[bool, str]:
+            from lkeval.llm.judge import judge_intent
+
+            verdict, used = await judge_intent(self._llm(spec), spec, text, intent)
+            usage["judge"] = usage.get("judge", Usage()) + used
+            ok = verdict.verdict == "pass" or (verdict.verdict == "maybe" and self.maybe_is_pass)
+            return ok, f"{verdict.verdict}: {verdict.reason}"
+
+        return judge
+
+    async def judge(
+        self, scenario: Scenario, transcript: Sequence[TranscriptItem], usage: dict[str, Usage]
+    ) -> list[Verdict]:
+        """The conversation judge (when it applies) and the built-in judges asked for."""
+        spec = self.judge_spec
+        if spec is None:
+            return []
+        from lkeval.llm.judge import judge_conversation, run_builtin_judges
+
+        def add(used: Usage) -> None:
+            usage["judge"] = usage.get("judge", Usage()) + used
+
+        verdicts: list[Verdict] = []
+        wants_main = needs_caller(scenario) or self.judge_scripted
+        if wants_main and scenario.agent_expectations.strip():
+            verdict, used = await judge_conversation(
+                self._llm(spec),
+                spec,
+                transcript,
+                scenario.agent_expectations,
+                scenario.instructions,
+                rejudge=self.rejudge,
+            )
+            add(used)
+            verdicts.append(verdict)
+        names = list(dict.fromkeys((*self.run_judges, *scenario.judges)))
+        if names:
+            verdicts.extend(
+                await run_builtin_judges(
+                    names, self._llm(spec), transcript, spec=spec, on_usage=add
+                )
+            )
+        return verdicts
+
+    def passes(self, verdicts: Sequence[Verdict]) -> tuple[bool, str]:
+        """AND of every verdict; ``maybe`` fails unless configured otherwise."""
+        from lkeval.llm.judge import combine_verdicts
+
+        return combine_verdicts(verdicts, self.maybe_is_pass)
+
+    async def aclose(self) -> None:
+        """Close the LLM clients made during the run."""
+        for llm in self._llms.values():
+            await llm.aclose()
+        self._llms.clear()
+
+
+def _explicit(args: argparse.Namespace, environ: Mapping[str, str], role: str) -> bool:
+    up = role.upper()
+    return bool(
+        getattr(args, f"{role}_model", None)
+        or getattr(args, f"{role}_base_url", None)
+        or environ.get(f"LKEVAL_{up}_MODEL")
+        or environ.get(f"LKEVAL_{up}_BASE_URL")
+    )
+
+
+def build_evaluator(
+    args: argparse.Namespace,
+    scenarios: Sequence[Scenario],
+    environ: Mapping[str, str] | None = None,
+) -> LLMEvaluator | None:
+    """Configure what the selected scenarios need, checking credentials now.
+
+    Raises :class:`lkeval.llm.config.LLMConfigError` (exit 2) before anything boots.
+    """
+    env = os.environ if environ is None else environ
+    run_judges = tuple(getattr(args, "judges", ()) or ())
+    judge_scripted = _explicit(args, env, "judge")
+    want_caller = any(needs_caller(s) for s in scenarios)
+    want_judge = (
+        want_caller
+        or judge_scripted
+        or bool(run_judges)
+        or any(_has_intent(s) or s.judges for s in scenarios)
+    )
+    caller_spec = resolve_llm_spec("caller", args, env) if want_caller else None
+    judge_spec = resolve_llm_spec("judge", args, env) if want_judge else None
+    for spec in (caller_spec, judge_spec):
+        if spec is not None:
+            check_credentials(spec)
+    if caller_spec is None and judge_spec is None:
+        return None
+    return LLMEvaluator(
+        caller_spec,
+        judge_spec,
+        judge_scripted=judge_scripted,
+        run_judges=run_judges,
+        rejudge=getattr(args, "rejudge", 0) or 0,
+        maybe_is_pass=bool(getattr(args, "maybe_is_pass", False)),
+        environ=environ,
+    )

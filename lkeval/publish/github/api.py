@@ -1,0 +1,159 @@
+"""A small GitHub REST client over httpx: timeouts, one retry, errors as one exception type.
+
+Posting results is a courtesy, never the verdict: the callers turn every :class:`GitHubError`
+into a ``::warning::`` and carry on, so this module's job is to fail fast and describe the
+failure in one line (status, GitHub's own message), never to raise anything else.
+
+Every request body passes through the :class:`~lkeval.results.masking.Masker`, and the token only ever
+goes to the configured API origin (a ``Link`` header pointing elsewhere is not followed).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from lkeval import __version__
+from lkeval.results.masking import Masker
+
+DEFAULT_TIMEOUT = 10.0
+#: Overrides the timeout in seconds (a slow GitHub Enterprise Server, or fast tests).
+TIMEOUT_ENV = "LKEVAL_GITHUB_TIMEOUT"
+MAX_PAGES = 100
+
+
+class GitHubError(Exception):
+    """A GitHub call that did not succeed; ``status`` is None for timeouts and network errors."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def timeout_from_env(environ: Mapping[str, str] | None = None) -> float:
+    """The client timeout: :data:`TIMEOUT_ENV` when set to a positive number, else 10 s."""
+    raw = (os.environ if environ is None else environ).get(TIMEOUT_ENV, "")
+    try:
+        value = float(raw)
+    except ValueError:
+        return DEFAULT_TIMEOUT
+    return value if value > 0 else DEFAULT_TIMEOUT
+
+
+class GitHubApi:
+    """Synchronous GitHub REST calls against one API root (``GITHUB_API_URL``)."""
+
+    def __init__(
+        self,
+        api_url: str,
+        token: str | None,
+        *,
+        masker: Masker | None = None,
+        timeout: float | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.api_url = api_url.rstrip("/")
+        self.masker = masker or Masker()
+        headers = {
+            "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": "2022-11-28",
+            "User-Agent": f"lk-eval/{__version__}",
+        }
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+            self.masker.add(token)
+        self.timeout = timeout if timeout is not None else timeout_from_env()
+        self._client = httpx.Client(
+            headers=headers, timeout=self.timeout, transport=transport, follow_redirects=False
+        )
+
+    def __enter__(self) -> GitHubApi:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    def url(self, path: str) -> str:
+        """An absolute URL for an API path."""
+        return path if path.startswith(("http://", "https://")) else self.api_url + path
+
+    def request(
+        self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None
+    ) -> httpx.Response:
+        """One call, retried once on a 5xx or a failed connection; raises :class:`GitHubError`."""
+        url = self.url(path)
+        body = self.masker.mask_results(json) if json is not None else None
+        what = f"{method} {urlsplit(url).path}"
+        for attempt in (1, 2):
+            try:
+                response = self._client.request(method, url, json=body, params=params)
+            except httpx.TimeoutException:
+                # Not retried: a POST that timed out may have landed, and a retry would post
+                # the comment twice; a slow server is also likely to stay slow.
+                raise GitHubError(f"{what}: no answer within {self.timeout:g}s") from None
+            except httpx.TransportError as exc:
+                if attempt == 1:
+                    continue
+                raise GitHubError(f"{what}: {type(exc).__name__}: {exc}") from None
+            if response.status_code >= 500 and attempt == 1:
+                continue
+            if response.status_code >= 400:
+                raise GitHubError(
+                    f"{what}: {response.status_code} {_message(response)}", response.status_code
+                )
+            return response
+        raise GitHubError(f"{what}: failed twice")  # unreachable: the loop returns or raises
+
+    def paginate(self, path: str, params: dict[str, Any] | None = None) -> Iterator[Any]:
+        """Every item of a list endpoint, following ``Link: rel="next"`` page by page."""
+        url: str | None = path
+        query = params
+        origin = urlsplit(self.api_url)[:2]
+        for _ in range(MAX_PAGES):
+            if url is None:
+                return
+            response = self.request("GET", url, params=query)
+            page = json_of(response)
+            if not isinstance(page, list):
+                raise GitHubError(f"GET {urlsplit(self.url(url)).path}: expected a list")
+            yield from page
+            url = response.links.get("next", {}).get("url")
+            query = None  # the next link carries its own query
+            absolute = url is not None and url.startswith(("http://", "https://"))
+            if absolute and urlsplit(url)[:2] != origin:
+                raise GitHubError(f"refusing to follow a next link off {self.api_url}")
+
+
+def json_of(response: httpx.Response) -> Any:
+    """The response's JSON; a body that is not JSON is a :class:`GitHubError` too."""
+    try:
+        return response.json()
+    except ValueError:
+        raise GitHubError(
+            f"{response.request.method} {response.request.url.path}: answer is not JSON",
+            response.status_code,
+        ) from None
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return response.reason_phrase or "error"
+    if isinstance(data, dict) and isinstance(data.get("message"), str):
+        return str(data["message"])
+    return response.reason_phrase or "error"

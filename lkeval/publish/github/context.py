@@ -1,0 +1,155 @@
+"""What GitHub Actions tells a step about where it runs: repository, event, PR, files.
+
+Read once from the environment (and the event payload file) into a frozen
+:class:`GitHubContext`, so the rest of lk-eval never touches ``os.environ`` for GitHub facts
+and tests can build a context by hand.
+
+Which PR a run belongs to depends on the event:
+
+* ``pull_request`` / ``pull_request_target``: the payload's ``pull_request.number``. Note
+  that ``GITHUB_SHA`` is then the *merge* commit; the head commit is in the payload.
+* ``workflow_run`` (the fork-safe comment recipe): the payload's ``workflow_run`` names the
+  evaluated run and its head sha; its ``pull_requests`` list is empty for PRs from forks, which
+  is why the recipe carries the PR number in an artifact and passes ``--pr``.
+* ``push``: no PR in the payload; :func:`find_pull_request` asks the API which PR holds the
+  commit (``GET /repos/{o}/{r}/commits/{sha}/pulls``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lkeval.publish.github.api import GitHubApi, GitHubError, json_of
+
+DEFAULT_API_URL = "https://api.github.com"
+DEFAULT_SERVER_URL = "https://github.com"
+PR_EVENTS = ("pull_request", "pull_request_target")
+
+
+@dataclass(frozen=True)
+class GitHubContext:
+    """The facts of one Actions step that lk-eval uses."""
+
+    actions: bool = False
+    api_url: str = DEFAULT_API_URL
+    server_url: str = DEFAULT_SERVER_URL
+    repository: str | None = None
+    event_name: str | None = None
+    sha: str | None = None
+    head_sha: str | None = None
+    pr_number: int | None = None
+    run_id: str | None = None
+    run_attempt: str | None = None
+    evaluated_run_url: str | None = None
+    step_summary: str | None = None
+    output: str | None = None
+    workspace: str | None = None
+    token: str | None = None
+
+    @property
+    def run_url(self) -> str | None:
+        """The page of the evaluated workflow run (its artifacts hold the full results)."""
+        if self.evaluated_run_url:
+            return self.evaluated_run_url
+        if self.repository and self.run_id:
+            return f"{self.server_url}/{self.repository}/actions/runs/{self.run_id}"
+        return None
+
+    def __repr__(self) -> str:  # never show the token, not even in a traceback
+        return (
+            f"GitHubContext(repository={self.repository!r}, event_name={self.event_name!r}, "
+            f"pr_number={self.pr_number!r}, token={'***' if self.token else None})"
+        )
+
+
+def read_context(
+    environ: Mapping[str, str] | None = None,
+    *,
+    token: str | None = None,
+    pr_number: int | None = None,
+) -> GitHubContext:
+    """The context from the Actions environment; ``token``/``pr_number`` override it."""
+    env = os.environ if environ is None else environ
+    event_name = env.get("GITHUB_EVENT_NAME") or None
+    payload = _payload(env.get("GITHUB_EVENT_PATH"))
+    sha = env.get("GITHUB_SHA") or None
+    head_sha = sha
+    number: int | None = None
+    evaluated_run_url: str | None = None
+
+    pull = payload.get("pull_request")
+    if event_name in PR_EVENTS and isinstance(pull, dict):
+        number = _int(pull.get("number")) or _int(payload.get("number"))
+        head = pull.get("head")
+        if isinstance(head, dict) and isinstance(head.get("sha"), str):
+            head_sha = head["sha"]
+    elif event_name == "workflow_run" and isinstance(payload.get("workflow_run"), dict):
+        run = payload["workflow_run"]
+        if isinstance(run.get("head_sha"), str):
+            head_sha = run["head_sha"]
+        if isinstance(run.get("html_url"), str):
+            evaluated_run_url = run["html_url"]
+        pulls = run.get("pull_requests")
+        if isinstance(pulls, list) and pulls and isinstance(pulls[0], dict):
+            number = _int(pulls[0].get("number"))
+
+    return GitHubContext(
+        actions=env.get("GITHUB_ACTIONS") == "true",
+        api_url=(env.get("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/"),
+        server_url=(env.get("GITHUB_SERVER_URL") or DEFAULT_SERVER_URL).rstrip("/"),
+        repository=env.get("GITHUB_REPOSITORY") or None,
+        event_name=event_name,
+        sha=sha,
+        head_sha=head_sha,
+        pr_number=pr_number if pr_number is not None else number,
+        run_id=env.get("GITHUB_RUN_ID") or None,
+        run_attempt=env.get("GITHUB_RUN_ATTEMPT") or None,
+        evaluated_run_url=evaluated_run_url,
+        step_summary=env.get("GITHUB_STEP_SUMMARY") or None,
+        output=env.get("GITHUB_OUTPUT") or None,
+        workspace=env.get("GITHUB_WORKSPACE") or None,
+        token=token or env.get("GITHUB_TOKEN") or None,
+    )
+
+
+def find_pull_request(api: GitHubApi, repository: str, sha: str) -> int | None:
+    """The PR a commit belongs to (an open one first), for runs triggered by ``push``.
+
+    Raises :class:`GitHubError`; the caller decides whether that is worth a warning.
+    """
+    pulls = json_of(api.request("GET", f"/repos/{repository}/commits/{sha}/pulls"))
+    if not isinstance(pulls, list):
+        raise GitHubError(f"GET /repos/{repository}/commits/{sha}/pulls: expected a list")
+    candidates = [p for p in pulls if isinstance(p, dict)]
+    candidates.sort(key=lambda p: p.get("state") != "open")
+    for pull in candidates:
+        number = _int(pull.get("number"))
+        if number is not None:
+            return number
+    return None
+
+
+def _payload(path: str | None) -> dict[str, Any]:
+    """The event payload, or {} when absent or unreadable (then there is just no PR)."""
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None

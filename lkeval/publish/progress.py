@@ -1,0 +1,139 @@
+"""Progress: an observer the engine calls, kept out of the engine itself.
+
+The engine only knows the :class:`Progress` protocol; what a user sees is chosen here: one line
+per finished scenario in a terminal, or a collapsible ``::group::`` per scenario in GitHub
+Actions (the transcript and reasons folded under a one-line title, the way ``lk agent simulate``
+prints its jobs). Scenarios run concurrently, so writes are serialised with a lock and a
+scenario's lines never interleave with another's.
+
+Output passes through a :class:`~lkeval.results.masking.Masker`: the log of a public repository's
+workflow is as public as its PR comments.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol, TextIO
+
+from lkeval.results.gate import format_rate, tally
+from lkeval.publish.github.workflow import command, inert
+from lkeval.results.masking import Masker
+from lkeval.results.wording import (
+    attempt_to_show,
+    failure_reasons,
+    format_transcript,
+    is_repeated,
+    one_line,
+    plain,
+    primary_reason,
+    repeat_summary,
+    seconds,
+)
+from lkeval.results.model import RunResults, ScenarioResult
+
+MARK = {"passed": "✓", "failed": "✗", "error": "!", "skipped": "-"}
+
+
+class Progress(Protocol):
+    """What the engine reports while it runs."""
+
+    def scenario_started(self, scenario_id: str, label: str) -> None:
+        """A scenario's first attempt is starting."""
+
+    def scenario_finished(self, result: ScenarioResult) -> None:
+        """A scenario finished (all its attempts)."""
+
+    def run_finished(self, results: RunResults) -> None:
+        """The whole run finished."""
+
+
+def headline(result: ScenarioResult) -> str:
+    """``✓ label (1.2s)``, plus the repeat count and ``quarantined`` when they apply."""
+    extra = []
+    if is_repeated(result):
+        extra.append(repeat_summary(result) or "")
+    if result.quarantined:
+        extra.append("quarantined")
+    suffix = f", {', '.join(extra)}" if extra else ""
+    mark = MARK.get(result.status, "?")
+    return f"{mark} {one_line(result.label, 120)} ({seconds(result.duration_seconds)}{suffix})"
+
+
+def run_summary(results: RunResults) -> str:
+    """One line with the run's counts, pass rate and duration."""
+    t = tally(results)
+    return (
+        f"{t.total} scenarios: {t.passed} passed, {t.failed} failed, {t.errored} errored, "
+        f"{t.skipped} skipped, {t.quarantined} quarantined; pass rate {format_rate(t.pass_rate)}"
+        f" in {seconds(results.metadata.duration_seconds)}"
+    )
+
+
+class _Writer:
+    def __init__(self, stream: TextIO, masker: Masker | None) -> None:
+        self.stream = stream
+        self.masker = masker if masker is not None else Masker.from_environ()
+        self._lock = threading.Lock()
+
+    def write(self, lines: list[str]) -> None:
+        text = self.masker.mask("".join(line + "\n" for line in lines))
+        with self._lock:
+            self.stream.write(text)
+            self.stream.flush()
+
+
+class TerminalProgress:
+    """One line per finished scenario, with the reason when it did not pass."""
+
+    def __init__(self, stream: TextIO, masker: Masker | None = None) -> None:
+        self._out = _Writer(stream, masker)
+
+    def scenario_started(self, scenario_id: str, label: str) -> None:
+        """Nothing: with scenarios running in parallel, start lines would only add noise."""
+
+    def scenario_finished(self, result: ScenarioResult) -> None:
+        """Print ``✓ label (1.2s)``; a scenario that did not pass gets ``— reason`` appended."""
+        line = headline(result)
+        reason = plain(primary_reason(result)) if result.status != "passed" else ""
+        if reason:
+            line += f" — {one_line(reason, 160)}"
+        self._out.write([line])
+
+    def run_finished(self, results: RunResults) -> None:
+        """Print the counts line."""
+        self._out.write([run_summary(results)])
+
+
+class GitHubProgress:
+    """A collapsed log group per scenario: title line, then transcript and reasons inside."""
+
+    def __init__(self, stream: TextIO, masker: Masker | None = None) -> None:
+        self._out = _Writer(stream, masker)
+
+    def scenario_started(self, scenario_id: str, label: str) -> None:
+        """Nothing: a group opened now would swallow other scenarios' groups."""
+
+    def scenario_finished(self, result: ScenarioResult) -> None:
+        """Print the scenario's group in one write."""
+        lines: list[str] = []
+        reasons = failure_reasons(result) if result.status != "passed" else []
+        if reasons:
+            lines.append("Reasons:")
+            lines.extend(f"  {plain(r)}" for r in reasons)
+        attempt = attempt_to_show(result)
+        if attempt is not None and attempt.transcript:
+            lines.append("Transcript:")
+            lines.extend(f"  {plain(line)}" for line in format_transcript(attempt.transcript))
+        if attempt is not None and result.status == "error" and attempt.log_tail:
+            lines.append("Last log lines:")
+            lines.extend(f"  {plain(line)}" for line in attempt.log_tail[-20:])
+        self._out.write([command("group", headline(result)), *inert(lines), "::endgroup::"])
+
+    def run_finished(self, results: RunResults) -> None:
+        """Print the counts line (outside any group)."""
+        self._out.write([run_summary(results)])
+
+
+def make_progress(stream: TextIO, github: bool, masker: Masker | None = None) -> Progress:
+    """The progress display for where lk-eval runs (``github``: inside GitHub Actions)."""
+    return GitHubProgress(stream, masker) if github else TerminalProgress(stream, masker)

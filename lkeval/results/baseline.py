@@ -1,0 +1,136 @@
+"""Compare a run with a baseline run, scenario by scenario.
+
+LLM-judged evals are never all green, so "any failure blocks the merge" is too blunt for many
+teams: what they want to block is a scenario that *used to pass* and now does not. A baseline
+is simply an earlier results file (usually from the default branch). Scenarios are matched by
+``scenario_id``: the stable ``id`` from the scenario file, or the id lk-eval derives from
+group name + label when the file has none (so renaming a label without an id reads as one
+scenario removed and one new).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from lkeval.results.model import RunResults, ScenarioResult, Status
+
+ChangeKind = Literal["regression", "fixed", "new", "removed", "unchanged"]
+
+_BAD: frozenset[str] = frozenset({"failed", "error"})
+
+
+@dataclass(frozen=True)
+class ScenarioChange:
+    """How one scenario moved between the baseline and the current run."""
+
+    scenario_id: str
+    label: str
+    group_name: str
+    kind: ChangeKind
+    current: Status | None
+    baseline: Status | None
+    current_pass_rate: float | None = None
+    baseline_pass_rate: float | None = None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every scenario of both runs, classified; current order first, then removed ones."""
+
+    changes: tuple[ScenarioChange, ...]
+    baseline_sha: str | None = None
+    baseline_started_at: str = ""
+
+    def _of(self, kind: ChangeKind) -> tuple[ScenarioChange, ...]:
+        return tuple(c for c in self.changes if c.kind == kind)
+
+    @property
+    def regressions(self) -> tuple[ScenarioChange, ...]:
+        """Passed in the baseline, failed or errored now."""
+        return self._of("regression")
+
+    @property
+    def fixed(self) -> tuple[ScenarioChange, ...]:
+        """Failed or errored in the baseline, passes now."""
+        return self._of("fixed")
+
+    @property
+    def new(self) -> tuple[ScenarioChange, ...]:
+        """Not in the baseline."""
+        return self._of("new")
+
+    @property
+    def removed(self) -> tuple[ScenarioChange, ...]:
+        """In the baseline, not in this run."""
+        return self._of("removed")
+
+    @property
+    def unchanged(self) -> tuple[ScenarioChange, ...]:
+        """Everything else (same outcome, or skipped on either side)."""
+        return self._of("unchanged")
+
+    def change_for(self, scenario_id: str) -> ScenarioChange | None:
+        """The change of one current or removed scenario."""
+        for change in self.changes:
+            if change.scenario_id == scenario_id:
+                return change
+        return None
+
+
+def compare(current: RunResults, baseline: RunResults) -> Comparison:
+    """Classify every scenario of ``current`` against ``baseline`` by ``scenario_id``."""
+    before = _by_id(baseline.scenarios)
+    now = _by_id(current.scenarios)
+    changes: list[ScenarioChange] = []
+    for scenario_id, result in now.items():
+        old = before.get(scenario_id)
+        changes.append(
+            ScenarioChange(
+                scenario_id=scenario_id,
+                label=result.label,
+                group_name=result.group_name,
+                kind=_classify(result.status, old.status if old else None),
+                current=result.status,
+                baseline=old.status if old else None,
+                current_pass_rate=result.pass_rate,
+                baseline_pass_rate=old.pass_rate if old else None,
+            )
+        )
+    for scenario_id, old in before.items():
+        if scenario_id not in now:
+            changes.append(
+                ScenarioChange(
+                    scenario_id=scenario_id,
+                    label=old.label,
+                    group_name=old.group_name,
+                    kind="removed",
+                    current=None,
+                    baseline=old.status,
+                    baseline_pass_rate=old.pass_rate,
+                )
+            )
+    return Comparison(
+        changes=tuple(changes),
+        baseline_sha=baseline.metadata.git_sha,
+        baseline_started_at=baseline.metadata.started_at,
+    )
+
+
+def _classify(current: Status, baseline: Status | None) -> ChangeKind:
+    if baseline is None:
+        return "new"
+    if baseline == "passed" and current in _BAD:
+        return "regression"
+    if baseline in _BAD and current == "passed":
+        return "fixed"
+    return "unchanged"
+
+
+def _by_id(scenarios: tuple[ScenarioResult, ...]) -> dict[str, ScenarioResult]:
+    # A duplicated id is a scenario-file mistake the loader reports; here the first one wins
+    # so a comparison is still possible.
+    found: dict[str, ScenarioResult] = {}
+    for scenario in scenarios:
+        found.setdefault(scenario.scenario_id, scenario)
+    return found

@@ -1,0 +1,183 @@
+"""The merge gate: turn a run's results into pass/fail and a process exit code.
+
+The exit code is what a branch protection rule sees, so its meaning is fixed:
+
+* 0 — the gate passed;
+* 1 — the gate failed (scenarios failed, regressed, or the pass rate is too low);
+* 3 — nothing could run: every scenario that was not skipped ended in ``error`` (the agent
+  never booted, the LLM was down). That is a broken setup, not a verdict on the agent, so it
+  is reported as such whatever ``fail_on`` says.
+
+(2 is the CLI's "bad input" code: a malformed scenario or baseline file.)
+
+Quarantined scenarios are reported but never fail the gate: flaky LLM verdicts must not block
+merges, which is the whole point of quarantining them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sized
+from dataclasses import dataclass
+from typing import Literal
+
+from lkeval.results.baseline import Comparison
+from lkeval.results.model import RunResults, ScenarioResult
+
+FailOn = Literal["any", "regression", "never"]
+FAIL_ON_CHOICES: tuple[FailOn, ...] = ("any", "regression", "never")
+
+EXIT_PASSED = 0
+EXIT_FAILED = 1
+EXIT_NOTHING_RAN = 3
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """The gate's decision, its exit code, and the sentences that explain it."""
+
+    passed: bool
+    exit_code: int
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Scenario counts as every report shows them.
+
+    A quarantined scenario counts only as ``quarantined`` (whatever its status) so that the
+    passed/failed/errored numbers are exactly the ones the gate looked at.
+    """
+
+    total: int
+    passed: int
+    failed: int
+    errored: int
+    skipped: int
+    quarantined: int
+
+    @property
+    def counted(self) -> int:
+        """Scenarios that count toward the pass rate (not skipped, not quarantined)."""
+        return self.passed + self.failed + self.errored
+
+    @property
+    def pass_rate(self) -> float | None:
+        """Passed over counted scenarios (None when none counted)."""
+        return self.passed / self.counted if self.counted else None
+
+
+def tally(results: RunResults) -> Tally:
+    """Count the scenarios of a run by the buckets reports and outputs use."""
+    counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "quarantined": 0}
+    for scenario in results.scenarios:
+        counts[bucket(scenario)] += 1
+    return Tally(
+        total=len(results.scenarios),
+        passed=counts["passed"],
+        failed=counts["failed"],
+        errored=counts["error"],
+        skipped=counts["skipped"],
+        quarantined=counts["quarantined"],
+    )
+
+
+def bucket(scenario: ScenarioResult) -> str:
+    """passed / failed / error / skipped / quarantined: where a scenario is counted."""
+    if scenario.status == "skipped":
+        return "skipped"
+    if scenario.quarantined:
+        return "quarantined"
+    return scenario.status
+
+
+def format_rate(rate: float | None) -> str:
+    """A pass rate as a percentage with one decimal (``n/a`` when undefined)."""
+    return "n/a" if rate is None else f"{rate * 100:.1f}%"
+
+
+def evaluate_gate(
+    results: RunResults,
+    comparison: Comparison | None,
+    fail_on: FailOn = "any",
+    min_pass_rate: float | None = None,
+) -> GateOutcome:
+    """Decide the gate. See the module docstring for the exit codes."""
+    ran = [s for s in results.scenarios if s.status != "skipped"]
+    if ran and all(s.status == "error" for s in ran):
+        return GateOutcome(
+            passed=False,
+            exit_code=EXIT_NOTHING_RAN,
+            reasons=(
+                f"nothing could run: all {len(ran)} scenario(s) that were not skipped "
+                "ended in error (agent did not boot, or a dependency is down)",
+            ),
+        )
+
+    if results.scenarios and not ran:
+        # A typo in --tag, or scenarios that need a caller model nobody configured: a gate
+        # that passes on nothing would hide it.
+        return GateOutcome(
+            passed=False,
+            exit_code=EXIT_NOTHING_RAN,
+            reasons=(
+                f"nothing ran: all {len(results.scenarios)} scenario(s) were skipped "
+                f"({results.scenarios[0].reason or 'no reason given'})",
+            ),
+        )
+
+    counted = [s for s in ran if not s.quarantined]
+    bad = [s for s in counted if s.status in ("failed", "error")]
+    failures: list[str] = []
+    notes: list[str] = []
+
+    mode = fail_on
+    if mode == "regression" and comparison is None:
+        notes.append("no baseline given: --fail-on regression acts as --fail-on any")
+        mode = "any"
+
+    if mode == "any" and bad:
+        failures.append(f"{_count(bad)} failed or errored: {_labels(bad)}")
+    elif mode == "regression" and comparison is not None:
+        quarantined = {s.scenario_id for s in results.scenarios if s.quarantined}
+        regressed = [c for c in comparison.regressions if c.scenario_id not in quarantined]
+        if regressed:
+            names = ", ".join(c.label for c in regressed[:5])
+            more = f" and {len(regressed) - 5} more" if len(regressed) > 5 else ""
+            failures.append(f"{_count(regressed)} regressed vs the baseline: {names}{more}")
+        elif bad:
+            notes.append(f"{_count(bad)} failed or errored, none of them a regression")
+    elif mode == "never" and bad:
+        notes.append(f"{_count(bad)} failed or errored (--fail-on never: not blocking)")
+
+    if min_pass_rate is not None:
+        rate = tally(results).pass_rate
+        if rate is None:
+            notes.append("no scenario counted toward the pass rate; --min-pass-rate not applied")
+        elif rate + 1e-9 < min_pass_rate:
+            failures.append(
+                f"pass rate {format_rate(rate)} is below the minimum {format_rate(min_pass_rate)}"
+            )
+
+    flaky = [s for s in ran if s.quarantined and s.status != "passed"]
+    if flaky:
+        notes.append(f"{_count(flaky)} quarantined and not passing (not blocking)")
+
+    if failures:
+        return GateOutcome(False, EXIT_FAILED, tuple(failures + notes))
+    if not counted:
+        notes.insert(0, "no scenario counted toward the gate")
+    elif not bad:
+        notes.insert(0, f"all {_count(counted)} passed")
+    return GateOutcome(True, EXIT_PASSED, tuple(notes))
+
+
+def _count(items: Sized) -> str:
+    n = len(items)
+    return f"{n} scenario" if n == 1 else f"{n} scenarios"
+
+
+def _labels(scenarios: list[ScenarioResult], limit: int = 5) -> str:
+    names = ", ".join(s.label for s in scenarios[:limit])
+    if len(scenarios) > limit:
+        names += f" and {len(scenarios) - limit} more"
+    return names

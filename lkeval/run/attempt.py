@@ -1,0 +1,361 @@
+"""One attempt of one scenario: boot its agent, converse, check, judge, finalize, stop.
+
+Every way an attempt can go wrong ends as an :class:`~lkeval.results.model.Attempt` with a status and
+a reason; nothing here raises to the engine except cancellation (Ctrl-C), and even then the
+agent process is stopped on the way out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from google.protobuf import json_format
+from livekit.protocol import agent_simulation as sim_pb
+
+from lkeval.agents.process import AgentFailure, AgentLaunch, AgentProcess
+from lkeval.run.conversation import AgentEndedSession, Conversation
+from lkeval.run.expectations import IntentJudge, check_turn
+from lkeval.agents.protocol import ProtocolError, SessionConnection
+from lkeval.results.model import Attempt, ExpectationResult, TranscriptItem, Usage, Verdict
+from lkeval.scenarios.model import Scenario
+
+
+class CallerTurnLike(Protocol):
+    """What a simulated caller answers with for one turn."""
+
+    text: str | None
+    ended: bool
+    reason: str
+    usage: Usage
+
+
+class Caller(Protocol):
+    """The simulated user of one attempt."""
+
+    async def next_message(self, transcript: Sequence[TranscriptItem]) -> CallerTurnLike:
+        """The caller's next message, or ``ended`` when it hangs up."""
+        ...
+
+
+class Evaluator(Protocol):
+    """The LLM side of an attempt: the simulated user and the judges (may be absent)."""
+
+    def caller_for(self, scenario: Scenario) -> Caller | None:
+        """A fresh simulated caller for ``scenario``, or None when none is configured."""
+        ...
+
+    def intent_judge(self, usage: dict[str, Usage]) -> IntentJudge | None:
+        """A judge for scripted ``intent:`` checks that adds its tokens to ``usage``."""
+        ...
+
+    async def judge(
+        self, scenario: Scenario, transcript: Sequence[TranscriptItem], usage: dict[str, Usage]
+    ) -> list[Verdict]:
+        """Judge the whole conversation (may be empty when no judge is configured)."""
+        ...
+
+    def passes(self, verdicts: Sequence[Verdict]) -> tuple[bool, str]:
+        """Combine verdicts into pass/fail and a reason."""
+        ...
+
+
+class Slot(Protocol):
+    """The attempt's place in the run's concurrency (:class:`lkeval.run.engine.AgentSlots`)."""
+
+    async def converse(self) -> None:
+        """Wait for a conversation slot (the agent has booted)."""
+        ...
+
+    def release(self) -> None:
+        """Give back what is held (the conversation is over)."""
+        ...
+
+
+class AttemptError(Exception):
+    """An infrastructure fault that makes the attempt an ``error`` result."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Run-wide defaults; a scenario's own limits override them."""
+
+    launch: AgentLaunch
+    logs_dir: Path
+    work_dir: Path
+    boot_timeout: float = 60.0
+    # Above the ~44 s an agent takes to give up on a hanging LLM endpoint.
+    turn_timeout: float = 90.0
+    max_turns: int = 12
+    # A simulated conversation ends when the agent answers this many caller turns in a row
+    # with silence (an empty run_input answer is legal: the agent chose not to speak).
+    max_silent_turns: int = 2
+    stop_grace: float = 5.0
+
+
+def dispatch_json(scenario: Scenario, run_id: str, job_id: str) -> str:
+    """The protojson ``SimulationDispatch`` LiveKit's simulator would attach to the job.
+
+    Userdata travels as a JSON string; a scenario without userdata sends an empty string,
+    not ``"null"`` (some agents crash on ``null``).
+    """
+    proto = sim_pb.SimulationDispatch(
+        simulation_run_id=run_id,
+        job_id=job_id,
+        mode=sim_pb.SimulationMode.SIMULATION_MODE_TEXT,
+        scenario=sim_pb.Scenario(
+            id=scenario.id,
+            label=scenario.label,
+            instructions=scenario.instructions,
+            agent_expectations=scenario.agent_expectations,
+            tags=scenario.tags,
+            userdata=json.dumps(scenario.userdata) if scenario.userdata else "",
+        ),
+    )
+    return json_format.MessageToJson(proto, indent=None)
+
+
+@dataclass
+class _AttemptState:
+    transcript: list[TranscriptItem] = field(default_factory=list)
+    expectations: list[ExpectationResult] = field(default_factory=list)
+    turn_seconds: list[float] = field(default_factory=list)
+    usage: dict[str, Usage] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    end_reason: str = ""
+
+
+class ScenarioAttempt:
+    """Runs one attempt; construct, then ``await run()``."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        settings: RunSettings,
+        evaluator: Evaluator | None,
+        run_id: str,
+        attempt_no: int,
+    ) -> None:
+        self.scenario = scenario
+        self.settings = settings
+        self.evaluator = evaluator
+        self.run_id = run_id
+        self.attempt_no = attempt_no
+        self.job_id = f"{scenario.id}#{attempt_no}"
+        stem = _file_stem(scenario.id) + (f".{attempt_no}" if attempt_no > 1 else "")
+        self.log_path = settings.logs_dir / f"{stem}.log"
+        self.dispatch_path = settings.work_dir / f"{stem}.dispatch.json"
+        self.p = _AttemptState()
+        self.interrupted: Attempt | None = None
+        self.caller: Caller | None = None
+
+    @property
+    def turn_timeout(self) -> float:
+        return self.scenario.limits.turn_timeout or self.settings.turn_timeout
+
+    async def run(self, slot: Slot | None = None) -> Attempt:
+        """Run the attempt to a result; cancellation still stops the agent.
+
+        With a ``slot``, the agent boots first and the conversation waits for its turn, so a
+        boot overlaps other scenarios' conversations instead of queueing behind them.
+        """
+        started = time.monotonic()
+        self.caller = self.evaluator.caller_for(self.scenario) if self.evaluator else None
+        if not self.scenario.turns and self.caller is None:
+            reason = "needs a simulated user: set --caller-model (and --judge-model)"
+            return Attempt(status="skipped", reason=reason)
+        self.dispatch_path.write_text(
+            dispatch_json(self.scenario, self.run_id, self.job_id), encoding="utf-8"
+        )
+        launch = self.settings.launch
+        agent = AgentProcess(launch, self.dispatch_path, self.log_path)
+        conn: SessionConnection | None = None
+        try:
+            boot_timeout = self.scenario.limits.boot_timeout or self.settings.boot_timeout
+            try:
+                conn = await agent.start(boot_timeout)
+            except AgentFailure as exc:
+                return self._attempt("error", exc.reason, started, agent, exc.log_tail)
+            conv = Conversation(conn, agent, self.turn_timeout)
+            if slot is not None:
+                await slot.converse()
+                started = time.monotonic()  # the wait for a slot is not the scenario's time
+            return await self._converse(conv, agent, started)
+        except asyncio.CancelledError:
+            # Ctrl-C / SIGTERM: keep what this attempt saw so far for the partial results.
+            self.interrupted = self._attempt(
+                "error", "interrupted", started, agent, agent.log_tail()
+            )
+            raise
+        finally:
+            if slot is not None:
+                slot.release()
+            if conn is not None:
+                await conn.close()
+            await asyncio.shield(agent.stop(self.settings.stop_grace))
+            with contextlib.suppress(OSError):
+                self.dispatch_path.unlink()
+
+    async def _converse(self, conv: Conversation, agent: AgentProcess, started: float) -> Attempt:
+        p = self.p
+        try:
+            greeting, note = await conv.wait_for_greeting(self.turn_timeout)
+            p.transcript.extend(greeting)
+            if note:
+                p.notes.append(note)
+            await self._scripted_turns(conv)
+            await self._simulated_turns(conv)
+        except AgentEndedSession as exc:
+            p.end_reason = str(exc)
+            remaining = self._unplayed_turns()
+            if remaining:
+                reason = f"{exc} before {remaining} scripted turn(s)"
+                return self._attempt("failed", reason, started, agent, ())
+        except AgentFailure as exc:
+            return self._attempt("error", exc.reason, started, agent, exc.log_tail)
+        except (ProtocolError, AttemptError) as exc:
+            await self._finalize(conv, False, str(exc))
+            return self._attempt("error", str(exc), started, agent, agent.log_tail())
+        return await self._judge_and_finalize(conv, agent, started)
+
+    def _unplayed_turns(self) -> int:
+        played = {i.turn for i in self.p.transcript if i.kind == "message" and i.role == "user"}
+        scripted = [t for t in self.scenario.turns if t.user is not None]
+        return max(0, len(scripted) - len(played))
+
+    async def _scripted_turns(self, conv: Conversation) -> None:
+        p = self.p
+        intent_judge = self.evaluator.intent_judge(p.usage) if self.evaluator else None
+        turn_no = 0
+        for turn in self.scenario.turns:
+            if turn.user is None:  # checks on the greeting
+                items = [i for i in p.transcript if i.turn == 0]
+            else:
+                turn_no += 1
+                items, seconds = await conv.turn(turn_no, turn.user)
+                p.transcript.extend(items)
+                p.turn_seconds.append(seconds)
+            try:
+                p.expectations.extend(await check_turn(turn_no, turn, items, intent_judge))
+            except Exception as exc:  # an intent judge whose LLM failed
+                raise AttemptError(f"turn {turn_no}: intent check failed: {exc}") from exc
+        if self.scenario.turns:
+            p.end_reason = "scripted turns done"
+
+    async def _simulated_turns(self, conv: Conversation) -> None:
+        p = self.p
+        if self.scenario.turns and not self.scenario.then_simulate:
+            return
+        caller = self.caller
+        if caller is None:
+            return
+        max_turns = self.scenario.limits.max_turns or self.settings.max_turns
+        turn_no = sum(1 for t in self.scenario.turns if t.user is not None)
+        silent = 0
+        while True:
+            if turn_no >= max_turns:
+                p.end_reason = f"max turns reached ({max_turns})"
+                return
+            try:
+                said = await caller.next_message(p.transcript)
+            except Exception as exc:
+                raise AttemptError(f"simulated user failed: {exc}") from exc
+            _add_usage(p.usage, "caller", said.usage)
+            if said.text:
+                turn_no += 1
+                items, seconds = await conv.turn(turn_no, said.text)
+                p.transcript.extend(items)
+                p.turn_seconds.append(seconds)
+                replied = any(i.kind == "message" and i.role == "assistant" for i in items)
+                silent = 0 if replied else silent + 1
+                if silent >= self.settings.max_silent_turns:
+                    p.end_reason = f"the agent stayed silent for {silent} turn(s) in a row"
+                    return
+            if said.ended or not said.text:
+                p.end_reason = f"the simulated user ended the call: {said.reason}".rstrip(": ")
+                return
+
+    async def _judge_and_finalize(
+        self, conv: Conversation, agent: AgentProcess, started: float
+    ) -> Attempt:
+        p = self.p
+        verdicts: list[Verdict] = []
+        if p.expectations:
+            failed = [e for e in p.expectations if not e.passed]
+            reason = "; ".join(f"turn {e.turn}: {e.description}: {e.reason}" for e in failed)
+            verdicts.append(Verdict("scripted", "fail" if failed else "pass", reason))
+        if self.evaluator is not None:
+            try:
+                verdicts.extend(await self.evaluator.judge(self.scenario, p.transcript, p.usage))
+            except Exception as exc:
+                await self._finalize(conv, False, f"judge failed: {exc}")
+                return self._attempt("error", f"judge failed: {exc}", started, agent, (), verdicts)
+        ok, reason = self.evaluator.passes(verdicts) if self.evaluator else _all_pass(verdicts)
+        agent_verdict = await self._finalize(conv, ok, reason)
+        usage = await conv.usage()
+        if usage is not None:
+            _add_usage(p.usage, "agent", usage)
+        if agent_verdict is not None:
+            verdicts.append(agent_verdict)
+            if agent_verdict.verdict == "fail":
+                ok = False
+                reason = "; ".join(x for x in (reason, f"agent veto: {agent_verdict.reason}") if x)
+        if not verdicts:
+            reason = "nothing to check: no scripted expectations and no judge configured"
+            return self._attempt("skipped", reason, started, agent, (), verdicts)
+        status = "passed" if ok else "failed"
+        return self._attempt(status, "" if ok else reason, started, agent, (), verdicts)
+
+    async def _finalize(self, conv: Conversation, ok: bool, reason: str) -> Verdict | None:
+        if conv.conn.closed_reason is not None:
+            return None  # the agent hung up or died: nobody left to ask
+        verdict, note = await conv.finalize(ok, reason)
+        if note:
+            self.p.notes.append(note)
+        return verdict
+
+    def _attempt(
+        self,
+        status: str,
+        reason: str,
+        started: float,
+        agent: AgentProcess,
+        log_tail: Sequence[str],
+        verdicts: Sequence[Verdict] = (),
+    ) -> Attempt:
+        p = self.p
+        if p.notes:
+            reason = "; ".join(x for x in (reason, *p.notes) if x)
+        return Attempt(
+            status=status,  # type: ignore[arg-type]
+            reason=reason,
+            transcript=tuple(p.transcript),
+            expectations=tuple(p.expectations),
+            verdicts=tuple(verdicts),
+            end_reason=p.end_reason,
+            boot_seconds=agent.boot_seconds,
+            turn_seconds=tuple(p.turn_seconds),
+            duration_seconds=time.monotonic() - started,
+            log_path=str(self.log_path),
+            log_tail=tuple(log_tail),
+            usage=dict(p.usage),
+        )
+
+
+def _all_pass(verdicts: Sequence[Verdict]) -> tuple[bool, str]:
+    failed = [v for v in verdicts if v.verdict != "pass"]
+    return not failed, "; ".join(f"{v.source}: {v.reason}" for v in failed)
+
+
+def _add_usage(usage: dict[str, Usage], party: str, more: Usage) -> None:
+    usage[party] = usage.get(party, Usage()) + more
+
+
+def _file_stem(scenario_id: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in scenario_id)[:120]

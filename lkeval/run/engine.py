@@ -1,0 +1,253 @@
+"""The engine: runs the selected scenarios, N attempts at once, into scenario results.
+
+It receives its collaborators (settings, evaluator, progress observer) and knows nothing of the
+CLI, the files it came from or the reports that follow. Results come back in scenario order
+whatever the concurrency, and an interrupted run still returns every attempt that finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fnmatch
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from lkeval.results.model import Attempt, ScenarioResult, Status
+from lkeval.scenarios.model import Scenario
+from lkeval.run.attempt import Evaluator, RunSettings, ScenarioAttempt
+
+
+class ProgressObserver(Protocol):
+    """Told when scenarios start and finish (terminal lines, ``::group::`` blocks)."""
+
+    def scenario_started(self, scenario_id: str, label: str) -> None:
+        """A scenario's first attempt is starting."""
+
+    def scenario_finished(self, result: ScenarioResult) -> None:
+        """A scenario has its result."""
+
+
+def default_concurrency() -> int:
+    """Agents boot CPU-bound (~2.5 CPU-s each): more at once than cores only queues them."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which scenarios run. Tag selectors are ``key=value`` (all must hold); patterns are
+    case-insensitive globs on id or label (any may match)."""
+
+    tags: tuple[tuple[str, str], ...] = ()
+    patterns: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        parts = [f"tag {k}={v}" for k, v in self.tags] + [f"match {p!r}" for p in self.patterns]
+        return ", ".join(parts)
+
+    def selects(self, scenario: Scenario) -> bool:
+        if any(scenario.tags.get(k) != v for k, v in self.tags):
+            return False
+        if not self.patterns:
+            return True
+        return any(
+            fnmatch.fnmatchcase(text.lower(), pattern.lower())
+            for pattern in self.patterns
+            for text in (scenario.id, scenario.label)
+        )
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How the suite runs."""
+
+    concurrency: int = field(default_factory=default_concurrency)
+    repeat: int | None = None
+    min_pass: int | None = None
+    quarantine: tuple[tuple[str, str], ...] = ()
+    selection: Selection = Selection()
+
+
+def parse_tag_selector(text: str) -> tuple[str, str]:
+    """``key=value`` → (key, value); raises ValueError with a usable message."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+class AgentSlots:
+    """The run's concurrency: N conversations at once, and up to N more agents booting (or
+    booted and waiting to talk). Boots then overlap conversations instead of queueing behind
+    them, while the number of live agents stays bounded (2N)."""
+
+    def __init__(self, n: int) -> None:
+        self._boot = asyncio.Semaphore(n)
+        self._talk = asyncio.Semaphore(n)
+
+    @contextlib.asynccontextmanager
+    async def attempt(self) -> AsyncIterator[_SlotHandle]:
+        """Hold a boot slot now; the handle trades it for a conversation slot."""
+        await self._boot.acquire()
+        handle = _SlotHandle(self._boot, self._talk)
+        try:
+            yield handle
+        finally:
+            handle.release()
+
+
+class _SlotHandle:
+    def __init__(self, boot: asyncio.Semaphore, talk: asyncio.Semaphore) -> None:
+        self._boot: asyncio.Semaphore | None = boot
+        self._talk_sem = talk
+        self._talk: asyncio.Semaphore | None = None
+
+    async def converse(self) -> None:
+        if self._talk is None and self._boot is not None:
+            await self._talk_sem.acquire()
+            self._talk = self._talk_sem
+            self._boot.release()
+            self._boot = None
+
+    def release(self) -> None:
+        for sem in (self._boot, self._talk):
+            if sem is not None:
+                sem.release()
+        self._boot = self._talk = None
+
+
+class Engine:
+    """Runs scenarios; construct with collaborators, then ``await run(scenarios)``."""
+
+    def __init__(
+        self,
+        settings: RunSettings,
+        evaluator: Evaluator | None,
+        progress: ProgressObserver,
+        options: EngineOptions,
+    ) -> None:
+        self.settings = settings
+        self.evaluator = evaluator
+        self.progress = progress
+        self.options = options
+        self.run_id = f"lkeval-{uuid.uuid4().hex[:12]}"
+        self._attempts: dict[str, list[Attempt | None]] = {}
+        self._started: dict[str, float] = {}
+        self._results: dict[str, ScenarioResult] = {}
+        self._scenarios: list[Scenario] = []
+
+    def plan(self, scenario: Scenario) -> tuple[int, int]:
+        """(repeat, min_pass) for a scenario: its own settings, else the run's, else 1."""
+        repeat = scenario.repeat or self.options.repeat or 1
+        min_pass = scenario.min_pass or self.options.min_pass or repeat
+        return repeat, min(min_pass, repeat)
+
+    def is_quarantined(self, scenario: Scenario) -> bool:
+        return any(scenario.tags.get(k) == v for k, v in self.options.quarantine)
+
+    async def run(self, scenarios: Sequence[Scenario]) -> list[ScenarioResult]:
+        """Run everything selected; unselected scenarios come back as skipped."""
+        self._scenarios = list(scenarios)
+        self.settings.logs_dir.mkdir(parents=True, exist_ok=True)
+        self.settings.work_dir.mkdir(parents=True, exist_ok=True)
+        slots = AgentSlots(max(1, self.options.concurrency))
+        jobs: list[Coroutine[Any, Any, None]] = []
+        for scenario in self._scenarios:
+            if not self.options.selection.selects(scenario):
+                reason = f"not selected ({self.options.selection.describe()})"
+                self._complete(scenario, self._skipped(scenario, reason))
+                continue
+            repeat, _ = self.plan(scenario)
+            self._attempts[scenario.id] = [None] * repeat
+            jobs.extend(self._attempt(scenario, n, slots) for n in range(1, repeat + 1))
+        await asyncio.gather(*jobs)
+        return self.results()
+
+    async def _attempt(self, scenario: Scenario, attempt_no: int, slots: AgentSlots) -> None:
+        async with slots.attempt() as slot:
+            if scenario.id not in self._started:
+                self._started[scenario.id] = time.monotonic()
+                self.progress.scenario_started(scenario.id, scenario.label)
+            runner = ScenarioAttempt(
+                scenario, self.settings, self.evaluator, self.run_id, attempt_no
+            )
+            try:
+                attempt = await runner.run(slot)
+            except asyncio.CancelledError:
+                if runner.interrupted is not None:  # kept for results(interrupted=True)
+                    self._attempts[scenario.id][attempt_no - 1] = runner.interrupted
+                raise
+        attempts = self._attempts[scenario.id]
+        attempts[attempt_no - 1] = attempt
+        if all(a is not None for a in attempts):
+            self._complete(scenario, self._combine(scenario, [a for a in attempts if a]))
+
+    def _complete(self, scenario: Scenario, result: ScenarioResult) -> None:
+        self._results[scenario.id] = result
+        self.progress.scenario_finished(result)
+
+    def results(self, interrupted: bool = False) -> list[ScenarioResult]:
+        """Results in scenario order; with ``interrupted``, unfinished ones say so and keep
+        every attempt that finished or was cut short (with what it saw)."""
+        out = []
+        for scenario in self._scenarios:
+            if scenario.id in self._results:
+                out.append(self._results[scenario.id])
+            elif interrupted:
+                kept = [a for a in self._attempts.get(scenario.id, []) if a is not None]
+                finished = sum(1 for a in kept if a.reason != "interrupted")
+                planned = len(self._attempts.get(scenario.id, [])) or 1
+                reason = f"interrupted: {finished}/{planned} attempt(s) finished"
+                out.append(self._scenario_result(scenario, "error", reason, kept))
+        return out
+
+    def _combine(self, scenario: Scenario, attempts: list[Attempt]) -> ScenarioResult:
+        _, min_pass = self.plan(scenario)
+        ran = [a for a in attempts if a.status != "skipped"]
+        passes = sum(1 for a in ran if a.status == "passed")
+        status: Status
+        if not ran:
+            status, reason = "skipped", attempts[0].reason if attempts else ""
+        elif passes >= min_pass:
+            status, reason = "passed", ""
+        else:
+            failures = [a for a in ran if a.status == "failed"]
+            status = "failed" if failures else "error"
+            first = (failures or [a for a in ran if a.status == "error"])[0]
+            reason = first.reason
+            if len(attempts) > 1:
+                reason = f"{passes}/{len(ran)} runs passed, needs {min_pass}: {reason}"
+        return self._scenario_result(scenario, status, reason, attempts, min_pass)
+
+    def _skipped(self, scenario: Scenario, reason: str) -> ScenarioResult:
+        return self._scenario_result(scenario, "skipped", reason, [])
+
+    def _scenario_result(
+        self,
+        scenario: Scenario,
+        status: Status,
+        reason: str,
+        attempts: list[Attempt],
+        min_pass: int | None = None,
+    ) -> ScenarioResult:
+        started = self._started.get(scenario.id)
+        return ScenarioResult(
+            scenario_id=scenario.id,
+            label=scenario.label,
+            group_id=scenario.group_id,
+            group_name=scenario.group_name,
+            file=scenario.file,
+            line=scenario.line,
+            status=status,
+            reason=reason,
+            id_derived=scenario.id_derived,
+            tags=dict(scenario.tags),
+            attempts=tuple(attempts),
+            min_pass=min_pass if min_pass is not None else self.plan(scenario)[1],
+            quarantined=self.is_quarantined(scenario),
+            duration_seconds=(time.monotonic() - started) if started is not None else 0.0,
+        )

@@ -1,0 +1,427 @@
+"""Load and validate LiveKit ``scenarios.yaml`` files into :mod:`lkeval.scenarios.model` objects.
+
+Scenario files are the input users get wrong most often, so nothing here raises on bad input:
+every problem of a file becomes a :class:`Diagnostic` naming file, line, column and field
+(``scenarios[3].turns[0].expect[1].function_call.name``), and all of them are returned at
+once so a user fixes a file in one round trip. The YAML is parsed with ``yaml.compose`` rather
+than ``yaml.safe_load`` because only the node tree keeps the line of every value.
+
+LiveKit's keys load exactly as ``lk agent simulate`` reads them, and unknown keys next to them
+are warnings (``lk`` ignores them too). lk-eval's own grammar under ``turns:`` is strict; see
+:mod:`lkeval.scenarios.turns`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from lkeval.llm.config import BUILTIN_JUDGES
+from lkeval.scenarios.model import Limits, Scenario, ScenarioGroup, derive_id
+from lkeval.scenarios.turns import parse_turns
+from lkeval.scenarios.yaml_nodes import (
+    STR_TAG,
+    Diagnostic,
+    FileProblems,
+    Severity,
+    check_keys,
+    describe,
+    is_null,
+    line_of,
+    mapping_entries,
+    read_bool,
+    read_document,
+    read_positive_int,
+    read_positive_number,
+    read_str,
+    suggestion,
+    to_plain,
+)
+
+__all__ = [
+    "GROUP_KEYS",
+    "JUDGE_NAMES",
+    "SCENARIO_KEYS",
+    "SCHEMA_PATH",
+    "Diagnostic",
+    "ScenarioFileError",
+    "Severity",
+    "load_or_raise",
+    "load_scenario_file",
+    "load_scenario_files",
+    "summarize",
+]
+
+StrPath = str | PathLike[str]
+
+SCHEMA_PATH = Path(__file__).parent / "schema" / "scenarios.schema.json"
+GROUP_KEYS = ("id", "name", "scenarios")
+LIVEKIT_SCENARIO_KEYS = ("id", "label", "instructions", "agent_expectations", "tags", "userdata")
+LKEVAL_SCENARIO_KEYS = (
+    "turns",
+    "boot_timeout",
+    "turn_timeout",
+    "max_turns",
+    "repeat",
+    "min_pass",
+    "judges",
+    "then_simulate",
+)
+SCENARIO_KEYS = LIVEKIT_SCENARIO_KEYS + LKEVAL_SCENARIO_KEYS
+# The built-in judges of livekit.agents.evals, the vocabulary users already know.
+JUDGE_NAMES = BUILTIN_JUDGES
+
+
+class ScenarioFileError(Exception):
+    """Scenario files with at least one error; holds every diagnostic (warnings too)."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
+        self.diagnostics = list(diagnostics)
+        errors = sum(1 for d in self.diagnostics if d.is_error)
+        lines = [f"{errors} error(s) in scenario files:", *(str(d) for d in self.diagnostics)]
+        super().__init__("\n".join(lines))
+
+
+@dataclass(frozen=True)
+class _IdSite:
+    """Where a scenario's id comes from, for duplicate reports that name both places."""
+
+    scenario_id: str
+    derived: bool
+    file: str
+    node: Node
+    field: str
+
+
+def load_scenario_file(path: StrPath) -> tuple[ScenarioGroup, list[Diagnostic]]:
+    """Load one file: the scenarios that could be built, and every problem found.
+
+    Any diagnostic with severity "error" means the file must not be run.
+    """
+    group, diagnostics, sites = _load(path)
+    diagnostics += _duplicate_ids(sites, {})
+    return group, _sorted(diagnostics)
+
+
+def load_scenario_files(paths: Iterable[StrPath]) -> tuple[list[ScenarioGroup], list[Diagnostic]]:
+    """Load several files; scenario ids must be unique across all of them (results key on them)."""
+    groups: list[ScenarioGroup] = []
+    diagnostics: list[Diagnostic] = []
+    seen_files: dict[Path, str] = {}
+    seen_ids: dict[str, _IdSite] = {}
+    for path in paths:
+        resolved = Path(path).resolve()
+        if resolved in seen_files:
+            diagnostics.append(
+                Diagnostic(
+                    str(path),
+                    None,
+                    None,
+                    "",
+                    f"same file as {seen_files[resolved]}; loaded once",
+                    "warning",
+                )
+            )
+            continue
+        seen_files[resolved] = str(path)
+        group, file_diagnostics, sites = _load(path)
+        groups.append(group)
+        diagnostics += _sorted(file_diagnostics + _duplicate_ids(sites, seen_ids))
+    return groups, diagnostics
+
+
+def load_or_raise(paths: Iterable[StrPath]) -> tuple[list[ScenarioGroup], list[Diagnostic]]:
+    """Load files for a run: the groups and the warnings, or :class:`ScenarioFileError`."""
+    groups, diagnostics = load_scenario_files(paths)
+    if any(d.is_error for d in diagnostics):
+        raise ScenarioFileError(diagnostics)
+    return groups, diagnostics
+
+
+def _sorted(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    return sorted(diagnostics, key=lambda d: (d.line or 0, d.column or 0))
+
+
+def _load(path: StrPath) -> tuple[ScenarioGroup, list[Diagnostic], list[_IdSite]]:
+    file = str(path)
+    problems = FileProblems(file)
+    empty = ScenarioGroup(file=file, id="", name=Path(path).stem, scenarios=())
+    root = read_document(Path(path), problems)
+    if root is None:
+        return empty, problems.diagnostics, []
+    if not isinstance(root, MappingNode):
+        hint = ""
+        if isinstance(root, SequenceNode):
+            hint = "; put the list under 'scenarios:'"
+        problems.error(
+            root,
+            "",
+            f"the file must be a mapping with a 'scenarios:' list, got {describe(root)}{hint}",
+        )
+        return empty, problems.diagnostics, []
+    group, sites = _parse_group(root, file, problems)
+    return group, problems.diagnostics, sites
+
+
+def _parse_group(
+    root: MappingNode, file: str, problems: FileProblems
+) -> tuple[ScenarioGroup, list[_IdSite]]:
+    entries = mapping_entries(root, "", problems)
+    check_keys(entries, GROUP_KEYS, "", problems, strict=False)
+    group_id = _optional_str(entries, "id", "id", problems) or ""
+    name = _optional_str(entries, "name", "name", problems) or Path(file).stem
+    scenarios: list[Scenario] = []
+    sites: list[_IdSite] = []
+    if "scenarios" not in entries:
+        problems.error(root, "scenarios", "missing required field (a list of scenarios)")
+    else:
+        node = entries["scenarios"][1]
+        if is_null(node) or (isinstance(node, SequenceNode) and not node.value):
+            problems.warning(node, "scenarios", "no scenarios in this file")
+        elif not isinstance(node, SequenceNode):
+            problems.error(node, "scenarios", f"must be a list of scenarios, got {describe(node)}")
+        else:
+            for index, item in enumerate(node.value):
+                built = _parse_scenario(item, f"scenarios[{index}]", file, group_id, name, problems)
+                if built is not None:
+                    scenarios.append(built[0])
+                    sites.append(built[1])
+    group = ScenarioGroup(file=file, id=group_id, name=name, scenarios=tuple(scenarios))
+    return group, sites
+
+
+def _optional_str(
+    entries: dict[str, tuple[Node, Node]], key: str, path: str, problems: FileProblems
+) -> str | None:
+    if key not in entries or is_null(entries[key][1]):
+        return None
+    return read_str(entries[key][1], path, problems, non_empty=key in ("id", "name"))
+
+
+def _parse_scenario(
+    node: Node, path: str, file: str, group_id: str, group_name: str, problems: FileProblems
+) -> tuple[Scenario, _IdSite] | None:
+    if not isinstance(node, MappingNode):
+        problems.error(
+            node, path, f"a scenario must be a mapping with 'label:', got {describe(node)}"
+        )
+        return None
+    entries = mapping_entries(node, path, problems)
+    check_keys(entries, SCENARIO_KEYS, path, problems, strict=False)
+    label = None
+    if "label" not in entries or is_null(entries["label"][1]):
+        problems.error(node, f"{path}.label", "missing required field")
+    else:
+        label = read_str(entries["label"][1], f"{path}.label", problems, non_empty=True)
+    explicit_id = _optional_str(entries, "id", f"{path}.id", problems)
+    instructions = _optional_str(entries, "instructions", f"{path}.instructions", problems) or ""
+    expectations = _optional_str(
+        entries, "agent_expectations", f"{path}.agent_expectations", problems
+    )
+    tags = _parse_tags(entries.get("tags"), f"{path}.tags", problems)
+    userdata = _parse_userdata(entries.get("userdata"), f"{path}.userdata", problems)
+    turns = parse_turns(_value(entries, "turns"), f"{path}.turns", problems)
+    if not turns and not instructions.strip():
+        problems.warning(
+            node, path, "neither 'turns' nor 'instructions': the simulated user has no script"
+        )
+    limits = Limits(
+        boot_timeout=_number(entries, "boot_timeout", path, problems),
+        turn_timeout=_number(entries, "turn_timeout", path, problems),
+        max_turns=_count(entries, "max_turns", path, problems),
+    )
+    repeat = _count(entries, "repeat", path, problems)
+    min_pass = _count(entries, "min_pass", path, problems)
+    if repeat is not None and min_pass is not None and min_pass > repeat:
+        problems.error(
+            entries["min_pass"][1], f"{path}.min_pass", f"must not exceed repeat ({repeat})"
+        )
+    judges = _parse_judges(_value(entries, "judges"), f"{path}.judges", problems)
+    then_node = _value(entries, "then_simulate")
+    then_simulate = bool(then_node and read_bool(then_node, f"{path}.then_simulate", problems))
+    if then_simulate and not instructions.strip():
+        problems.error(
+            then_node or node,
+            f"{path}.then_simulate",
+            "needs 'instructions' for the simulated user to carry on from",
+        )
+    if label is None:
+        return None
+    scenario_id = explicit_id or derive_id(group_name, label)
+    scenario = Scenario(
+        label=label,
+        instructions=instructions,
+        agent_expectations=expectations or "",
+        file=file,
+        line=line_of(node),
+        group_id=group_id,
+        group_name=group_name,
+        id=scenario_id,
+        id_derived=explicit_id is None,
+        tags=tags,
+        userdata=userdata,
+        turns=turns,
+        limits=limits,
+        repeat=repeat,
+        min_pass=min_pass,
+        judges=judges,
+        then_simulate=then_simulate,
+    )
+    if explicit_id is not None:
+        site = _IdSite(scenario_id, False, file, entries["id"][1], f"{path}.id")
+    else:
+        site = _IdSite(scenario_id, True, file, entries["label"][1], f"{path}.label")
+    return scenario, site
+
+
+def _value(entries: dict[str, tuple[Node, Node]], key: str) -> Node | None:
+    return entries[key][1] if key in entries else None
+
+
+def _number(
+    entries: dict[str, tuple[Node, Node]], key: str, path: str, problems: FileProblems
+) -> float | None:
+    node = _value(entries, key)
+    if node is None or is_null(node):
+        return None
+    return read_positive_number(node, f"{path}.{key}", problems)
+
+
+def _count(
+    entries: dict[str, tuple[Node, Node]], key: str, path: str, problems: FileProblems
+) -> int | None:
+    node = _value(entries, key)
+    if node is None or is_null(node):
+        return None
+    return read_positive_int(node, f"{path}.{key}", problems)
+
+
+def _parse_tags(
+    entry: tuple[Node, Node] | None, path: str, problems: FileProblems
+) -> dict[str, str]:
+    """Tags are string → string in LiveKit's proto; plain numbers and booleans are converted."""
+    if entry is None or is_null(entry[1]):
+        return {}
+    node = entry[1]
+    if not isinstance(node, MappingNode):
+        problems.error(node, path, f"must be a mapping of names to strings, got {describe(node)}")
+        return {}
+    tags: dict[str, str] = {}
+    for key, (_, value) in mapping_entries(node, path, problems).items():
+        tag_path = f"{path}.{key}"
+        if not isinstance(value, ScalarNode):
+            problems.error(value, tag_path, f"must be a string, got {describe(value)}")
+        elif is_null(value):
+            problems.warning(value, tag_path, "has no value; using an empty string")
+            tags[key] = ""
+        else:
+            if value.tag != STR_TAG:
+                problems.warning(
+                    value,
+                    tag_path,
+                    f"LiveKit tags are strings; read {describe(value)} as '{value.value}'"
+                    " (quote it)",
+                )
+            tags[key] = str(value.value)
+    return tags
+
+
+def _parse_userdata(
+    entry: tuple[Node, Node] | None, path: str, problems: FileProblems
+) -> dict[str, Any] | None:
+    """userdata reaches the agent as JSON, so it must be a mapping of JSON-able values."""
+    if entry is None or is_null(entry[1]):
+        return None
+    node = entry[1]
+    if not isinstance(node, MappingNode):
+        problems.error(node, path, f"must be a mapping, got {describe(node)}")
+        return None
+    data: dict[str, Any] = to_plain(node, path, problems)
+    return data
+
+
+def _parse_judges(node: Node | None, path: str, problems: FileProblems) -> tuple[str, ...]:
+    if node is None or is_null(node):
+        return ()
+    if not isinstance(node, SequenceNode):
+        problems.error(
+            node, path, f"must be a list of judge names, e.g. [accuracy], got {describe(node)}"
+        )
+        return ()
+    judges: list[str] = []
+    for index, item in enumerate(node.value):
+        name = read_str(item, f"{path}[{index}]", problems, non_empty=True)
+        if name is None:
+            continue
+        if name not in JUDGE_NAMES:
+            problems.error(
+                item,
+                f"{path}[{index}]",
+                f"unknown judge '{name}'{suggestion(name, JUDGE_NAMES)}; "
+                f"known: {', '.join(JUDGE_NAMES)}",
+            )
+        elif name in judges:
+            problems.warning(item, f"{path}[{index}]", f"judge '{name}' listed twice")
+        else:
+            judges.append(name)
+    return tuple(judges)
+
+
+def _duplicate_ids(sites: list[_IdSite], seen: dict[str, _IdSite]) -> list[Diagnostic]:
+    """Every scenario id must be unique: results, baselines and shards are keyed on it."""
+    found = []
+    for site in sites:
+        first = seen.setdefault(site.scenario_id, site)
+        if first is site:
+            continue
+        where = f"{first.file}:{line_of(first.node)}"
+        if site.derived and first.derived:
+            message = (
+                f"same group name and label as the scenario at {where}, so both get the id "
+                f"'{site.scenario_id}'; add a unique 'id:' to one of them"
+            )
+        elif site.derived:
+            message = (
+                f"derived id '{site.scenario_id}' is already used at {where}; add a unique 'id:'"
+            )
+        else:
+            message = f"duplicate scenario id '{site.scenario_id}' (also at {where})"
+        mark = site.node.start_mark
+        found.append(Diagnostic(site.file, mark.line + 1, mark.column + 1, site.field, message))
+    return found
+
+
+def summarize(groups: Sequence[ScenarioGroup], diagnostics: Sequence[Diagnostic] = ()) -> str:
+    """What ``lkeval validate`` prints: one short paragraph per file, then ``OK``."""
+    lines: list[str] = []
+    for group in groups:
+        scripted = [s for s in group.scenarios if s.turns]
+        turns = sum(len(s.turns) for s in scripted)
+        checks = sum(len(t.expect) for s in scripted for t in s.turns)
+        derived = sum(1 for s in group.scenarios if s.id_derived)
+        title = f"{group.name} ({group.id})" if group.id else group.name
+        lines.append(f"{group.file}: {title}")
+        lines.append(
+            f"  {_plural(len(group.scenarios), 'scenario')}: {len(scripted)} scripted "
+            f"({_plural(turns, 'turn')}, {_plural(checks, 'expectation')}), "
+            f"{len(group.scenarios) - len(scripted)} simulated user only"
+        )
+        if derived:
+            lines.append(f"  {derived} without 'id:' (ids derived from group name and label)")
+    total = sum(len(g.scenarios) for g in groups)
+    warnings = sum(1 for d in diagnostics if not d.is_error)
+    errors = len(diagnostics) - warnings
+    verdict = "FAILED" if errors else "OK"
+    tail = f", {_plural(errors, 'error')}" if errors else ""
+    tail += f", {_plural(warnings, 'warning')}" if warnings else ""
+    lines.append(f"{verdict}: {_plural(len(groups), 'file')}, {_plural(total, 'scenario')}{tail}")
+    return "\n".join(lines)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"

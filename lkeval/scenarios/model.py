@@ -1,0 +1,149 @@
+"""The scenario model: what a LiveKit ``scenarios.yaml`` holds, plus lk-eval's scripted turns.
+
+Loading and validation live in :mod:`lkeval.scenarios.loader`; this module is only the data, so
+the engine, the reporters and the tests share one vocabulary.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ExpectationKind = Literal[
+    "message",
+    "function_call",
+    "function_call_output",
+    "handoff",
+    "skip",
+    "no_more_events",
+]
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """One check on the events of a turn, modelled on LiveKit's ``RunResult.expect`` API.
+
+    Sequential by default: each expectation consumes the next event of the turn (user
+    messages excluded). ``anywhere=True`` (written ``contains:`` in YAML) searches all events
+    of the turn without moving the cursor.
+    """
+
+    kind: ExpectationKind
+    line: int
+    anywhere: bool = False
+    # message
+    role: str = "assistant"
+    contains: tuple[str, ...] = ()
+    matches: str | None = None
+    intent: str | None = None
+    # function_call / function_call_output
+    name: str | None = None
+    arguments: dict[str, Any] | None = None
+    output: str | None = None
+    output_contains: str | None = None
+    is_error: bool | None = None
+    # handoff
+    to: str | None = None
+    # skip
+    count: int = 1
+
+    def describe(self) -> str:
+        """A short human description, used in results and reports."""
+        prefix = "somewhere: " if self.anywhere else ""
+        if self.kind == "message":
+            parts = [f"{self.role} message"]
+            if self.contains:
+                parts.append("containing " + ", ".join(repr(c) for c in self.contains))
+            if self.matches:
+                parts.append(f"matching /{self.matches}/")
+            if self.intent:
+                parts.append(f"judged as: {self.intent}")
+            return prefix + " ".join(parts)
+        if self.kind == "function_call":
+            args = f" with {self.arguments}" if self.arguments else ""
+            return f"{prefix}call {self.name or 'any function'}{args}"
+        if self.kind == "function_call_output":
+            parts = [f"output of {self.name or 'a function'}"]
+            if self.is_error is not None:
+                parts.append("that is an error" if self.is_error else "that is not an error")
+            if self.output is not None:
+                parts.append(f"equal to {self.output!r}")
+            if self.output_contains is not None:
+                parts.append(f"containing {self.output_contains!r}")
+            return prefix + " ".join(parts)
+        if self.kind == "handoff":
+            return f"{prefix}handoff to {self.to or 'any agent'}"
+        if self.kind == "skip":
+            return f"skip {self.count} event(s)"
+        return "no more events"
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A scripted user turn. ``user`` is None only for turn 0: checks on the greeting."""
+
+    user: str | None
+    expect: tuple[Expectation, ...]
+    line: int
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-scenario limits in seconds / turns; None means "use the run's default"."""
+
+    boot_timeout: float | None = None
+    turn_timeout: float | None = None
+    max_turns: int | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario of a LiveKit scenario group, with lk-eval's optional additions."""
+
+    label: str
+    instructions: str
+    agent_expectations: str
+    file: str
+    line: int
+    group_id: str
+    group_name: str
+    id: str
+    id_derived: bool
+    tags: dict[str, str] = field(default_factory=dict)
+    userdata: dict[str, Any] | None = None
+    turns: tuple[Turn, ...] = ()
+    limits: Limits = Limits()
+    repeat: int | None = None
+    min_pass: int | None = None
+    judges: tuple[str, ...] = ()
+    # After the scripted turns, the simulated user carries on from ``instructions``.
+    then_simulate: bool = False
+
+    @property
+    def key(self) -> str:
+        """The key results are matched on across runs (baselines, shards, merges)."""
+        return self.id
+
+
+@dataclass(frozen=True)
+class ScenarioGroup:
+    """One scenarios.yaml file."""
+
+    file: str
+    id: str
+    name: str
+    scenarios: tuple[Scenario, ...]
+
+
+def derive_id(group_name: str, label: str) -> str:
+    """A stable id for a scenario written without one: slug of group name and label.
+
+    Stable across runs and machines as long as the group name and label stay the same,
+    which is what baselines and shards key on.
+    """
+
+    def slug(text: str) -> str:
+        return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+    return f"{slug(group_name) or 'scenarios'}/{slug(label)}"
