@@ -30,6 +30,14 @@ TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 MERGE_TAG = "tag:yaml.org,2002:merge"
 TAB_MESSAGE = "tab character in indentation; YAML allows only spaces"
 
+# Parsing is bounded, because a scenario file can come from a pull request: a 462-byte alias
+# bomb once grew lk-eval to 3.4 GB. Real files (100 scenarios, long block scalars, userdata
+# with SQL) are a few hundred KB, use a handful of anchors and nest about ten levels deep.
+MAX_FILE_BYTES = 10 * 1024 * 1024
+MAX_ALIASES = 1_000  # references to anchors in one file
+MAX_ALIAS_VALUES = 100_000  # values that aliases add once expanded
+MAX_DEPTH = 100  # nesting of lists and mappings
+
 # One constructor is enough: its scalar methods are pure functions of the node.
 _SCALARS = yaml.constructor.SafeConstructor()
 
@@ -102,7 +110,8 @@ def read_document(path: Path, problems: FileProblems) -> Node | None:
 
 def _read_text(path: Path, problems: FileProblems) -> str | None:
     try:
-        data = path.read_bytes()
+        with path.open("rb") as file:  # read at most one byte over the limit (a FIFO never ends)
+            data = file.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         problems.at(None, "file not found")
         return None
@@ -114,6 +123,13 @@ def _read_text(path: Path, problems: FileProblems) -> str | None:
         return None
     except OSError as exc:
         problems.at(None, f"file not readable: {exc.strerror or exc}")
+        return None
+    if len(data) > MAX_FILE_BYTES:
+        problems.at(
+            None,
+            f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; "
+            "split it into several scenario files",
+        )
         return None
     data = data.removeprefix(codecs.BOM_UTF8)
     try:
@@ -136,9 +152,85 @@ def _compose(text: str, problems: FileProblems) -> Node | None:
         except yaml.YAMLError as exc:
             _report_yaml_error(exc, text, problems)
             return None
+        except RecursionError:
+            problems.at(None, f"nested more than {MAX_DEPTH} levels deep")
+            return None
     if root is None:
         problems.at(1, "file is empty; expected a mapping with a 'scenarios:' list")
-    return root
+        return None
+    return root if _bounded(root, problems) else None
+
+
+def _children(node: Node) -> list[tuple[str, Node]]:
+    """A node's direct values with the field suffix each adds (``.key`` or ``[i]``)."""
+    if isinstance(node, SequenceNode):
+        return [(f"[{i}]", item) for i, item in enumerate(node.value)]
+    if isinstance(node, MappingNode):
+        out: list[tuple[str, Node]] = []
+        for key, value in node.value:
+            name = f".{key.value}" if isinstance(key, ScalarNode) else ".?"
+            out += [("", key), (name, value)]
+        return out
+    return []
+
+
+def _bounded(root: Node, problems: FileProblems) -> bool:
+    """Refuse a document whose aliases would expand it out of bounds, before anything does.
+
+    ``yaml.compose`` keeps an alias as a second reference to its anchor's node, so the tree
+    stays small; it is every later reader (``to_plain``, the agent's JSON) that would expand
+    it. The expanded size is counted here over unique nodes only, so a bomb costs nothing.
+    """
+    sizes: dict[int, int] = {}
+    refs: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    aliases = 0
+    stack: list[tuple[Node, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        key = id(node)
+        if done:
+            open_nodes.discard(key)
+            sizes[key] = 1 + sum(sizes.get(id(c), 0) for _, c in _children(node))
+            continue
+        refs[key] = refs.get(key, 0) + 1
+        if key in sizes or key in open_nodes:  # a second reference: an alias (or a cycle)
+            aliases += 1
+            continue
+        if depth > MAX_DEPTH:
+            problems.error(node, "", f"nested more than {MAX_DEPTH} levels deep")
+            return False
+        open_nodes.add(key)
+        stack.append((node, depth, True))
+        stack.extend((c, depth + 1, False) for _, c in reversed(_children(node)))
+    added = sizes[id(root)] - len(sizes)
+    if aliases > MAX_ALIASES:
+        problems.error(root, "", f"{aliases} YAML aliases; at most {MAX_ALIASES} are allowed")
+        return False
+    if added > MAX_ALIAS_VALUES:
+        node, path = _where_it_expands(root, sizes, refs)
+        problems.error(
+            node,
+            path,
+            f"YAML aliases expand this value to {sizes[id(node)]} values; at most "
+            f"{MAX_ALIAS_VALUES} may come from aliases in a file (an alias bomb?)",
+        )
+        return False
+    return True
+
+
+def _where_it_expands(root: Node, sizes: dict[int, int], refs: dict[int, int]) -> tuple[Node, str]:
+    """The value to name in the error: follow the largest unshared value down from the root
+    to where the shared (aliased) ones begin."""
+    node, path = root, ""
+    while True:
+        children = _children(node)
+        if not children:
+            return node, path
+        suffix, child = max(children, key=lambda c: sizes.get(id(c[1]), 0))
+        if refs.get(id(child), 0) > 1 or sizes.get(id(child), 0) <= MAX_ALIAS_VALUES:
+            return node, path
+        node, path = child, (path + suffix).lstrip(".")
 
 
 def _report_yaml_error(exc: yaml.YAMLError, text: str, problems: FileProblems) -> None:
