@@ -28,7 +28,7 @@ def srv() -> Iterator[LLMServer]:
 def spec_for(server: LLMServer, **overrides: Any) -> LLMSpec:
     flags = {"caller_model": "lkeval-scripted", "caller_base_url": server.base_url}
     spec = resolve_llm_spec("caller", flags, environ={})
-    return replace(spec, **{"retry_delay": 0.01, "retry_max_delay": 0.05, **overrides})
+    return replace(spec, **{"retry_delay": 0.01, **overrides})
 
 
 def play(spec: LLMSpec, transcripts: list[list[TranscriptItem]]) -> list[CallerTurn]:

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 import pytest
 from livekit.agents.llm import LLM
 
+from lkeval.llm.client import LLMError
+from lkeval.llm.config import LLMSpec, build_llm, resolve_llm_spec
 from lkeval.llm.judge import (
     JudgeError,
     combine_verdicts,
@@ -24,8 +26,6 @@ from lkeval.llm.judge import (
     render_transcript,
     run_builtin_judges,
 )
-from lkeval.llm.client import LLMError
-from lkeval.llm.config import LLMSpec, build_llm, resolve_llm_spec
 from lkeval.results.model import TranscriptItem, Usage, Verdict
 from lkeval.testing.llm_server import LLMServer
 
@@ -73,7 +73,7 @@ def srv() -> Iterator[LLMServer]:
 def spec_for(server: LLMServer, **overrides: Any) -> LLMSpec:
     flags = {"judge_model": "lkeval-scripted", "judge_base_url": server.base_url}
     spec = resolve_llm_spec("judge", flags, environ={})
-    fast = {"retry_delay": 0.01, "retry_max_delay": 0.05, "timeout": 5.0}
+    fast = {"retry_delay": 0.01, "timeout": 5.0}
     return replace(spec, **{**fast, **overrides})
 
 
@@ -135,14 +135,14 @@ def test_usage_is_priced_when_the_price_is_known(srv: LLMServer) -> None:
     assert usage.cost_usd == pytest.approx(expected)
 
 
-def test_a_429_is_retried_after_the_servers_retry_after(srv: LLMServer) -> None:
-    srv.set_rules([{"status": 429, "times": 2}, verdict_rule("pass")])
+def test_a_429_is_retried_by_the_sdk_after_the_servers_retry_after(srv: LLMServer) -> None:
+    srv.set_rules([{"status": 429, "times": 2, "retry_after": 1.2}, verdict_rule("pass")])
     start = time.monotonic()
-    # a 30 s backoff would time the test out: the server's "Retry-After: 0" must win
-    verdict, _ = judge(spec_for(srv, retry_delay=30.0, retry_max_delay=30.0))
+    verdict, _ = judge(spec_for(srv))
     assert verdict.verdict == "pass"
     assert len(srv.requests) == 3
-    assert time.monotonic() - start < 5
+    # the SDK's own backoff would wait 0.5 s and 1 s at most: only Retry-After explains 2.4 s
+    assert time.monotonic() - start >= 2.4
 
 
 def test_a_refused_connection_is_retried_then_reported() -> None:
@@ -153,7 +153,7 @@ def test_a_refused_connection_is_retried_then_reported() -> None:
 
 
 def test_a_persistent_500_becomes_llm_error_after_the_retries(srv: LLMServer) -> None:
-    srv.set_rules([{"status": 500, "text": "upstream exploded"}])
+    srv.set_rules([{"status": 500, "text": "upstream exploded", "retry_after": 0.01}])
     start = time.monotonic()
     with pytest.raises(LLMError) as info:
         judge(spec_for(srv, max_retries=3))
@@ -348,3 +348,22 @@ def test_combine_verdicts_is_an_and_with_maybe_as_fail_by_default() -> None:
     assert not passed and reason == "agent: fail — state not reached"
     passed, reason = combine_verdicts([maybe, veto])
     assert reason == "judge:safety: maybe — unclear; agent: fail — state not reached"
+
+
+def test_judge_and_caller_replies_are_capped_so_a_rambling_model_ends(srv: LLMServer) -> None:
+    # ramble: without max_tokens the server streams filler until the client hangs up
+    srv.set_rules([{"ramble": True, "text": "Let me think"}])
+    with pytest.raises(JudgeError, match="did not call submit_verdict"):
+        judge(spec_for(srv, timeout=30.0))
+    body = srv.requests[0].body
+    assert body["max_tokens"] == 1500 and "max_completion_tokens" not in body
+
+
+def test_an_error_inside_a_200_stream_is_an_llm_error_tried_once(srv: LLMServer) -> None:
+    srv.set_rules([{"stream_error": "the model crashed", "text": "Partial"}])
+    with pytest.raises(LLMError) as info:
+        judge(spec_for(srv, max_retries=3))
+    assert "error inside the response stream" in str(info.value)
+    assert "the model crashed" in str(info.value)
+    assert "attempts" not in str(info.value)
+    assert len(srv.requests) == 1

@@ -40,7 +40,7 @@ DEFAULT_RESULTS = "lkeval-results/results.json"
 
 def add_run_command(sub: Any) -> None:
     """Register ``run`` and its flags."""
-    from lkeval.llm.config import add_llm_arguments
+    from lkeval.cli.llm_flags import add_llm_arguments
     from lkeval.publish.outputs import add_report_arguments
 
     parser: argparse.ArgumentParser = sub.add_parser(

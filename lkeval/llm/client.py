@@ -5,10 +5,14 @@ Every LLM call lk-eval makes goes through :func:`call_llm`, so the policies live
 * temperature 0 where accepted: sent per request (not baked into the LLM) so that when a
   provider rejects it (some reasoning models answer 400) the request is repeated once without
   it, and that LLM is remembered as temperature-less for the rest of the run;
-* a deadline per attempt, and retries with exponential backoff on 429, 408, 5xx, timeouts and
-  dropped connections, honouring a small ``Retry-After``. livekit's own retry loop
-  (``APIConnectOptions.max_retry``) waits a fixed interval and never sees ``Retry-After``, so
-  it is set to 0 here and only its ``timeout`` is used;
+* a timeout per attempt, and retries on 408, 409, 429, 5xx, timeouts and dropped
+  connections by the OpenAI SDK's own machinery (``max_retries`` on the client that
+  :func:`lkeval.llm.config.build_llm` makes: exponential backoff with jitter, honouring
+  ``Retry-After``/``retry-after-ms``), not by a loop of ours. LiveKit Inference is the one
+  exception: livekit builds that client with ``max_retries=0`` and no way to change it, so
+  livekit's own loop (``APIConnectOptions.max_retry``, a fixed interval) retries there;
+* a cap on the reply's length (``max_tokens``), so a weak model cannot ramble until the
+  timeout;
 * token usage from the stream's usage chunk, priced when the model's price is known;
 * every failure becomes :class:`LLMError` with one line naming the role, model, host and
   status, never the key (the provider's message is scrubbed of it, too).
@@ -20,16 +24,14 @@ for code that calls ``llm.chat()`` itself (livekit.agents.evals' built-in judges
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import os
-import random
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-from livekit.agents import APIConnectionError, APIStatusError, APITimeoutError
+from livekit.agents import APIConnectionError, APIError, APIStatusError, APITimeoutError
 from livekit.agents.inference import LLM as InferenceLLM
 from livekit.agents.llm import (
     LLM,
@@ -56,13 +58,8 @@ from lkeval.results.model import Usage
 _MAX_MESSAGE = 300
 # LLMs that rejected a temperature once; weak so a closed LLM is forgotten with it.
 _NO_TEMPERATURE: weakref.WeakSet[LLM] = weakref.WeakSet()
-# LLMs whose HTTP client reports error responses' Retry-After to _attempt (see _watch_http).
-_WATCHED: weakref.WeakSet[LLM] = weakref.WeakSet()
-# The current attempt's mailbox for that report. A mutable dict, because the request runs in
-# the LLMStream's own task, which sees a copy of this context, not the variable itself.
-_HTTP_REPORT: contextvars.ContextVar[dict[str, float] | None] = contextvars.ContextVar(
-    "lkeval_http_report", default=None
-)
+# The OpenAI SDK's longest backoff step (openai._constants.MAX_RETRY_DELAY), for the deadline.
+_MAX_BACKOFF = 8.0
 
 
 class LLMError(Exception):
@@ -89,7 +86,6 @@ class _Failure:
     what: str
     retryable: bool
     status: int | None = None
-    retry_after: float | None = None
 
 
 async def call_llm(
@@ -100,31 +96,74 @@ async def call_llm(
     tools: Sequence[Tool] = (),
     tool_choice: NotGivenOr[ToolChoice] = NOT_GIVEN,
 ) -> LLMReply:
-    """Run one chat completion under the spec's timeout/retry policy; raise :class:`LLMError`."""
-    attempts = 0
+    """Run one chat completion under the spec's timeout/retry policy; raise :class:`LLMError`.
+
+    Transient failures are retried below this function, by kept machinery (see the module
+    docstring); the only repeat here is the provider quirk of a rejected temperature.
+    """
     while True:
-        attempts += 1
         with_temperature = spec.temperature is not None and llm not in _NO_TEMPERATURE
         try:
             return await _attempt(llm, spec, chat_ctx, tools, tool_choice, with_temperature)
-        except _StatusError as wrapped:
-            exc = wrapped.error
-            if with_temperature and _rejects_temperature(exc):
-                _NO_TEMPERATURE.add(llm)
-                attempts -= 1  # the provider's quirk, not a failure: retry at once, uncounted
-                continue
-            failure = _status_failure(exc, wrapped.retry_after)
         except (asyncio.TimeoutError, APITimeoutError):
             failure = _Failure(f"no answer within {spec.timeout:g}s", retryable=True)
-        except APIConnectionError as exc:
-            failure = _Failure(f"connection failed ({exc})", retryable=exc.retryable)
-        except LLMError:
-            raise
+        except APIError as exc:
+            exc = _root(exc)
+            if isinstance(exc, APIStatusError):
+                if with_temperature and _rejects_temperature(exc):
+                    _NO_TEMPERATURE.add(llm)  # the provider's quirk, not a failure: once more
+                    continue
+                failure = _status_failure(exc)
+            elif isinstance(exc, APITimeoutError):
+                failure = _Failure(f"no answer within {spec.timeout:g}s", retryable=True)
+            else:
+                failure = _connection_failure(exc, spec)
         except Exception as exc:  # an SDK/plugin bug or misuse: report it, do not retry
             failure = _Failure(f"{type(exc).__name__}: {exc}", retryable=False)
-        if not failure.retryable or attempts > spec.max_retries:
-            raise LLMError(_message(spec, failure, attempts), status=failure.status) from None
-        await asyncio.sleep(_retry_delay(spec, attempts, failure.retry_after))
+        attempts = spec.max_retries + 1 if failure.retryable else 1
+        raise LLMError(_message(spec, failure, attempts), status=failure.status) from None
+
+
+def _root(exc: APIError) -> APIError:
+    """The failure under livekit's "failed to generate LLM completion after N attempts"."""
+    while isinstance(exc, APIConnectionError) and isinstance(exc.__cause__, APIError):
+        exc = exc.__cause__
+    return exc
+
+
+def _connection_failure(exc: APIError, spec: LLMSpec) -> _Failure:
+    """A refused connection (retried by the SDK) or an error event inside an HTTP 200 stream.
+
+    The plugin wraps what the SDK raised in a bare APIConnectionError; the SDK's message is
+    the useful part. The SDK retries only before the response starts, so an in-stream error
+    was tried once (livekit's own loop retries it for LiveKit Inference).
+    """
+    cause = exc.__cause__
+    detail = str(cause) if cause is not None and str(cause) else str(exc)
+    if cause is not None and type(cause).__name__ == "APIError":  # openai's in-stream error
+        retried = spec.backend == "inference" and exc.retryable
+        return _Failure(f"error inside the response stream: {detail}", retryable=retried)
+    return _Failure(f"connection failed ({detail})", retryable=exc.retryable)
+
+
+def _deadline(spec: LLMSpec) -> float:
+    """Last-resort bound on one call with all its retries (each attempt has its own timeout).
+
+    It only matters when no attempt times out by itself, e.g. a stream that keeps sending
+    filler: ``max_tokens`` normally ends that first.
+    """
+    return spec.timeout * (spec.max_retries + 1) + _MAX_BACKOFF * spec.max_retries
+
+
+def _retry_options(llm: LLM, spec: LLMSpec) -> APIConnectOptions:
+    """livekit's retry loop only for LiveKit Inference; the OpenAI SDK retries the rest."""
+    if isinstance(llm, InferenceLLM):
+        # livekit's Inference LLM builds its OpenAI client with max_retries=0 and offers no
+        # way to change it, so livekit's own loop (fixed interval) is the kept one that can.
+        return APIConnectOptions(
+            max_retry=spec.max_retries, retry_interval=spec.retry_delay, timeout=spec.timeout
+        )
+    return APIConnectOptions(max_retry=0, timeout=spec.timeout)
 
 
 async def _attempt(
@@ -136,29 +175,22 @@ async def _attempt(
     with_temperature: bool,
 ) -> LLMReply:
     extra: dict[str, Any] = {"temperature": spec.temperature} if with_temperature else {}
+    if spec.max_tokens:
+        extra[_max_tokens_key(spec)] = spec.max_tokens
     kwargs: dict[str, Any] = {}
     if isinstance(llm, InferenceLLM) and spec.role == "judge":
         # As livekit's JudgeGroup: judging is batch work nobody waits on, so it must not
         # compete with live voice traffic for gateway capacity.
         kwargs["inference_class"] = "low"
-    _watch_http(llm)
-    report: dict[str, float] = {}
-    token = _HTTP_REPORT.set(report)
-    try:
-        stream = llm.chat(
-            chat_ctx=chat_ctx,
-            tools=list(tools),
-            tool_choice=tool_choice,
-            conn_options=APIConnectOptions(max_retry=0, timeout=spec.timeout),
-            extra_kwargs=extra,
-            **kwargs,
-        )
-    finally:
-        _HTTP_REPORT.reset(token)
-    try:
-        response = await asyncio.wait_for(stream.collect(), timeout=spec.timeout)
-    except APIStatusError as exc:
-        raise _StatusError(exc, report.get("retry_after")) from exc
+    stream = llm.chat(
+        chat_ctx=chat_ctx,
+        tools=list(tools),
+        tool_choice=tool_choice,
+        conn_options=_retry_options(llm, spec),
+        extra_kwargs=extra,
+        **kwargs,
+    )
+    response = await asyncio.wait_for(stream.collect(), timeout=_deadline(spec))
     usage = Usage()
     if response.usage is not None:
         tokens_in, tokens_out = response.usage.prompt_tokens, response.usage.completion_tokens
@@ -166,54 +198,19 @@ async def _attempt(
     return LLMReply(response.text, tuple(response.tool_calls), usage)
 
 
+def _max_tokens_key(spec: LLMSpec) -> str:
+    # OpenAI and LiveKit Inference want the newer name (reasoning models refuse max_tokens);
+    # self-hosted servers (llama-server, Ollama, vLLM) all read the older one.
+    if spec.backend == "inference" or spec.host == "api.openai.com":
+        return "max_completion_tokens"
+    return "max_tokens"
+
+
 def _rejects_temperature(exc: APIStatusError) -> bool:
     return exc.status_code in (400, 422) and "temperature" in f"{exc.message} {exc.body}".lower()
 
 
-class _StatusError(Exception):
-    """An HTTP error status with the ``Retry-After`` its response carried, if any."""
-
-    def __init__(self, error: APIStatusError, retry_after: float | None) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.retry_after = retry_after
-
-
-def _watch_http(llm: LLM) -> None:
-    """Have the LLM's HTTP client report ``Retry-After`` of error responses (best effort).
-
-    livekit turns the SDK's HTTP error into its own ``APIStatusError`` without the response
-    headers, so the header is read where the response arrives: an httpx response hook on
-    the OpenAI client both livekit-plugins-openai and livekit.agents.inference keep in
-    ``_client``. If a livekit release moves it, retries simply fall back to backoff.
-    """
-    if llm in _WATCHED:
-        return
-    _WATCHED.add(llm)
-    http = getattr(getattr(llm, "_client", None), "_client", None)
-    hooks = getattr(http, "event_hooks", None)
-    if not isinstance(hooks, dict):
-        return
-    hooks["response"] = [*hooks.get("response", []), _report_retry_after]
-    http.event_hooks = hooks  # type: ignore[union-attr]
-
-
-async def _report_retry_after(response: Any) -> None:
-    report = _HTTP_REPORT.get()
-    if report is None or response.status_code < 400:
-        return
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = response.headers.get(name)
-        if value is None:
-            continue
-        try:
-            report["retry_after"] = max(0.0, float(value) * scale)
-            return
-        except ValueError:
-            continue  # an HTTP date: rare for LLM APIs; backoff it is
-
-
-def _status_failure(exc: APIStatusError, retry_after: float | None) -> _Failure:
+def _status_failure(exc: APIStatusError) -> _Failure:
     status = exc.status_code
     retryable = status in (408, 409, 429) or status >= 500
     body = exc.body
@@ -223,14 +220,7 @@ def _status_failure(exc: APIStatusError, retry_after: float | None) -> _Failure:
     except ValueError:
         phrase = ""
     what = f"HTTP {status} {phrase}".rstrip() + f": {detail or exc.message}"
-    return _Failure(what, retryable, status, retry_after)
-
-
-def _retry_delay(spec: LLMSpec, attempt: int, retry_after: float | None) -> float:
-    if retry_after is not None:
-        return min(retry_after, spec.retry_max_delay)
-    backoff = min(spec.retry_max_delay, spec.retry_delay * 2 ** (attempt - 1))
-    return backoff * random.uniform(0.75, 1.25)  # jitter: parallel scenarios must not sync up
+    return _Failure(what, retryable, status)
 
 
 def _message(spec: LLMSpec, failure: _Failure, attempts: int) -> str:

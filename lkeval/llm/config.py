@@ -27,6 +27,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
+from lkeval.scenarios.model import BUILTIN_JUDGES
+
+__all__ = ["BUILTIN_JUDGES", "LLMConfigError", "LLMSpec", "build_llm", "resolve_llm_spec"]
+
 if TYPE_CHECKING:
     from livekit.agents.llm import LLM
 
@@ -43,17 +47,12 @@ OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 # (it often is, for the agent under test).
 INFERENCE_BASE_URL_ALIASES = ("livekit", "inference")
 
-BUILTIN_JUDGES = (
-    "task_completion",
-    "tool_use",
-    "accuracy",
-    "safety",
-    "relevancy",
-    "coherence",
-    "conciseness",
-    "handoff",
-)
-"""Names of livekit.agents.evals' built-in judges, as ``--judges`` and scenarios spell them."""
+MAX_TOKENS: dict[Role, int] = {"caller": 400, "judge": 1500}
+"""Cap of one reply: a caller says a sentence or two, a judge a short reasoning and a verdict.
+
+Generous for both (reasoning models spend part of it thinking); its job is to stop a weak
+model that rambles until the timeout, not to shape the answer.
+"""
 
 # USD per 1M tokens (input, output), OpenAI list prices; an estimate for reports, not a bill.
 KNOWN_PRICES: dict[str, tuple[float, float]] = {
@@ -84,8 +83,10 @@ class LLMSpec:
     """Everything needed to build and call one LLM, with no secret in it.
 
     ``api_key_env``/``api_secret_env`` name the variables holding the credentials (None when
-    none was found); ``retry_delay`` is the first backoff step, doubled per retry up to
-    ``retry_max_delay`` (tests shrink both).
+    none was found). ``max_retries`` is handed to the OpenAI SDK, which backs off and honours
+    ``Retry-After``; ``retry_delay`` is livekit's fixed retry interval, used only for LiveKit
+    Inference (whose client cannot take ``max_retries``; tests shrink it). ``max_tokens`` caps
+    every reply, so a weak model cannot ramble until the timeout.
     """
 
     role: Role
@@ -98,7 +99,7 @@ class LLMSpec:
     timeout: float = DEFAULT_TIMEOUT
     max_retries: int = 4
     retry_delay: float = 1.0
-    retry_max_delay: float = 20.0
+    max_tokens: int | None = None
     price_in: float | None = None
     price_out: float | None = None
 
@@ -280,6 +281,7 @@ def resolve_llm_spec(
         api_secret_env=secret_env,
         timeout=timeout,
         max_retries=retries,
+        max_tokens=MAX_TOKENS[role],
         price_in=price[0] if price else None,
         price_out=price[1] if price else None,
     )
@@ -368,12 +370,6 @@ def build_llm(spec: LLMSpec, environ: Mapping[str, str] | None = None) -> LLM:
         base_url=spec.base_url,
         # A keyless local server still needs a non-empty string for the OpenAI SDK.
         api_key=read_secret(spec, env) or "lkeval-no-key",
-        max_retries=0,  # lkeval.llm.client retries, with backoff and Retry-After
+        # The SDK's own retry machinery: backoff with jitter, honours Retry-After.
+        max_retries=spec.max_retries,
     )
-
-
-def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the caller/judge LLM and judging flags to a ``run`` parser (:mod:`lkeval.cli.llm_flags`)."""
-    from lkeval.cli.llm_flags import add_llm_arguments as add
-
-    add(parser)

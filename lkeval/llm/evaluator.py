@@ -16,9 +16,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lkeval.run.expectations import IntentJudge
 from lkeval.llm.config import LLMSpec, check_credentials, resolve_llm_spec
 from lkeval.results.model import TranscriptItem, Usage, Verdict
+from lkeval.run.expectations import IntentJudge
 from lkeval.scenarios.model import Scenario
 
 

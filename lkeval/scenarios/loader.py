@@ -21,8 +21,7 @@ from typing import Any
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from lkeval.llm.config import BUILTIN_JUDGES
-from lkeval.scenarios.model import Limits, Scenario, ScenarioGroup, derive_id
+from lkeval.scenarios.model import BUILTIN_JUDGES, Limits, Scenario, ScenarioGroup, derive_id
 from lkeval.scenarios.turns import parse_turns
 from lkeval.scenarios.yaml_nodes import (
     STR_TAG,

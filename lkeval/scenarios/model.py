@@ -10,6 +10,22 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+BUILTIN_JUDGES = (
+    "task_completion",
+    "tool_use",
+    "accuracy",
+    "safety",
+    "relevancy",
+    "coherence",
+    "conciseness",
+    "handoff",
+)
+"""Names of livekit.agents.evals' built-in judges, as ``--judges`` and scenarios spell them.
+
+Kept with the scenario model (not with the judges in :mod:`lkeval.llm`) because the loader
+checks a scenario's ``judges:`` against them, and scenarios sit below llm in the layers.
+"""
+
 ExpectationKind = Literal[
     "message",
     "function_call",

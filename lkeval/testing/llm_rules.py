@@ -30,6 +30,7 @@ REPLY_KEYS = (
     "tool_calls_as_text",
     "stream_error",
     "ramble",
+    "retry_after",
 )
 TOOL_TEXT_STYLES = ("json", "fenced")
 _PLACEHOLDER = re.compile(r"\{(last_user|tool_output)\}")
@@ -56,6 +57,8 @@ class Reply:
     block ("fenced") instead of structured calls; ``stream_error`` sends that message as an
     error event inside an HTTP 200 stream (HTTP 500 when not streaming) after ``text``;
     ``ramble`` keeps generating until ``max_tokens`` (finish "length") or, unset, forever.
+    ``retry_after`` (seconds) is sent with an error status as ``retry-after-ms`` and
+    ``Retry-After``, as OpenAI does; unset, a 429 carries ``Retry-After: 0``.
     """
 
     text: str | None
@@ -66,6 +69,7 @@ class Reply:
     tool_calls_as_text: str | None = None
     stream_error: str | None = None
     ramble: bool = False
+    retry_after: float | None = None
 
 
 def message_text(content: Any) -> str:
@@ -202,12 +206,15 @@ def _compile_rule(raw: Mapping[str, Any], where: str = "rule") -> _Rule:
     _need("turn" not in rule or is_int("turn", 0), where, "'turn' must be an int >= 0")
     _need("times" not in rule or is_int("times", 1), where, "'times' must be an int >= 1")
     _need("status" not in rule or is_int("status", 400, 599), where, "'status' must be 400-599")
+    for key in ("delay", "retry_after"):
+        value = rule.get(key, 0)
+        _need(
+            isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0,
+            where,
+            f"{key!r} must be a number >= 0",
+        )
     delay = rule.get("delay", 0)
-    _need(
-        isinstance(delay, (int, float)) and not isinstance(delay, bool) and delay >= 0,
-        where,
-        "'delay' must be a number >= 0",
-    )
+    retry_after = rule.get("retry_after")
     for flag in ("hang", "ramble"):
         _need(isinstance(rule.get(flag, False), bool), where, f"{flag!r} must be true or false")
     style = rule.get("tool_calls_as_text")
@@ -226,6 +233,7 @@ def _compile_rule(raw: Mapping[str, Any], where: str = "rule") -> _Rule:
         style,
         rule.get("stream_error"),
         rule.get("ramble", False),
+        None if retry_after is None else float(retry_after),
     )
     return _Rule(
         rule,

@@ -132,6 +132,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, body: dict[str, Any], reply: Reply) -> None:
         if reply.status:
             headers = {"Retry-After": "0"} if reply.status == 429 else {}
+            if reply.retry_after is not None:
+                headers = {
+                    "Retry-After": f"{reply.retry_after:g}",
+                    "retry-after-ms": f"{reply.retry_after * 1000:g}",
+                }
             self._send_json(reply.status, wire.error_body(reply.status, reply.text), headers)
             return
         model = str(body.get("model") or DEFAULT_MODEL)
