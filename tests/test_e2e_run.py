@@ -83,6 +83,9 @@ def test_hotel_scripted_scenarios(tmp_path: Path, hotel_llm: LLMServer) -> None:
     assert attempt["usage"]["agent"]["input_tokens"] > 0
     assert Path(attempt["log_path"]).is_file()
     assert attempt["boot_seconds"] > 0 and len(attempt["turn_seconds"]) == 1
+    (turn,) = attempt["turns"]  # the agent's own metrics, under LiveKit's simulation names
+    assert turn["latency_ms"] > 0 and turn["llm_ttft_ms"] > 0 and turn["llm_tps"] is not None
+    assert attempt["usage"]["agent"]["models"]  # get_session_usage names its models
 
     handoff = by_id["SCN_bookAda01"]
     assert handoff["status"] == "passed", handoff

@@ -194,7 +194,9 @@ async def _attempt(
     usage = Usage()
     if response.usage is not None:
         tokens_in, tokens_out = response.usage.prompt_tokens, response.usage.completion_tokens
-        usage = Usage(tokens_in, tokens_out, spec.cost(tokens_in, tokens_out))
+        cost = spec.cost(tokens_in, tokens_out)
+        unpriced = (spec.model,) if cost is None else ()
+        usage = Usage(tokens_in, tokens_out, cost, (spec.model,), unpriced)
     return LLMReply(response.text, tuple(response.tool_calls), usage)
 
 

@@ -54,15 +54,6 @@ Generous for both (reasoning models spend part of it thinking); its job is to st
 model that rambles until the timeout, not to shape the answer.
 """
 
-# USD per 1M tokens (input, output), OpenAI list prices; an estimate for reports, not a bill.
-KNOWN_PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1-nano": (0.10, 0.40),
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4o-mini": (0.15, 0.60),
-}
-
 # Provider-specific key variables tried after LKEVAL_<ROLE>_API_KEY and before OPENAI_API_KEY,
 # so a team that already exports GROQ_API_KEY for its agent needs no extra secret.
 _PROVIDER_KEY_ENV = (
@@ -138,10 +129,10 @@ def parse_price(text: str) -> tuple[float, float]:
 
 
 def known_price(model: str) -> tuple[float, float] | None:
-    """List price of a well-known model, by its name with or without an ``openai/`` prefix."""
-    name = model.lower()
-    name = name.removeprefix("openai/")
-    return KNOWN_PRICES.get(name)
+    """List price (USD per 1M tokens) from the maintained table; ``openai/gpt-4.1`` works too."""
+    from lkeval.results.pricing import table_price
+
+    return table_price(model)
 
 
 def _flag(flags: argparse.Namespace | Mapping[str, Any] | None, name: str) -> Any:

@@ -68,11 +68,17 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Usage:
-    """Token counts of one party (agent, caller, judge)."""
+    """Token counts of one party (agent, caller, judge), with the models that used them.
+
+    ``cost_usd`` covers only priced tokens; ``unpriced`` names the models whose tokens had no
+    price, so a report says "unpriced" instead of passing off a partial sum (or $0) as the cost.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
+    models: tuple[str, ...] = ()
+    unpriced: tuple[str, ...] = ()
 
     def __add__(self, other: Usage) -> Usage:
         cost = None
@@ -82,7 +88,34 @@ class Usage:
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             cost,
+            _union(self.models, other.models),
+            _union(self.unpriced, other.unpriced),
         )
+
+
+def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
+    return first + tuple(name for name in second if name not in first)
+
+
+@dataclass(frozen=True)
+class TurnMetrics:
+    """How long one user turn took, named as LiveKit's simulation protos name turn metrics.
+
+    ``latency_ms`` is lk-eval's own wall clock, from sending the user's text to receiving the
+    turn's answer (its last event): the one figure every agent has. The others are what the
+    agent reports itself (``ChatMessage.metrics`` of its first reply in the turn, converted to
+    ms), None when it did not send them; ``e2e_latency_ms`` and ``tts_ttfb_ms`` only exist in
+    voice sessions. ``tool_ms`` holds each tool call's execution time (call to output).
+    """
+
+    turn: int
+    latency_ms: float
+    llm_ttft_ms: float | None = None
+    llm_ttfs_ms: float | None = None
+    llm_tps: float | None = None
+    tts_ttfb_ms: float | None = None
+    e2e_latency_ms: float | None = None
+    tool_ms: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -97,6 +130,7 @@ class Attempt:
     end_reason: str = ""
     boot_seconds: float | None = None
     turn_seconds: tuple[float, ...] = ()
+    turns: tuple[TurnMetrics, ...] = ()
     duration_seconds: float = 0.0
     log_path: str | None = None
     log_tail: tuple[str, ...] = ()

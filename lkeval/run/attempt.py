@@ -23,7 +23,15 @@ from lkeval.agents.process import AgentFailure, AgentLaunch, AgentProcess
 from lkeval.run.conversation import AgentEndedSession, Conversation
 from lkeval.run.expectations import IntentJudge, check_turn
 from lkeval.agents.protocol import ProtocolError, SessionConnection
-from lkeval.results.model import Attempt, ExpectationResult, TranscriptItem, Usage, Verdict
+from lkeval.results.model import (
+    Attempt,
+    ExpectationResult,
+    TranscriptItem,
+    TurnMetrics,
+    Usage,
+    Verdict,
+)
+from lkeval.results.pricing import PriceTable
 from lkeval.scenarios.model import Scenario
 
 
@@ -97,6 +105,8 @@ class RunSettings:
     # with silence (an empty run_input answer is legal: the agent chose not to speak).
     max_silent_turns: int = 2
     stop_grace: float = 5.0
+    # Prices the agent's own tokens (its get_session_usage names the models).
+    prices: PriceTable = field(default_factory=PriceTable)
 
 
 def dispatch_json(scenario: Scenario, run_id: str, job_id: str) -> str:
@@ -126,6 +136,7 @@ class _AttemptState:
     transcript: list[TranscriptItem] = field(default_factory=list)
     expectations: list[ExpectationResult] = field(default_factory=list)
     turn_seconds: list[float] = field(default_factory=list)
+    turns: list[TurnMetrics] = field(default_factory=list)
     usage: dict[str, Usage] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     end_reason: str = ""
@@ -241,6 +252,7 @@ class ScenarioAttempt:
                 items, seconds = await conv.turn(turn_no, turn.user)
                 p.transcript.extend(items)
                 p.turn_seconds.append(seconds)
+                p.turns.extend([conv.last_metrics] if conv.last_metrics else [])
             try:
                 p.expectations.extend(await check_turn(turn_no, turn, items, intent_judge))
             except Exception as exc:  # an intent judge whose LLM failed
@@ -272,6 +284,7 @@ class ScenarioAttempt:
                 items, seconds = await conv.turn(turn_no, said.text)
                 p.transcript.extend(items)
                 p.turn_seconds.append(seconds)
+                p.turns.extend([conv.last_metrics] if conv.last_metrics else [])
                 replied = any(i.kind == "message" and i.role == "assistant" for i in items)
                 silent = 0 if replied else silent + 1
                 if silent >= self.settings.max_silent_turns:
@@ -298,7 +311,7 @@ class ScenarioAttempt:
                 return self._attempt("error", f"judge failed: {exc}", started, agent, (), verdicts)
         ok, reason = self.evaluator.passes(verdicts) if self.evaluator else _all_pass(verdicts)
         agent_verdict = await self._finalize(conv, ok, reason)
-        usage = await conv.usage()
+        usage = await conv.usage(self.settings.prices)
         if usage is not None:
             _add_usage(p.usage, "agent", usage)
         if agent_verdict is not None:
@@ -341,6 +354,7 @@ class ScenarioAttempt:
             end_reason=p.end_reason,
             boot_seconds=agent.boot_seconds,
             turn_seconds=tuple(p.turn_seconds),
+            turns=tuple(p.turns),
             duration_seconds=time.monotonic() - started,
             log_path=str(self.log_path),
             log_tail=tuple(log_tail),

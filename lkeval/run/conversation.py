@@ -17,7 +17,9 @@ from livekit.protocol.agent_pb import agent_session as pb
 
 from lkeval.agents.process import AgentFailure, AgentProcess
 from lkeval.agents.protocol import ProtocolError, SessionConnection
-from lkeval.results.model import TranscriptItem, Usage, Verdict, VerdictValue
+from lkeval.results.model import TranscriptItem, TurnMetrics, Usage, Verdict, VerdictValue
+from lkeval.results.pricing import PriceTable
+from lkeval.run.turn_metrics import measure_turn
 
 T = TypeVar("T")
 
@@ -90,6 +92,7 @@ class Conversation:
         self.state: int = pb.AS_INITIALIZING
         self._greeting_items: list[TranscriptItem] = []
         self._collect_greeting = True
+        self.last_metrics: TurnMetrics | None = None  # of the last turn that got an answer
         conn.on_event(self._on_event)
         for received in list(conn.events):  # events that arrived before we listened
             self._on_event(received.event)
@@ -159,6 +162,7 @@ class Conversation:
             raise ProtocolError(
                 f"turn {turn_no}: the agent answered with an error: {response.error}"
             )
+        self.last_metrics = measure_turn(turn_no, elapsed, response.run_input.items)
         items = [TranscriptItem(kind="message", turn=turn_no, role="user", text=text)]
         for chat_item in response.run_input.items:
             converted = chat_item_to_transcript(chat_item, turn_no)
@@ -166,8 +170,9 @@ class Conversation:
                 items.append(converted)
         return items, elapsed
 
-    async def usage(self) -> Usage | None:
-        """The agent's own LLM token usage (``get_session_usage``), when it reports it."""
+    async def usage(self, prices: PriceTable | None = None) -> Usage | None:
+        """The agent's own LLM token usage (``get_session_usage``), priced per model."""
+        prices = prices or PriceTable()
         request = pb.SessionRequest(get_session_usage=pb.SessionRequest.GetSessionUsage())
         try:
             response = await self._race(self.conn.request(request, 10.0))
@@ -176,7 +181,8 @@ class Conversation:
         total = Usage()
         for model in response.get_session_usage.usage.model_usage:
             if model.WhichOneof("usage") == "llm":
-                total = total + Usage(model.llm.input_tokens, model.llm.output_tokens)
+                llm = model.llm
+                total = total + prices.usage(llm.model, llm.input_tokens, llm.output_tokens)
         return total
 
     async def finalize(self, success: bool, reason: str) -> tuple[Verdict | None, str]:

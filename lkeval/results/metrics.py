@@ -1,0 +1,103 @@
+"""Latency and cost of a scenario and of a run, from the per-turn metrics the attempts kept.
+
+Percentiles are nearest-rank over every turn that was answered (all attempts of a scenario
+pooled; all scenarios of a run pooled for the suite), so p95 of three turns is their maximum:
+with few turns a percentile is only as good as its sample, which is why the baseline diff
+refuses to flag latency of scenarios with fewer than :data:`MIN_TURNS` turns.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from lkeval.results.model import RunResults, ScenarioResult, TurnMetrics, Usage, sum_usage
+from lkeval.results.pricing import total_cost
+
+#: Below this many turns on either side, a latency delta is shown but never flagged.
+MIN_TURNS = 5
+
+
+@dataclass(frozen=True)
+class Spread:
+    """p50 / p95 / max of one metric over ``n`` turns (milliseconds, or tokens/s for tps)."""
+
+    p50: float
+    p95: float
+    max: float
+    n: int
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..100) of a non-empty sequence."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def spread(values: Iterable[float | None]) -> Spread | None:
+    """The spread of the values that are present (None when there are none)."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    return Spread(percentile(present, 50), percentile(present, 95), max(present), len(present))
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """What a scenario (or a whole run) cost in time and money."""
+
+    turns: int = 0
+    latency: Spread | None = None  # lk-eval's wall time per turn (latency_ms)
+    ttft: Spread | None = None  # the agent's llm_ttft_ms
+    tps: Spread | None = None  # the agent's llm_tps
+    tools: Spread | None = None  # tool execution times
+    usage: dict[str, Usage] = field(default_factory=dict)
+    cost_usd: float | None = None
+    unpriced: tuple[str, ...] = ()
+
+
+def turn_metrics(scenario: ScenarioResult) -> list[TurnMetrics]:
+    """Every answered turn of every attempt of ``scenario``."""
+    return [turn for attempt in scenario.attempts for turn in attempt.turns]
+
+
+def summarize(turns: Sequence[TurnMetrics], usage: dict[str, Usage]) -> Metrics:
+    """Metrics over ``turns`` with ``usage`` (per party) priced."""
+    cost, unpriced = total_cost(usage)
+    return Metrics(
+        turns=len(turns),
+        latency=spread(t.latency_ms for t in turns),
+        ttft=spread(t.llm_ttft_ms for t in turns),
+        tps=spread(t.llm_tps for t in turns),
+        tools=spread(ms for t in turns for ms in t.tool_ms),
+        usage=usage,
+        cost_usd=cost,
+        unpriced=unpriced,
+    )
+
+
+def scenario_metrics(scenario: ScenarioResult) -> Metrics:
+    """Latency over all attempts' turns, tokens and cost per party."""
+    return summarize(turn_metrics(scenario), scenario.usage)
+
+
+def suite_metrics(results: RunResults) -> Metrics:
+    """Latency pooled over every turn of the run; tokens and cost summed."""
+    turns = [t for s in results.scenarios for t in turn_metrics(s)]
+    return summarize(turns, sum_usage(s.usage for s in results.scenarios))
+
+
+def format_ms(ms: float | None) -> str:
+    """``840 ms`` below a second, ``1.31 s`` above; ``–`` when unknown."""
+    if ms is None:
+        return "–"
+    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
+
+
+def format_spread(value: Spread | None) -> str:
+    """``p50 420 ms · p95 1.31 s · max 1.50 s`` (``–`` when there were no turns)."""
+    if value is None:
+        return "–"
+    return f"p50 {format_ms(value.p50)} · p95 {format_ms(value.p95)} · max {format_ms(value.max)}"

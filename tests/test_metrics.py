@@ -1,0 +1,102 @@
+"""Turn metrics from the wire, percentiles, prices (genai-prices and overrides), unpriced models."""
+
+from __future__ import annotations
+
+import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
+from livekit.protocol.agent_pb import agent_session as pb
+
+from lkeval.results.metrics import format_ms, percentile, spread, summarize
+from lkeval.results.model import TurnMetrics, Usage
+from lkeval.results.pricing import PriceTable, format_cost, parse_price_override, total_cost
+from lkeval.run.turn_metrics import measure_turn
+
+
+def _stamp(seconds: float) -> Timestamp:
+    return Timestamp(seconds=int(seconds), nanos=round((seconds % 1) * 1e9))
+
+
+def _items() -> list[pb.ChatContext.ChatItem]:
+    call = pb.FunctionCall(call_id="c1", name="lookup", arguments="{}", created_at=_stamp(10.0))
+    out = pb.FunctionCallOutput(call_id="c1", name="lookup", output="ok", created_at=_stamp(10.25))
+    first = pb.ChatMessage(
+        role=pb.ASSISTANT,
+        metrics=pb.MetricsReport(llm_node_ttft=0.12, llm_node_tps=48.5, llm_node_ttfs=0.2),
+    )
+    second = pb.ChatMessage(role=pb.ASSISTANT, metrics=pb.MetricsReport(llm_node_ttft=0.9))
+    return [
+        pb.ChatContext.ChatItem(message=pb.ChatMessage(role=pb.USER)),
+        pb.ChatContext.ChatItem(function_call=call),
+        pb.ChatContext.ChatItem(function_call_output=out),
+        pb.ChatContext.ChatItem(message=first),
+        pb.ChatContext.ChatItem(message=second),
+    ]
+
+
+def test_a_turn_keeps_the_agents_own_metrics_under_livekits_simulation_names() -> None:
+    measured = measure_turn(3, 0.5, _items())
+    assert measured == TurnMetrics(
+        turn=3,
+        latency_ms=500.0,
+        llm_ttft_ms=120.0,
+        llm_ttfs_ms=200.0,
+        llm_tps=48.5,
+        tool_ms=(250.0,),
+    )
+
+
+def test_a_turn_without_reported_metrics_has_only_lk_evals_clock() -> None:
+    bare = [pb.ChatContext.ChatItem(message=pb.ChatMessage(role=pb.ASSISTANT))]
+    assert measure_turn(1, 0.02, bare) == TurnMetrics(turn=1, latency_ms=20.0)
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 50) == 50 and percentile(values, 95) == 95
+    assert percentile([3.0, 1.0, 2.0], 95) == 3.0
+    assert spread([None, None]) is None
+    got = spread([1.0, None, 9.0])
+    assert got is not None and (got.p50, got.max, got.n) == (1.0, 9.0, 2)
+
+
+def test_a_summary_pools_turns_and_prices_per_party() -> None:
+    turns = [TurnMetrics(i, latency_ms=100.0 * i, llm_ttft_ms=10.0 * i) for i in range(1, 21)]
+    usage = {
+        "agent": PriceTable().usage("gpt-4.1-mini", 1_000_000, 0),
+        "judge": Usage(10, 10, None, ("scripted",), ("scripted",)),
+    }
+    metrics = summarize(turns, usage)
+    assert metrics.turns == 20
+    assert metrics.latency is not None and metrics.latency.p95 == 1900.0
+    assert metrics.ttft is not None and metrics.ttft.p50 == 100.0
+    assert metrics.cost_usd == pytest.approx(0.4)
+    assert metrics.unpriced == ("scripted",)
+    assert format_cost(metrics.cost_usd, metrics.unpriced) == "$0.4000 + unpriced (scripted)"
+
+
+def test_unknown_models_are_unpriced_never_zero() -> None:
+    usage = PriceTable().usage("my-finetune-7b", 1000, 1000)
+    assert usage.cost_usd is None and usage.unpriced == ("my-finetune-7b",)
+    assert format_cost(*total_cost({"agent": usage})) == "unpriced"
+    # a results file written before model names: tokens without a price are still unpriced
+    assert total_cost({"caller": Usage(5, 5)}) == (None, ("unknown model",))
+
+
+def test_the_maintained_table_and_overrides() -> None:
+    table = PriceTable()
+    assert table.price("gpt-4.1-mini") == (0.4, 1.6)
+    assert table.price("openai/gpt-4.1-mini") == (0.4, 1.6)  # LiveKit Inference style
+    custom = PriceTable({"gpt-4.1-mini": (1.0, 2.0), "local": (0.0, 0.0)})
+    assert custom.price("openai/gpt-4.1-mini") == (1.0, 2.0)
+    assert custom.usage("local", 100, 100).cost_usd == 0.0  # an explicit 0 is a price
+
+
+@pytest.mark.parametrize("text", ["gpt-4.1", "=1,2", "m=1", "m=a,b", "m=1,2,3", "m=-1,2"])
+def test_bad_price_overrides_say_what_is_expected(text: str) -> None:
+    with pytest.raises(ValueError, match=r"MODEL=IN,OUT|negative"):
+        parse_price_override(text)
+    assert parse_price_override(" m = 1 , 2") == ("m", (1.0, 2.0))
+
+
+def test_milliseconds_read_as_people_say_them() -> None:
+    assert format_ms(840.4) == "840 ms" and format_ms(1310) == "1.31 s" and format_ms(None) == "–"
