@@ -4,6 +4,13 @@ It keeps issue comments in memory and answers the calls lk-eval makes, the way G
 (status codes, ``Link`` pagination honouring ``per_page``, JSON error ``message``), plus
 switchable faults: 403 "Resource not accessible by integration" (a fork PR's token), 500, and
 answers slower than the client's timeout.
+
+Identities as GitHub has them: each token acts as someone. An installation token (``ghs_``:
+the workflow's GITHUB_TOKEN, or a GitHub App's) posts as its app's bot, ``github-actions[bot]``
+for GITHUB_TOKEN, and ``GET /user`` answers it 403 "Resource not accessible by integration";
+a personal token posts as its user, whom ``GET /user`` names. Only a comment's author may edit
+it (others get 403). A body over ``max_body`` characters is a 422 "Validation Failed" with
+GitHub's ``errors`` list saying why.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ MAX_BODY = 65_536
 _LIST = re.compile(r"^/repos/([^/]+)/([^/]+)/issues/(\d+)/comments$")
 _ONE = re.compile(r"^/repos/([^/]+)/([^/]+)/issues/comments/(\d+)$")
 _PULLS = re.compile(r"^/repos/([^/]+)/([^/]+)/commits/([^/]+)/pulls$")
+BOT = "github-actions[bot]"
 
 
 @dataclass
@@ -40,27 +48,42 @@ class FakeGitHub:
     """State and behaviour of the fake; tests poke at it directly."""
 
     token: str = "ghs_faketoken123456"
+    #: Who each token acts as, besides ``token`` (which is GITHUB_TOKEN: ``github-actions[bot]``).
+    identities: dict[str, str] = field(default_factory=dict)
+    max_body: int = MAX_BODY
     comments: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     pulls_by_sha: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
     #: None, "403", "500" or "slow"; applies to methods in ``fault_methods`` (all when empty).
     fault: str | None = None
     fault_methods: tuple[str, ...] = ()
+    #: When set, the fault applies only to requests for this path.
+    fault_path: str | None = None
     slow_seconds: float = 1.0
     next_id: int = 1000
     base_url: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add_comments(self, repo: str, number: int, bodies: list[str]) -> None:
+    def add_comments(
+        self, repo: str, number: int, bodies: list[str], user: str = "someone"
+    ) -> None:
         for body in bodies:
-            self._create(repo, number, body, user="someone")
+            self._create(repo, number, body, user=user)
+
+    def identity(self, authorization: str | None) -> str | None:
+        """The login a request's token acts as; None for an unknown token."""
+        tokens = {self.token: BOT, **self.identities}
+        for token, login in tokens.items():
+            if authorization == f"Bearer {token}":
+                return login
+        return None
 
     def _create(self, repo: str, number: int, body: str, user: str) -> dict[str, Any]:
         self.next_id += 1
         comment = {
             "id": self.next_id,
             "body": body,
-            "user": {"login": user},
+            "user": {"login": user, "type": "Bot" if user.endswith("[bot]") else "User"},
             "html_url": f"https://github.example/{repo}/pull/{number}#issuecomment-{self.next_id}",
         }
         self.comments.setdefault((repo, number), []).append(comment)
@@ -108,7 +131,10 @@ class _Handler(BaseHTTPRequestHandler):
             gh.requests.append(
                 Request(method, url.path, parse_qs(url.query), dict(self.headers.items()), body)
             )
-            fault = gh.fault if (not gh.fault_methods or method in gh.fault_methods) else None
+            applies = (not gh.fault_methods or method in gh.fault_methods) and (
+                gh.fault_path is None or url.path == gh.fault_path
+            )
+            fault = gh.fault if applies else None
         if fault == "slow":
             time.sleep(gh.slow_seconds)
         elif fault == "403":
@@ -121,13 +147,36 @@ class _Handler(BaseHTTPRequestHandler):
             )
         elif fault == "500":
             return self._send(500, {"message": "Server Error"})
-        if self.headers.get("Authorization") != f"Bearer {gh.token}":
+        authorization = self.headers.get("Authorization")
+        user = gh.identity(authorization)
+        if user is None:
             return self._send(401, {"message": "Bad credentials"})
         with gh.lock:
-            self._route(method, url.path, parse_qs(url.query), body)
+            self._route(method, url.path, parse_qs(url.query), body, user, authorization or "")
 
-    def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> None:
+    def _route(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, list[str]],
+        body: Any,
+        user: str,
+        authorization: str,
+    ) -> None:
         gh = self.server.github
+        if path == "/user" and method == "GET":
+            if authorization.startswith("Bearer ghs_"):  # an installation token: no user
+                return self._send(
+                    403,
+                    {
+                        "message": "Resource not accessible by integration",
+                        "documentation_url": (
+                            "https://docs.github.com/rest/users/users#get-the-authenticated-user"
+                        ),
+                        "status": "403",
+                    },
+                )
+            return self._send(200, {"login": user, "id": 1, "type": "User"})
         if m := _LIST.match(path):
             repo, number = f"{m[1]}/{m[2]}", int(m[3])
             if method == "GET":
@@ -135,15 +184,17 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "POST":
                 if not self._valid_body(body):
                     return None
-                return self._send(
-                    201, gh._create(repo, number, body["body"], "github-actions[bot]")
-                )
+                return self._send(201, gh._create(repo, number, body["body"], user))
         if (m := _ONE.match(path)) and method == "PATCH":
             if not self._valid_body(body):
                 return None
             for comments in gh.comments.values():
                 for comment in comments:
                     if comment["id"] == int(m[3]):
+                        if comment["user"]["login"] != user:
+                            return self._send(
+                                403, {"message": "Resource not accessible by integration"}
+                            )
                         comment["body"] = body["body"]
                         return self._send(200, comment)
             return self._send(404, {"message": "Not Found"})
@@ -155,8 +206,25 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict) or not isinstance(body.get("body"), str):
             self._send(422, {"message": "Invalid request: body is required"})
             return False
-        if len(body["body"]) > MAX_BODY:
-            self._send(422, {"message": "Validation Failed: body is too long (maximum is 65536)"})
+        if len(body["body"]) > self.server.github.max_body:
+            self._send(
+                422,
+                {
+                    "message": "Validation Failed",
+                    "errors": [
+                        {
+                            "resource": "IssueComment",
+                            "code": "custom",
+                            "field": "body",
+                            "message": "body is too long (maximum is 65536 characters)",
+                        }
+                    ],
+                    "documentation_url": (
+                        "https://docs.github.com/rest/issues/comments#create-an-issue-comment"
+                    ),
+                    "status": "422",
+                },
+            )
             return False
         return True
 

@@ -136,7 +136,7 @@ def test_comment_created_then_updated_in_place_on_page_3(
     (updated,) = mine(gh)
     assert updated["id"] == first["id"] and "✅ gate passed" in str(updated["body"])
     assert len(gh.comments_of(REPO, PR)) == 250
-    lists = [r for r in gh.requests if r.method == "GET"]
+    lists = [r for r in gh.requests if r.method == "GET" and r.path.endswith("/comments")]
     assert [r.query.get("page", ["1"])[0] for r in lists] == ["1", "2", "3"]
     assert all(r.query["per_page"] == ["100"] for r in lists)
     assert [r.method for r in gh.requests if r.method != "GET"] == ["PATCH"]

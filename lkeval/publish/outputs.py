@@ -13,23 +13,28 @@ masked again on the way out.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from lkeval.results.baseline import Comparison, compare
-from lkeval.results.gate import EXIT_NOTHING_RAN, FAIL_ON_CHOICES, GateOutcome, evaluate_gate, tally
 from lkeval.publish.github.api import GitHubApi, GitHubError
 from lkeval.publish.github.comments import (
     COMMENT_MODES,
     MAX_COMMENT_CHARS,
     CommentMode,
+    comment_title,
     marker,
     post_sticky_comment,
 )
-from lkeval.publish.github.context import GitHubContext, find_pull_request, read_context
+from lkeval.publish.github.context import (
+    GitHubContext,
+    commit_shown,
+    find_pull_request,
+    read_context,
+)
 from lkeval.publish.github.workflow import (
     MAX_ERROR_ANNOTATIONS,
     add_mask_commands,
@@ -39,8 +44,10 @@ from lkeval.publish.github.workflow import (
     warning,
     write_outputs,
 )
-from lkeval.results.masking import Masker
 from lkeval.reporters import JUnitReporter, MarkdownReporter, Report, build_report
+from lkeval.results.baseline import Comparison, compare
+from lkeval.results.gate import EXIT_NOTHING_RAN, FAIL_ON_CHOICES, GateOutcome, evaluate_gate, tally
+from lkeval.results.masking import Masker
 from lkeval.results.model import ResultsFileError, RunResults, load_results
 
 #: Room kept free below GitHub's hard limits, for the marker line and a later edit by hand.
@@ -118,7 +125,19 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         type=parse_comment_id,
         default="default",
         metavar="ID",
-        help="keeps one sticky comment per ID, for several eval jobs on one PR",
+        help="keeps one sticky comment per ID, for several eval jobs on one PR; its heading "
+        "names the ID",
+    )
+    group.add_argument(
+        "--title",
+        metavar="TEXT",
+        help="the reports' heading (default: lk-eval, plus the comment ID when not default)",
+    )
+    group.add_argument(
+        "--comment-author",
+        metavar="LOGIN",
+        help="who the token posts as, when it cannot say (a GitHub App's token: "
+        "SLUG[bot]); only its comment with the marker is updated",
     )
     group.add_argument(
         "--github",
@@ -175,8 +194,14 @@ def publish(
     )
     ctx = read_context(env, token=token, pr_number=getattr(args, "pr", None)) if github else None
     run_url = ctx.run_url if ctx else None
+    if ctx is not None:
+        sha = commit_shown(ctx, safe.metadata.git_sha)
+        safe = dataclasses.replace(safe, metadata=dataclasses.replace(safe.metadata, git_sha=sha))
+    title = comment_title(getattr(args, "comment_id", "default"), getattr(args, "title", None))
 
-    def report(max_chars: int | None = None, max_bytes: int | None = None) -> Report:
+    def report(
+        max_chars: int | None = None, max_bytes: int | None = None, details: bool = True
+    ) -> Report:
         return build_report(
             safe,
             comparison,
@@ -185,6 +210,8 @@ def publish(
             run_url=run_url,
             max_chars=max_chars,
             max_bytes=max_bytes,
+            details=details,
+            title=title,
         )
 
     junit_path = getattr(args, "junit", None)
@@ -284,6 +311,8 @@ def _comment(
                 comment_id=comment_id,
                 mode=mode,
                 warn=lambda message: emit(warning(message)),
+                compact=lambda: MarkdownReporter().format(report(max_chars=budget, details=False)),
+                author=getattr(args, "comment_author", None),
             )
     except Exception as exc:
         emit(warning(f"lk-eval could not post the PR comment: {type(exc).__name__}: {exc}"))

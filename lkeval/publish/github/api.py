@@ -4,8 +4,9 @@ Posting results is a courtesy, never the verdict: the callers turn every :class:
 into a ``::warning::`` and carry on, so this module's job is to fail fast and describe the
 failure in one line (status, GitHub's own message), never to raise anything else.
 
-Every request body passes through the :class:`~lkeval.results.masking.Masker`, and the token only ever
-goes to the configured API origin (a ``Link`` header pointing elsewhere is not followed).
+Every request body passes through the :class:`~lkeval.results.masking.Masker`, and the token
+only ever goes to the configured API origin (a ``Link`` header pointing elsewhere is not
+followed).
 """
 
 from __future__ import annotations
@@ -150,10 +151,29 @@ def json_of(response: httpx.Response) -> Any:
 
 
 def _message(response: httpx.Response) -> str:
+    """GitHub's own reason: its ``message`` and, for a 422, what each of its ``errors`` says.
+
+    A 422 "Validation Failed" alone does not say what to fix; the ``errors`` list does
+    (``body is too long (maximum is 65536 characters)``).
+    """
     try:
         data = response.json()
     except ValueError:
         return response.reason_phrase or "error"
-    if isinstance(data, dict) and isinstance(data.get("message"), str):
-        return str(data["message"])
-    return response.reason_phrase or "error"
+    if not isinstance(data, dict) or not isinstance(data.get("message"), str):
+        return response.reason_phrase or "error"
+    details = [_error_detail(e) for e in data.get("errors") or () if _error_detail(e)]
+    message = str(data["message"])
+    return f"{message}: {'; '.join(details)}" if details else message
+
+
+def _error_detail(error: Any) -> str:
+    """One entry of GitHub's ``errors``: its ``message``, else ``field code`` (``body missing``)."""
+    if isinstance(error, str):
+        return error
+    if not isinstance(error, dict):
+        return ""
+    if isinstance(error.get("message"), str) and error["message"]:
+        return str(error["message"])
+    parts = [str(error[k]) for k in ("resource", "field", "code") if isinstance(error.get(k), str)]
+    return " ".join(parts)

@@ -117,6 +117,19 @@ def read_context(
     )
 
 
+def commit_shown(ctx: GitHubContext, recorded: str | None) -> str | None:
+    """The commit a report names: the PR's head, never the merge commit GitHub built.
+
+    On a PR event (and in the ``workflow_run`` recipe) the payload's head sha is what the
+    reviewer pushed; ``GITHUB_SHA`` and a checkout's ``HEAD`` are a merge commit nobody saw.
+    Elsewhere the recorded sha stands, then ``GITHUB_SHA``.
+    """
+    from_payload = ctx.event_name in (*PR_EVENTS, "workflow_run") and ctx.head_sha
+    if from_payload and ctx.head_sha != ctx.sha:
+        return ctx.head_sha
+    return recorded or ctx.head_sha or ctx.sha
+
+
 def find_pull_request(api: GitHubApi, repository: str, sha: str) -> int | None:
     """The PR a commit belongs to (an open one first), for runs triggered by ``push``.
 
