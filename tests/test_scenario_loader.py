@@ -298,7 +298,7 @@ def test_warnings_unknown_keys_tag_conversion_and_empty_scenarios() -> None:
         scenarios:
           - label: A
             instructions: hi
-            tunrs: []
+            notes: []
             tags: {difficulty: 1, live: true, owner: ~, team: voice}
             judges: [accuracy, accuracy]
           - label: B
@@ -307,7 +307,7 @@ def test_warnings_unknown_keys_tag_conversion_and_empty_scenarios() -> None:
     assert all(not d.is_error for d in diagnostics)
     assert [str(d) for d in diagnostics] == [
         "s.yaml:2:1: warning: owner: unknown key 'owner'",
-        "s.yaml:6:5: warning: scenarios[0].tunrs: unknown key 'tunrs' (did you mean 'turns'?)",
+        "s.yaml:6:5: warning: scenarios[0].notes: unknown key 'notes'",
         "s.yaml:7:24: warning: scenarios[0].tags.difficulty: LiveKit tags are strings; "
         "read a number (1) as '1' (quote it)",
         "s.yaml:7:33: warning: scenarios[0].tags.live: LiveKit tags are strings; "
@@ -399,8 +399,42 @@ def test_diagnostic_str_forms() -> None:
     )
 
 
+NEAR_MISSES = [
+    ("agent_expectation", "agent_expectations"),
+    ("instruction", "instructions"),
+    ("user_data", "userdata"),
+    ("userData", "userdata"),
+    ("turn", "turns"),
+    ("tunrs", "turns"),
+    ("tag", "tags"),
+    ("judge", "judges"),
+    ("min_passes", "min_pass"),
+    ("boot-timeout", "boot_timeout"),
+]
+
+
+@pytest.mark.parametrize(("key", "meant"), NEAR_MISSES)
+def test_a_near_miss_of_a_known_key_is_an_error(key: str, meant: str) -> None:
+    """A typo would drop the check the key holds; LiveKit would ignore it silently."""
+    assert messages(HEAD + f"    {key}: x\n") == [
+        f"s.yaml:4:5: error: scenarios[0].{key}: unknown key '{key}' (did you mean '{meant}'?); "
+        "a misspelt key would silently drop what it holds"
+    ]
+
+
+def test_near_misses_of_group_keys_are_errors_and_other_keys_warnings() -> None:
+    found = messages("nmae: X\nowner: me\nexpectations: x\n" + HEAD + "    persona: x\n")
+    assert found == [
+        "s.yaml:1:1: error: nmae: unknown key 'nmae' (did you mean 'name'?); "
+        "a misspelt key would silently drop what it holds",
+        "s.yaml:2:1: warning: owner: unknown key 'owner'",
+        "s.yaml:3:1: warning: expectations: unknown key 'expectations'",
+        "s.yaml:7:5: warning: scenarios[0].persona: unknown key 'persona'",
+    ]
+
+
 def test_load_or_raise() -> None:
-    write("scenarios:\n  - label: A\n    instructions: hi\n    tunrs: []\n", "ok.yaml")
+    write("scenarios:\n  - label: A\n    instructions: hi\n    notes: []\n", "ok.yaml")
     groups, warnings = load_or_raise(["ok.yaml"])
     assert len(groups) == 1 and [d.severity for d in warnings] == ["warning"]
     write("scenarios:\n  - instructions: hi\n", "bad.yaml")

@@ -352,16 +352,67 @@ def check_keys(
     *,
     strict: bool,
 ) -> None:
-    """Report keys outside ``allowed``: errors in lk-eval's grammar, warnings elsewhere."""
+    """Report keys outside ``allowed``: errors in lk-eval's grammar, warnings elsewhere.
+
+    Outside the strict grammar an unknown key is a warning (``lk agent simulate`` ignores it),
+    except a near miss of a known key: ``instruction:`` or ``agent_expectation:`` would drop
+    the check it was meant to be, and the run would pass on less than the author wrote.
+    """
     allowed = tuple(allowed)
     for key, (key_node, _) in entries.items():
         if key in allowed:
             continue
-        message = f"unknown key '{key}'{suggestion(key, allowed)}"
         if strict:
+            message = f"unknown key '{key}'{suggestion(key, allowed)}"
             problems.error(key_node, join(path, key), f"{message}; allowed: {', '.join(allowed)}")
+            continue
+        meant = near_miss(key, allowed)
+        if meant is not None:
+            problems.error(
+                key_node,
+                join(path, key),
+                f"unknown key '{key}' (did you mean '{meant}'?); a misspelt key would "
+                "silently drop what it holds",
+            )
         else:
-            problems.warning(key_node, join(path, key), message)
+            problems.warning(
+                key_node, join(path, key), f"unknown key '{key}'{suggestion(key, allowed)}"
+            )
+
+
+def near_miss(key: str, known: Iterable[str]) -> str | None:
+    """The known key that ``key`` is a typo of, if any: the same once case, ``-`` and ``_``
+    are ignored, or within one edit (two for keys of six letters or more)."""
+
+    def fold(text: str) -> str:
+        return text.lower().replace("-", "").replace("_", "")
+
+    folded = fold(key)
+    best: tuple[int, str] | None = None
+    for name in known:
+        target = fold(name)
+        budget = 2 if min(len(folded), len(target)) >= 6 else 1
+        distance = _edit_distance(folded, target, budget)
+        if distance <= budget and (best is None or distance < best[0]):
+            best = (distance, name)
+    return best[1] if best else None
+
+
+def _edit_distance(a: str, b: str, cap: int) -> int:
+    """Optimal string alignment distance (insert, delete, substitute, swap two neighbours),
+    exact up to ``cap``; anything larger is returned as ``cap + 1``."""
+    if abs(len(a) - len(b)) > cap:
+        return cap + 1
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        row = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                row[j] = min(row[j], previous2[j - 2] + 1)
+        previous2, previous = previous, row
+    return min(previous[-1], cap + 1)
 
 
 def read_str(
