@@ -94,6 +94,8 @@ INPUTS: tuple[Input, ...] = (
     Input("min-pass-rate", "--min-pass-rate", commands=COMMANDS),
     Input("comment", "--comment", default="update", commands=COMMANDS),
     Input("comment-id", "--comment-id", default="default", commands=COMMANDS),
+    Input("title", "--title", commands=COMMANDS),
+    Input("comment-author", "--comment-author", commands=COMMANDS),
     Input(
         "summary",
         "--summary",

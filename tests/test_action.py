@@ -143,6 +143,8 @@ MAPPING: dict[str, tuple[str, list[str]]] = {
     "min-pass-rate": ("90%", ["--min-pass-rate", "90%"]),
     "comment": ("new", ["--comment", "new"]),
     "comment-id": ("voice", ["--comment-id", "voice"]),
+    "title": ("Voice evals", ["--title", "Voice evals"]),
+    "comment-author": ("eval-app[bot]", ["--comment-author", "eval-app[bot]"]),
     "summary": ("false", ["--no-summary"]),
     "pr": ("42", ["--pr", "42"]),
     "extra-args": ("--llm-timeout 30 --env 'GREETING=hi there'",
