@@ -19,6 +19,7 @@ from livekit.agents.llm import LLM
 from lkeval.llm.client import LLMError
 from lkeval.llm.config import LLMSpec, build_llm, resolve_llm_spec
 from lkeval.llm.judge import (
+    JUDGE_RETRIES,
     JudgeError,
     combine_verdicts,
     judge_conversation,
@@ -108,13 +109,15 @@ def test_judge_returns_the_verdict_of_the_forced_tool_call(srv: LLMServer, value
     assert usage.cost_usd is None  # no price for a scripted model
 
     body = srv.requests[0].body
-    assert body["tool_choice"] == {"type": "function", "function": {"name": "submit_verdict"}}
+    # "required", not the named form that llama-server ignores: the verdict tool is the only one
+    assert body["tool_choice"] == "required"
     assert body["temperature"] == 0
     (tool,) = body["tools"]
+    # the options are not listed pass-first
     assert tool["function"]["parameters"]["properties"]["verdict"]["enum"] == [
-        "pass",
         "fail",
         "maybe",
+        "pass",
     ]
     prompt = body["messages"][-1]["content"]
     for needle in (
@@ -225,12 +228,109 @@ def test_a_malformed_verdict_call_is_a_judge_error(
     srv.set_rules([{"tool_calls": [{"name": "submit_verdict", "arguments": arguments}]}])
     with pytest.raises(JudgeError, match=error):
         judge(spec_for(srv))
+    assert len(srv.requests) == 1 + JUDGE_RETRIES  # asked again, never taken as a verdict
 
 
 def test_a_text_answer_instead_of_the_tool_call_is_a_judge_error(srv: LLMServer) -> None:
     srv.set_rules([{"text": "I think it passes."}])
     with pytest.raises(JudgeError, match=r"did not call submit_verdict.*I think it passes"):
         judge(spec_for(srv))
+    assert len(srv.requests) == 1 + JUDGE_RETRIES
+
+
+def test_two_disagreeing_verdict_calls_are_asked_again_then_the_answer_counts(
+    srv: LLMServer,
+) -> None:
+    twice = [
+        {"name": "submit_verdict", "arguments": {"reasoning": "ok", "verdict": "pass"}},
+        {"name": "submit_verdict", "arguments": {"reasoning": "no", "verdict": "fail"}},
+    ]
+    srv.set_rules([{"tool_calls": twice, "times": 1}, verdict_rule("fail", "not booked")])
+    verdict, usage = judge(spec_for(srv))
+    assert verdict.verdict == "fail"
+    assert verdict.reason.startswith("not booked")
+    assert "asked again after 1 unusable answer" in verdict.reason
+    assert "different verdicts (fail, pass)" in verdict.reason
+    assert len(srv.requests) == 2
+    assert usage.input_tokens == 2 * judge_usage_of_one_call(srv).input_tokens
+
+
+def test_a_judge_that_always_votes_twice_differently_is_an_error_not_a_pass(
+    srv: LLMServer,
+) -> None:
+    twice = [
+        {"name": "submit_verdict", "arguments": {"reasoning": "ok", "verdict": "pass"}},
+        {"name": "submit_verdict", "arguments": {"reasoning": "no", "verdict": "fail"}},
+    ]
+    srv.set_rules([{"tool_calls": twice}])
+    with pytest.raises(JudgeError, match=r"no usable verdict in 3 answers: .*different verdicts"):
+        judge(spec_for(srv))
+
+
+def test_two_agreeing_verdict_calls_are_one_verdict(srv: LLMServer) -> None:
+    same = [
+        {"name": "submit_verdict", "arguments": {"reasoning": "first", "verdict": "pass"}},
+        {"name": "submit_verdict", "arguments": {"reasoning": "again", "verdict": "pass"}},
+    ]
+    srv.set_rules([{"tool_calls": same}])
+    verdict, _ = judge(spec_for(srv))
+    assert (verdict.verdict, verdict.reason) == ("pass", "first")
+    assert len(srv.requests) == 1
+
+
+def test_a_verdict_outside_the_enum_is_asked_again(srv: LLMServer) -> None:
+    mostly = {"name": "submit_verdict", "arguments": {"reasoning": "hm", "verdict": "mostly"}}
+    srv.set_rules([{"tool_calls": [mostly], "times": 1}, verdict_rule("maybe", "cut short")])
+    verdict, _ = judge(spec_for(srv))
+    assert verdict.verdict == "maybe" and "unknown verdict 'mostly'" in verdict.reason
+    assert len(srv.requests) == 2
+
+
+@pytest.mark.parametrize("style", ["json", "fenced"])
+def test_a_verdict_written_as_json_text_is_taken_when_unambiguous(
+    srv: LLMServer, style: str
+) -> None:
+    # a weak model on llama-server writes its tool call into the content
+    rule = verdict_rule("fail", "no booking was made")
+    srv.set_rules([{**rule, "tool_calls_as_text": style, "text": "Here is my verdict:"}])
+    verdict, _ = judge(spec_for(srv))
+    assert (verdict.verdict, verdict.reason) == ("fail", "no booking was made")
+    assert len(srv.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"verdict": "pass", "reasoning": "a"} or maybe {"verdict": "fail", "reasoning": "b"}',
+        '{"verdict": "probably pass"}',
+        "The agent passes.",
+    ],
+)
+def test_ambiguous_text_is_never_guessed_at(srv: LLMServer, text: str) -> None:
+    srv.set_rules([{"text": text, "times": 1}, verdict_rule("fail", "asked properly")])
+    verdict, _ = judge(spec_for(srv))
+    assert verdict.verdict == "fail" and verdict.reason.startswith("asked properly")
+    assert len(srv.requests) == 2
+
+
+def test_llama_server_honours_the_judges_required_tool_choice() -> None:
+    # llama-server ignores the named tool_choice (then a weak model answers in text); it
+    # honours "required", which is what the judge sends
+    with LLMServer([verdict_rule("fail", "no")], quirks={"like": "llama-server"}) as server:
+        verdict, _ = judge(spec_for(server))
+        warnings = server.warnings
+    assert verdict.verdict == "fail"
+    assert warnings == []
+
+
+def test_the_judge_prompt_does_not_lean_towards_pass(srv: LLMServer) -> None:
+    srv.set_rules([verdict_rule("maybe")])
+    judge(spec_for(srv))
+    system = srv.requests[0].body["messages"][0]["content"]
+    question = srv.requests[0].body["messages"][-1]["content"].splitlines()[-1]
+    assert "unsure means maybe, never pass" in system
+    assert system.index("fail if") < system.index("maybe if") < system.index("pass if")
+    assert "Did the agent" not in question and "shown not met" in question
 
 
 def test_rejudge_majority_overturns_a_flaky_fail(srv: LLMServer) -> None:

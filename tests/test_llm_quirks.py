@@ -73,8 +73,9 @@ def raw_events(server: LLMServer, **body: Any) -> tuple[int, list[str]]:
 def llama() -> Iterator[LLMServer]:
     """A server that behaves like llama-server, scripted as a judge that obeys a forced tool."""
     rules = [
-        {"tool_choice": "submit_verdict", "tool_calls": [PASS]},
+        # "required" first: a rule naming the only tool offered matches "required" too
         {"tool_choice": "required", "tool_calls": [FAIL]},
+        {"tool_choice": "submit_verdict", "tool_calls": [PASS]},
         {"text": "I think the agent did fine."},
     ]
     with LLMServer(rules, quirks={"like": "llama-server"}) as server:
@@ -297,3 +298,17 @@ def test_livekit_inference_llm_reaches_the_server(monkeypatch: pytest.MonkeyPatc
     claims_json = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
     assert claims_json["iss"] == "devkey"
     assert request.path.endswith("/chat/completions")
+
+
+def test_a_rule_naming_the_only_tool_matches_required_too() -> None:
+    rules = [{"tool_choice": "submit_verdict", "tool_calls": [PASS]}, {"text": "no rule"}]
+    with LLMServer(rules) as server:
+        forced = sdk(server).chat.completions.create(
+            model="m", messages=USER, tools=VERDICT_TOOL, tool_choice="required"
+        )
+        two_tools = [*VERDICT_TOOL, {**VERDICT_TOOL[0], "function": {"name": "other"}}]
+        other = sdk(server).chat.completions.create(
+            model="m", messages=USER, tools=two_tools, tool_choice="required"
+        )
+    assert forced.choices[0].message.tool_calls
+    assert other.choices[0].message.content == "no rule"  # "required" among two: not forced

@@ -1,9 +1,14 @@
 """Judging a conversation: the scenario's expectations, scripted intents, LiveKit's judges.
 
 The verdict comes back through a forced tool call, as in ``livekit.agents.evals``: the model
-must call ``submit_verdict`` with a reasoning and one of pass/fail/maybe, so there is no free
-text to parse and a malformed answer is detectable (:class:`JudgeError`, which the engine
-turns into an ``error`` result rather than a pass or a fail).
+must call ``submit_verdict`` with a reasoning and one of fail/maybe/pass. The judge decides
+once: two calls that disagree, a value outside the enum or prose are unusable answers, asked
+again up to :data:`JUDGE_RETRIES` times; a verdict a weak model wrote as JSON text is taken
+only when it is unambiguous. What is still unusable is a :class:`JudgeError`, which the
+engine turns into an ``error`` result, never a pass or a fail.
+
+The prompts are written not to lean towards pass: the options are listed fail, maybe, pass;
+"unsure" is spelled out as maybe; the question asks what is shown, not "did it succeed?".
 
 A flaky LLM verdict must not block a merge on its own, so a failing verdict can be re-judged
 (``rejudge=K``): K more votes, the majority stands, and every vote is kept in
@@ -30,7 +35,7 @@ from livekit.agents.llm import (
     ToolError,
 )
 
-from lkeval.llm.client import LLMError, LLMReply, MeteredLLM, call_llm, forced, make_tool
+from lkeval.llm.client import LLMError, LLMReply, MeteredLLM, call_llm, make_tool
 from lkeval.llm.config import BUILTIN_JUDGES, LLMSpec
 from lkeval.results.model import TranscriptItem, Usage, Verdict, VerdictValue
 
@@ -45,7 +50,10 @@ __all__ = [
     "to_chat_context",
 ]
 
-VERDICTS: tuple[VerdictValue, ...] = ("pass", "fail", "maybe")
+VERDICTS: tuple[VerdictValue, ...] = ("fail", "maybe", "pass")
+JUDGE_RETRIES = 2
+"""Times the judge is asked again after an unusable answer (no verdict, two disagreeing
+verdicts, a value outside the enum) before the verdict is an error of the judge."""
 _SUBMIT = "submit_verdict"
 _SUBMIT_TOOL = make_tool(
     _SUBMIT,
@@ -60,8 +68,9 @@ _SUBMIT_TOOL = make_tool(
         "verdict": {
             "type": "string",
             "enum": list(VERDICTS),
-            "description": "pass if every expectation is met, fail if any is not, maybe only "
-            "if the conversation does not show enough to decide.",
+            "description": "fail if the conversation shows an expectation not met; maybe if "
+            "you are unsure or it does not show enough to decide; pass if it shows every "
+            "expectation met.",
         },
     },
 )
@@ -71,25 +80,29 @@ You are an impartial evaluator of a conversation between an AI agent and a calle
 user). You decide whether the agent met the expectations written for this scenario.
 
 How to judge:
-- Judge the agent's behaviour against the expectations, every one of them. A pass needs all \
-of them met; if any expectation is clearly not met, the verdict is fail.
+- Check every expectation against the record, one by one. Each is shown met, shown not met, \
+or not shown either way.
+- The verdict is fail if any expectation is shown not met; maybe if none is shown not met but \
+at least one is not shown met (the conversation ended before that point, or the record is \
+ambiguous); pass if every expectation is shown met.
+- If you are unsure whether an expectation is met, it is not shown met: unsure means maybe, \
+never pass.
 - The caller's instructions are background: they say what the caller wanted and how they \
 behaved, not what the agent had to do.
 - Tool calls and their outputs are part of the record. Use them to check what the agent \
 actually did (looked up, booked, transferred...) and whether what it told the caller matches \
 the tool results. Saying it did something is not doing it.
-- Answer maybe only when the conversation does not contain enough to decide (for example it \
-ended before the point the expectations are about), never as a hedge.
 - Do not judge style, length or tone unless the expectations mention them.
 - Call submit_verdict exactly once: first a brief reasoning that cites the deciding turns, \
 then the verdict."""
 
 _INTENT_SYSTEM = """\
 You check one message an AI agent sent against an intent: a description of what that message \
-should say or do. Pass if the message fulfils the intent (the meaning matters, not the exact \
-wording); fail if it does not, only partly does, or contradicts it; maybe only if it is \
-genuinely ambiguous. The conversation before it is context only. Call submit_verdict exactly \
-once: a brief reasoning, then the verdict."""
+should say or do; the meaning matters, not the exact wording. The verdict is fail if the \
+message does not do what the intent says, only partly does, or contradicts it; maybe if you \
+cannot tell whether it does (unsure means maybe, never pass); pass if it clearly does. The \
+conversation before it is context only. Call submit_verdict exactly once: a brief reasoning, \
+then the verdict."""
 
 
 class JudgeError(Exception):
@@ -124,42 +137,129 @@ def render_transcript(transcript: Sequence[TranscriptItem]) -> str:
     return "\n".join(lines) if lines else "(no messages)"
 
 
-def _parse_verdict(reply: LLMReply, source: str) -> tuple[VerdictValue, str]:
-    call = next((c for c in reply.tool_calls if c.name == _SUBMIT), None)
-    if call is None:
-        got = (
-            f"called {', '.join(c.name for c in reply.tool_calls)}"
-            if reply.tool_calls
-            else f"answered in text: {' '.join(reply.text.split())[:120]!r}"
-        )
-        raise JudgeError(f"{source}: the judge did not call {_SUBMIT} ({got})")
-    try:
-        args = json.loads(call.arguments or "")
-    except json.JSONDecodeError as exc:
-        raise JudgeError(f"{source}: {_SUBMIT} arguments are not JSON ({exc.msg})") from None
+def _verdict_args(arguments: Any, source: str) -> tuple[VerdictValue, str]:
+    """Check one submit_verdict's arguments (a JSON string or an already parsed mapping)."""
+    args = arguments
+    if isinstance(arguments, str):
+        try:
+            args = json.loads(arguments or "")
+        except json.JSONDecodeError as exc:
+            raise JudgeError(f"{source}: {_SUBMIT} arguments are not JSON ({exc.msg})") from None
     if not isinstance(args, dict):
         raise JudgeError(f"{source}: {_SUBMIT} arguments are not an object")
     verdict = args.get("verdict")
     if not isinstance(verdict, str):
         raise JudgeError(f"{source}: {_SUBMIT} has no verdict")
-    verdict = verdict.strip().lower()
-    if verdict not in VERDICTS:
-        raise JudgeError(
-            f"{source}: unknown verdict {args['verdict']!r} (expected pass/fail/maybe)"
-        )
+    value = verdict.strip().lower()
+    if value not in VERDICTS:
+        raise JudgeError(f"{source}: unknown verdict {verdict!r} (expected pass/fail/maybe)")
     reasoning = args.get("reasoning")
-    return cast(VerdictValue, verdict), reasoning.strip() if isinstance(reasoning, str) else ""
+    return cast(VerdictValue, value), reasoning.strip() if isinstance(reasoning, str) else ""
+
+
+def _json_objects(text: str) -> list[Any]:
+    """Every top-level JSON value that starts with ``{`` or ``[`` in a text, in order."""
+    decoder = json.JSONDecoder()
+    found: list[Any] = []
+    i = 0
+    while (i := _next_open(text, i)) >= 0:
+        try:
+            value, end = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            i += 1
+            continue
+        found.append(value)
+        i = end
+    return found
+
+
+def _next_open(text: str, start: int) -> int:
+    hits = [p for p in (text.find("{", start), text.find("[", start)) if p >= 0]
+    return min(hits) if hits else -1
+
+
+def _text_candidates(value: Any) -> list[Any]:
+    """Verdict arguments inside one JSON value a model wrote as text.
+
+    Weak models write either the arguments (``{"verdict": ...}``) or the call itself
+    (``{"name": "submit_verdict", "arguments": {...}}``), sometimes a list of calls.
+    """
+    if isinstance(value, list):
+        return [c for v in value for c in _text_candidates(v)]
+    if not isinstance(value, dict):
+        return []
+    if "verdict" in value:
+        return [value]
+    if value.get("name") == _SUBMIT and "arguments" in value:
+        return [value["arguments"]]
+    return []
+
+
+def _verdict_from_text(text: str, source: str) -> tuple[VerdictValue, str] | None:
+    """A verdict written as JSON text, when that is unambiguous; else None.
+
+    Unambiguous means: at least one JSON verdict, every one of them well-formed, all naming
+    the same verdict. Anything else (prose, two different verdicts, a value outside the
+    enum) is not guessed at: the judge is asked again.
+    """
+    candidates = [c for v in _json_objects(text) for c in _text_candidates(v)]
+    try:
+        parsed = [_verdict_args(c, source) for c in candidates]
+    except JudgeError:
+        return None
+    if not parsed or len({v for v, _ in parsed}) != 1:
+        return None
+    return parsed[0]
+
+
+def _parse_verdict(reply: LLMReply, source: str) -> tuple[VerdictValue, str]:
+    """The one verdict of a reply; :class:`JudgeError` if there is none or more than one."""
+    calls = [c for c in reply.tool_calls if c.name == _SUBMIT]
+    if calls:
+        parsed = [_verdict_args(c.arguments, source) for c in calls]
+        values = sorted({v for v, _ in parsed})
+        if len(values) > 1:
+            raise JudgeError(
+                f"{source}: the judge called {_SUBMIT} {len(calls)} times with different "
+                f"verdicts ({', '.join(values)})"
+            )
+        return parsed[0]
+    if (from_text := _verdict_from_text(reply.text, source)) is not None:
+        return from_text
+    got = (
+        f"called {', '.join(c.name for c in reply.tool_calls)}"
+        if reply.tool_calls
+        else f"answered in text: {' '.join(reply.text.split())[:120]!r}"
+    )
+    raise JudgeError(f"{source}: the judge did not call {_SUBMIT} ({got})")
 
 
 async def _vote(
     llm: LLM, spec: LLMSpec, system: str, prompt: str, source: str
 ) -> tuple[VerdictValue, str, Usage]:
+    """One verdict; an unusable answer is asked again, up to :data:`JUDGE_RETRIES` times.
+
+    An unusable answer never counts as any verdict. ``tool_choice`` is ``"required"``, not
+    the named form: the verdict tool is the only one offered, so it forces the same call, and
+    common servers (llama.cpp's) ignore the named form.
+    """
     ctx = ChatContext()
     ctx.add_message(role="system", content=system)
     ctx.add_message(role="user", content=prompt)
-    reply = await call_llm(llm, spec, ctx, tools=[_SUBMIT_TOOL], tool_choice=forced(_SUBMIT))
-    verdict, reasoning = _parse_verdict(reply, source)
-    return verdict, reasoning, reply.usage
+    usage = Usage()
+    problems: list[str] = []
+    for _ in range(1 + JUDGE_RETRIES):
+        reply = await call_llm(llm, spec, ctx, tools=[_SUBMIT_TOOL], tool_choice="required")
+        usage = usage + reply.usage
+        try:
+            verdict, reasoning = _parse_verdict(reply, source)
+        except JudgeError as exc:
+            problems.append(str(exc).removeprefix(f"{source}: "))
+            continue
+        if problems:
+            reasoning += f" (asked again after {len(problems)} unusable answer(s): {problems[0]})"
+        return verdict, reasoning, usage
+    raise JudgeError(f"{source}: no usable verdict in {len(problems)} answers: {problems[-1]}")
 
 
 def _majority(votes: Sequence[VerdictValue]) -> VerdictValue:
@@ -187,7 +287,8 @@ async def judge_conversation(
         f"## The caller's instructions (background)\n{instructions.strip() or '(none)'}\n\n"
         f"## Expectations for the agent (the criteria)\n{expectations.strip()}\n\n"
         f"## The conversation\n{render_transcript(transcript)}\n\n"
-        "Did the agent meet every expectation? Call submit_verdict."
+        "For each expectation: is it shown met, shown not met, or not shown? Then call "
+        "submit_verdict."
     )
     verdict, reasoning, usage = await _vote(llm, spec, _CONVERSATION_SYSTEM, prompt, "judge")
     if verdict != "fail" or rejudge <= 0:
@@ -219,7 +320,8 @@ async def judge_intent(
         f"## The conversation before the message (context)\n{history.strip() or '(none)'}\n\n"
         f"## The agent's message\n{message_text}\n\n"
         f"## The intent it should fulfil\n{intent.strip()}\n\n"
-        "Does the message fulfil the intent? Call submit_verdict."
+        "Decide whether the message does what the intent says, does not, or cannot be told; "
+        "then call submit_verdict."
     )
     verdict, reasoning, usage = await _vote(llm, spec, _INTENT_SYSTEM, prompt, "intent")
     return Verdict("intent", verdict, reasoning), usage

@@ -114,6 +114,16 @@ def _forced_tool(request: Mapping[str, Any]) -> str | None:
     return choice if isinstance(choice, str) else None
 
 
+def _choices(request: Mapping[str, Any]) -> set[str]:
+    """What a rule's ``tool_choice`` may name to match: the forced tool, and with ``required``
+    and a single tool offered, that tool too (the model has no other call to make)."""
+    forced = _forced_tool(request)
+    if forced is None:
+        return set()
+    offered = _offered_tools(request)
+    return {forced, *offered} if forced == "required" and len(offered) == 1 else {forced}
+
+
 def _offered_tools(request: Mapping[str, Any]) -> set[str]:
     tools = request.get("tools") if isinstance(request.get("tools"), list) else []
     return {
@@ -152,7 +162,7 @@ class _Rule:
             name = _after_tool_name(msgs)
             if name is None or (r["after_tool"] != "*" and name != r["after_tool"]):
                 return False
-        if "tool_choice" in r and _forced_tool(request) != r["tool_choice"]:
+        if "tool_choice" in r and r["tool_choice"] not in _choices(request):
             return False
         if "has_tool" in r and r["has_tool"] not in _offered_tools(request):
             return False
