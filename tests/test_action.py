@@ -724,7 +724,7 @@ def test_no_input_is_marked_required_that_report_does_not_need() -> None:
 def table_names(markdown: str, heading: str) -> list[str]:
     """The first-column names of the table under ``heading`` in docs/action.md."""
     section = markdown.split(heading + "\n", 1)[1].split("\n#", 1)[0]
-    return re.findall(r"^\| `([a-z-]+)` \|", section, flags=re.MULTILINE)
+    return re.findall(r"^\| `([a-z0-9-]+)` \|", section, flags=re.MULTILINE)
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from lkeval.publish.budget_flags import (
+    add_budget_arguments,
+    budget_annotations,
+    budgets_from_args,
+    metric_outputs,
+)
 from lkeval.publish.github.api import GitHubApi, GitHubError
 from lkeval.publish.github.comments import (
     COMMENT_MODES,
@@ -114,6 +120,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         help="also fail when the pass rate (non-quarantined, non-skipped scenarios) is below "
         "RATE: 0.9 or 90%%",
     )
+    add_budget_arguments(group)
     group.add_argument(
         "--comment",
         choices=COMMENT_MODES,
@@ -191,6 +198,7 @@ def publish(
         comparison,
         getattr(args, "fail_on", "any"),
         getattr(args, "min_pass_rate", None),
+        budgets_from_args(args),
     )
     ctx = read_context(env, token=token, pr_number=getattr(args, "pr", None)) if github else None
     run_url = ctx.run_url if ctx else None
@@ -223,7 +231,7 @@ def publish(
 
     if ctx is not None:
         annotations, omitted = error_annotations(safe, ctx.workspace)
-        for line in annotations:
+        for line in annotations + budget_annotations(gate, ctx.workspace):
             emit(line)
         comment_url = _comment(ctx, args, report, masker, emit)
         summary = getattr(args, "summary", None)
@@ -363,6 +371,7 @@ def _outputs(
         "junit-path": junit_path or "",
         "comment-url": comment_url or "",
         "reasons": "\n".join(gate.reasons),
+        **metric_outputs(results, comparison, gate),
     }
 
 

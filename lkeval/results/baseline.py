@@ -10,14 +10,58 @@ scenario removed and one new).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+from lkeval.results.metrics import MIN_TURNS, Metrics, scenario_metrics, suite_metrics
 from lkeval.results.model import RunResults, ScenarioResult, Status
 
 ChangeKind = Literal["regression", "fixed", "new", "removed", "unchanged"]
 
 _BAD: frozenset[str] = frozenset({"failed", "error"})
+
+
+@dataclass(frozen=True)
+class MetricDelta:
+    """One figure before (baseline) and after (this run).
+
+    ``noisy`` marks a latency delta that is shown but never flagged: fewer than
+    :data:`~lkeval.results.metrics.MIN_TURNS` turns on either side, or a change no larger than
+    this run's own spread (p95 - p50), which the next run could undo by chance.
+    """
+
+    before: float | None = None
+    after: float | None = None
+    noisy: bool = False
+
+    @property
+    def percent(self) -> float | None:
+        """The change in percent of ``before`` (None when either side is unknown or 0)."""
+        if self.before is None or self.after is None or self.before == 0:
+            return None
+        return (self.after - self.before) / self.before * 100
+
+
+def latency_delta(now: Metrics, before: Metrics) -> MetricDelta:
+    """p95 turn latency before and after, with the noise rule applied."""
+    if now.latency is None or before.latency is None:
+        return MetricDelta(
+            before.latency.p95 if before.latency else None,
+            now.latency.p95 if now.latency else None,
+            noisy=True,
+        )
+    few = min(now.latency.n, before.latency.n) < MIN_TURNS
+    spread = now.latency.p95 - now.latency.p50
+    within = abs(now.latency.p95 - before.latency.p95) <= spread
+    return MetricDelta(before.latency.p95, now.latency.p95, noisy=few or within)
+
+
+def cost_delta(now: Metrics, before: Metrics) -> MetricDelta:
+    """Cost before and after; unknown (None) on a side with unpriced tokens."""
+    return MetricDelta(
+        None if before.unpriced else before.cost_usd,
+        None if now.unpriced else now.cost_usd,
+    )
 
 
 @dataclass(frozen=True)
@@ -32,6 +76,8 @@ class ScenarioChange:
     baseline: Status | None
     current_pass_rate: float | None = None
     baseline_pass_rate: float | None = None
+    latency_p95: MetricDelta | None = None
+    cost: MetricDelta | None = None
 
 
 @dataclass(frozen=True)
@@ -41,6 +87,11 @@ class Comparison:
     changes: tuple[ScenarioChange, ...]
     baseline_sha: str | None = None
     baseline_started_at: str = ""
+    # The suite line: pass rate (0..1), p95 turn latency (ms) and cost (USD), before -> after.
+    pass_rate: MetricDelta = field(default_factory=MetricDelta)
+    latency_p95: MetricDelta = field(default_factory=MetricDelta)
+    cost: MetricDelta = field(default_factory=MetricDelta)
+    cost_unpriced: bool = False
 
     def _of(self, kind: ChangeKind) -> tuple[ScenarioChange, ...]:
         return tuple(c for c in self.changes if c.kind == kind)
@@ -95,6 +146,7 @@ def compare(current: RunResults, baseline: RunResults) -> Comparison:
                 baseline=old.status if old else None,
                 current_pass_rate=result.pass_rate,
                 baseline_pass_rate=old.pass_rate if old else None,
+                **_metric_deltas(result, old),
             )
         )
     for scenario_id, old in before.items():
@@ -110,11 +162,36 @@ def compare(current: RunResults, baseline: RunResults) -> Comparison:
                     baseline_pass_rate=old.pass_rate,
                 )
             )
+    now_suite, before_suite = suite_metrics(current), suite_metrics(baseline)
     return Comparison(
         changes=tuple(changes),
         baseline_sha=baseline.metadata.git_sha,
         baseline_started_at=baseline.metadata.started_at,
+        pass_rate=MetricDelta(_pass_rate(baseline), _pass_rate(current)),
+        latency_p95=latency_delta(now_suite, before_suite),
+        cost=cost_delta(now_suite, before_suite),
+        cost_unpriced=bool(now_suite.unpriced or before_suite.unpriced),
     )
+
+
+def _metric_deltas(
+    now: ScenarioResult, old: ScenarioResult | None
+) -> dict[str, MetricDelta | None]:
+    if old is None or now.status == "skipped" or old.status == "skipped":
+        return {}
+    now_metrics, old_metrics = scenario_metrics(now), scenario_metrics(old)
+    return {
+        "latency_p95": latency_delta(now_metrics, old_metrics),
+        "cost": cost_delta(now_metrics, old_metrics),
+    }
+
+
+def _pass_rate(results: RunResults) -> float | None:
+    # The gate's tally (lkeval.results.gate imports this module): skipped and quarantined
+    # scenarios do not count.
+    counted = [s for s in results.scenarios if s.status != "skipped" and not s.quarantined]
+    passed = sum(1 for s in counted if s.status == "passed")
+    return passed / len(counted) if counted else None
 
 
 def _classify(current: Status, baseline: Status | None) -> ChangeKind:

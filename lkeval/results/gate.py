@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lkeval.results.baseline import Comparison
+from lkeval.results.budgets import BudgetMiss, Budgets, check_budgets
 from lkeval.results.model import RunResults, ScenarioResult
 
 FailOn = Literal["any", "regression", "never"]
@@ -38,6 +39,7 @@ class GateOutcome:
     passed: bool
     exit_code: int
     reasons: tuple[str, ...] = ()
+    budget_misses: tuple[BudgetMiss, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,8 +102,13 @@ def evaluate_gate(
     comparison: Comparison | None,
     fail_on: FailOn = "any",
     min_pass_rate: float | None = None,
+    budgets: Budgets | None = None,
 ) -> GateOutcome:
-    """Decide the gate. See the module docstring for the exit codes."""
+    """Decide the gate. See the module docstring for the exit codes.
+
+    A budget miss (:mod:`lkeval.results.budgets`) fails the gate on its own, as its own
+    reason; with ``--fail-on never`` it is reported and does not block.
+    """
     ran = [s for s in results.scenarios if s.status != "skipped"]
     if ran and all(s.status == "error" for s in ran):
         return GateOutcome(
@@ -162,13 +169,17 @@ def evaluate_gate(
     if flaky:
         notes.append(f"{_count(flaky)} quarantined and not passing (not blocking)")
 
+    misses = check_budgets(results, comparison, budgets)
+    for miss in misses:
+        (notes if fail_on == "never" else failures).append(f"budget missed: {miss.text}")
+
     if failures:
-        return GateOutcome(False, EXIT_FAILED, tuple(failures + notes))
+        return GateOutcome(False, EXIT_FAILED, tuple(failures + notes), misses)
     if not counted:
         notes.insert(0, "no scenario counted toward the gate")
     elif not bad:
         notes.insert(0, f"all {_count(counted)} passed")
-    return GateOutcome(True, EXIT_PASSED, tuple(notes))
+    return GateOutcome(True, EXIT_PASSED, tuple(notes), misses)
 
 
 def _count(items: Sized) -> str:

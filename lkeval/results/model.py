@@ -155,6 +155,9 @@ class ScenarioResult:
     min_pass: int = 1
     quarantined: bool = False
     duration_seconds: float = 0.0
+    # The scenario's ``latency:`` budget in ms by statistic, kept so a later ``lkeval report``
+    # checks it from the results file alone.
+    latency_budget: dict[str, float] = field(default_factory=dict)
 
     @property
     def passes(self) -> int:

@@ -250,4 +250,5 @@ class Engine:
             min_pass=min_pass if min_pass is not None else self.plan(scenario)[1],
             quarantined=self.is_quarantined(scenario),
             duration_seconds=(time.monotonic() - started) if started is not None else 0.0,
+            latency_budget=dict(scenario.latency),
         )

@@ -21,6 +21,7 @@ from typing import Any
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from lkeval.scenarios.latency import read_latency_node
 from lkeval.scenarios.model import BUILTIN_JUDGES, Limits, Scenario, ScenarioGroup, derive_id
 from lkeval.scenarios.turns import parse_turns
 from lkeval.scenarios.yaml_nodes import (
@@ -70,6 +71,7 @@ LKEVAL_SCENARIO_KEYS = (
     "min_pass",
     "judges",
     "then_simulate",
+    "latency",
 )
 SCENARIO_KEYS = LIVEKIT_SCENARIO_KEYS + LKEVAL_SCENARIO_KEYS
 # The built-in judges of livekit.agents.evals, the vocabulary users already know.
@@ -270,6 +272,7 @@ def _parse_scenario(
         min_pass=min_pass,
         judges=judges,
         then_simulate=then_simulate,
+        latency=read_latency_node(_value(entries, "latency"), f"{path}.latency", problems),
     )
     if explicit_id is not None:
         site = _IdSite(scenario_id, False, file, entries["id"][1], f"{path}.id")

@@ -135,6 +135,8 @@ class Scenario:
     judges: tuple[str, ...] = ()
     # After the scripted turns, the simulated user carries on from ``instructions``.
     then_simulate: bool = False
+    # Latency budget in ms by statistic (p95, ttft_p95, ...): lkeval.scenarios.latency.
+    latency: dict[str, float] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
