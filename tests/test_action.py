@@ -657,7 +657,11 @@ def test_action_end_to_end_on_the_hotel_example(
         "SCN_vetoGrace01": ("failed", True),
         "hotel-front-desk/guest-books-a-room-by-talking-to-the-desk": ("skipped", False),
     }
-    assert (agent_dir / "lkeval-results" / "junit.xml").is_file()
+    junit = (agent_dir / "lkeval-results" / "junit.xml").read_text()
+    # Relative to the repository (the workspace), not to working-directory: annotators
+    # resolve it from the root.
+    assert 'file="agent/scenarios.yaml"' in junit and 'file="scenarios.yaml"' not in junit
+    assert results["metadata"]["git_sha"] == "abc123"  # the PR's head, from the payload
     assert "Agent vetoes" in (agent_dir / "lkeval-results" / "report.md").read_text()
     for report in ("results.json", "junit.xml", "report.md"):  # readable by later steps
         assert (agent_dir / "lkeval-results" / report).stat().st_mode & 0o777 == 0o644
@@ -668,6 +672,8 @@ def test_action_end_to_end_on_the_hotel_example(
 
     (comment,) = comments(github, "e2e")
     assert "Agent vetoes" in comment["body"]
+    assert "## lk-eval · e2e: ✅ gate passed" in comment["body"]
+    assert "commit `abc123`" in comment["body"] and "merge999" not in comment["body"]
     assert "Agent vetoes" in (tmp_path / "summary.md").read_text()
     outputs = read_outputs(tmp_path / "output.txt")
     assert set(outputs) == set(action()["outputs"])

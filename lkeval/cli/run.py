@@ -14,7 +14,6 @@ import dataclasses
 import datetime as dt
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -171,6 +170,7 @@ def run_main(args: argparse.Namespace) -> int:
     """The ``run`` subcommand."""
     from lkeval.llm.evaluator import build_evaluator
     from lkeval.publish.progress import make_progress
+    from lkeval.publish.github.checkout import recorded_commit
     from lkeval.publish.outputs import publish
 
     agent = Path(args.agent)
@@ -225,6 +225,7 @@ def run_main(args: argparse.Namespace) -> int:
         if launcher is not None:
             launcher.close()
 
+    commit = recorded_commit()  # no git binary needed (the Action's image has none)
     metadata = RunMetadata(
         lkeval_version=__version__,
         livekit_agents_version=_installed("livekit-agents"),
@@ -233,8 +234,8 @@ def run_main(args: argparse.Namespace) -> int:
         started_at=started_at.isoformat(timespec="seconds"),
         finished_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         duration_seconds=round(time.monotonic() - started, 3),
-        git_sha=_git("rev-parse", "HEAD"),
-        git_branch=os.environ.get("GITHUB_HEAD_REF") or _git("rev-parse", "--abbrev-ref", "HEAD"),
+        git_sha=commit[0],
+        git_branch=commit[1],
         shard=f"{args.shard[0]}/{args.shard[1]}" if args.shard else None,
         interrupted=stopped_by is not None,
         argv=tuple(redact_argv(sys.argv[1:])),
@@ -312,14 +313,6 @@ def _installed(dist: str) -> str | None:
         return version(dist)
     except PackageNotFoundError:
         return None
-
-
-def _git(*args: str) -> str | None:
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5)
-        if out.returncode == 0 and out.stdout.strip():
-            return out.stdout.strip()
-    return None
 
 
 def _parse_env(item: str) -> tuple[str, str]:

@@ -27,6 +27,7 @@ from lkeval.publish.budget_flags import (
     metric_outputs,
 )
 from lkeval.publish.github.api import GitHubApi, GitHubError
+from lkeval.publish.github.checkout import repo_root
 from lkeval.publish.github.comments import (
     COMMENT_MODES,
     MAX_COMMENT_CHARS,
@@ -225,7 +226,8 @@ def publish(
     junit_path = getattr(args, "junit", None)
     markdown_path = getattr(args, "markdown", None)
     if junit_path:
-        _write(junit_path, JUnitReporter().format(report()))
+        root = repo_root(env)  # annotators resolve testcase@file from the repository's root
+        _write(junit_path, JUnitReporter(root=str(root) if root else None).format(report()))
     if markdown_path:
         _write(markdown_path, MarkdownReporter().format(report()))
 

@@ -3,7 +3,8 @@
 Shaped for the consumers users actually run (dorny/test-reporter, mikepenz/action-junit-report,
 EnricoMi/publish-unit-test-result-action): one ``testsuite`` per scenario group, one
 ``testcase`` per scenario with ``classname`` = group, ``name`` = label, ``file``/``line`` = where
-the scenario is written (mikepenz and EnricoMi annotate the file with them), ``time``; a
+the scenario is written (mikepenz and EnricoMi annotate the file with them, so ``file`` is
+relative to the repository's root, not to the working directory), ``time``; a
 one-line ``message`` on failure/error/skipped (the only text most viewers show) and the full
 story in the element text and ``system-out`` (the transcript, which EnricoMi shows).
 
@@ -17,12 +18,15 @@ deterministic and carries no attribute that schema does not know (``disabled``).
 
 from __future__ import annotations
 
+import os
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 
 from junit_xml import TestCase, TestSuite
 
+from lkeval.reporters.interface import Report, Reporter
+from lkeval.results.model import RunResults, ScenarioResult
 from lkeval.results.wording import (
     attempt_to_show,
     failure_reasons,
@@ -31,8 +35,6 @@ from lkeval.results.wording import (
     plain,
     ran_attempts,
 )
-from lkeval.reporters.interface import Report, Reporter
-from lkeval.results.model import RunResults, ScenarioResult
 
 #: How many log lines of a crashed agent go into an ``error`` element.
 LOG_TAIL_LINES = 40
@@ -46,11 +48,36 @@ def xml_text(text: str) -> str:
     return _ILLEGAL_XML.sub("", plain(text))
 
 
+def repo_path(path: str, root: str | None) -> str:
+    """``path`` (relative to the working directory) relative to ``root``, when inside it.
+
+    Annotators resolve ``testcase@file`` against the repository's root: with
+    ``working-directory: agent``, ``evals/s.yaml`` must become ``agent/evals/s.yaml``.
+    """
+    if not path or root is None:
+        return path
+    try:
+        relative = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    except ValueError:  # another drive
+        return path
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return path
+    return relative.replace(os.sep, "/")
+
+
 class JUnitReporter(Reporter):
-    """Renders results as a JUnit XML document."""
+    """Renders results as a JUnit XML document.
+
+    ``root`` is the repository's root (the caller finds it: ``GITHUB_WORKSPACE``, else the
+    folder holding ``.git``); scenario files are written relative to it. Without one they stay
+    as the results name them.
+    """
 
     name = "junit"
     suffix = ".xml"
+
+    def __init__(self, root: str | None = None) -> None:
+        self.root = root
 
     def format(self, report: Report) -> str:
         """The JUnit XML document (UTF-8 declaration, two-space indent, trailing newline)."""
@@ -61,9 +88,9 @@ class JUnitReporter(Reporter):
         for name, scenarios in _groups(results):
             suite = TestSuite(
                 xml_text(name),
-                [_testcase(s) for s in scenarios],
+                [_testcase(s, self.root) for s in scenarios],
                 timestamp=xml_text(results.metadata.started_at) or None,
-                file=xml_text(scenarios[0].file) or None,
+                file=xml_text(repo_path(scenarios[0].file, self.root)) or None,
             )
             element = suite.build_xml_doc()
             element.attrib.pop("disabled", None)
@@ -94,13 +121,13 @@ def _groups(results: RunResults) -> Iterable[tuple[str, list[ScenarioResult]]]:
     return [(names[key], members) for key, members in groups.items()]
 
 
-def _testcase(scenario: ScenarioResult) -> TestCase:
+def _testcase(scenario: ScenarioResult, root: str | None) -> TestCase:
     case = TestCase(
         xml_text(scenario.label),
         classname=xml_text(scenario.group_name or scenario.file),
         elapsed_sec=scenario.duration_seconds,
         stdout=xml_text(_system_out(scenario)) or None,
-        file=xml_text(scenario.file) or None,
+        file=xml_text(repo_path(scenario.file, root)) or None,
         line=str(scenario.line) if scenario.line else None,
     )
     message = xml_text(outcome_line(scenario))
