@@ -120,3 +120,39 @@ def test_partial_mismatch_nested_and_case() -> None:
 def test_agent_key_matches_class_names_and_ids() -> None:
     assert agent_key("BookingAgent") == agent_key("booking_agent") == "booking_agent"
     assert agent_key("FrontDesk") != agent_key("booking_agent")
+
+
+GREETING = [
+    TranscriptItem(kind="agent_handoff", turn=0, new_agent="front_desk_agent"),
+    TranscriptItem(kind="message", turn=0, role="assistant", text="Welcome! How can I help?"),
+]
+
+
+def greeting(*expect: Expectation) -> list[tuple[bool, str]]:
+    results = asyncio.run(check_turn(0, Turn(None, expect, 1), GREETING, None))
+    return [(r.passed, r.reason) for r in results]
+
+
+def test_turn_0_checks_see_the_greeting_first_as_in_livekits_run_result() -> None:
+    """The session-start handoff (none -> first agent) is not an event of turn 0..."""
+    welcome = Expectation("message", 2, contains=("welcome",))
+    assert greeting(welcome, Expectation("no_more_events", 3)) == [(True, ""), (True, "")]
+    assert greeting(Expectation("skip", 2, count=1), Expectation("no_more_events", 3)) == [
+        (True, ""),
+        (True, ""),
+    ]
+
+
+def test_turn_0_can_still_check_which_agent_starts_the_session() -> None:
+    """... unless turn 0's first in-order check is a handoff; ``contains:`` always finds it."""
+    start = Expectation("handoff", 2, to="FrontDeskAgent")
+    welcome = Expectation("message", 3, contains=("welcome",))
+    assert greeting(start, welcome) == [(True, ""), (True, "")]
+    anywhere = Expectation("handoff", 2, to="FrontDeskAgent", anywhere=True)
+    assert greeting(anywhere, welcome) == [(True, ""), (True, "")]
+
+
+def test_a_handoff_later_in_a_turn_is_always_an_event() -> None:
+    handoff = TranscriptItem(kind="agent_handoff", turn=1, old_agent="a", new_agent="b")
+    results = asyncio.run(check_turn(0, Turn(None, (Expectation("skip", 1),), 1), [handoff], None))
+    assert [r.passed for r in results] == [True]

@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from conftest import HOTEL, hotel_env, read_json, run_argv, run_lkeval
+
 from lkeval.scenarios.loader import load_scenario_file
+from lkeval.testing.llm_server import LLMServer
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -16,6 +20,11 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 def _blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.DOTALL)
+
+
+# Every YAML snippet of the README that is a scenario file: each is played against the example
+# agent below, so an example a user copies is one that works on a real agent.
+SCENARIO_SNIPPETS = [b for b in _blocks("yaml") if re.search(r"^scenarios:", b, re.MULTILINE)]
 
 
 def test_help_block_matches_the_real_help() -> None:
@@ -32,7 +41,7 @@ def test_help_block_matches_the_real_help() -> None:
 
 
 def test_scenario_example_is_a_valid_file(tmp_path: Path) -> None:
-    (block,) = [b for b in _blocks("yaml") if "scenarios:" in b and "turns:" in b]
+    (block,) = [b for b in SCENARIO_SNIPPETS if "min_pass:" in b]
     path = tmp_path / "scenarios.yaml"
     path.write_text(block, encoding="utf-8")
     group, diagnostics = load_scenario_file(path)
@@ -45,3 +54,32 @@ def test_make_targets_named_in_the_readme_exist() -> None:
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     for target in re.findall(r"^make ([\w-]+)", README, flags=re.MULTILINE):
         assert re.search(rf"^{target}:", makefile, flags=re.MULTILINE), target
+
+
+def test_the_readme_has_scenario_snippets() -> None:
+    assert len(SCENARIO_SNIPPETS) >= 2
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("index", range(len(SCENARIO_SNIPPETS)))
+def test_every_scenario_snippet_passes_on_the_example_agent(
+    tmp_path: Path, hotel_llm: LLMServer, index: int
+) -> None:
+    """Through the real CLI, the example agent (examples/hotel) and its local LLM: the gate
+    passes, and every scripted check of every run passed (none skipped, none judged away)."""
+    path = tmp_path / "scenarios.yaml"
+    path.write_text(SCENARIO_SNIPPETS[index], encoding="utf-8")
+    results_path = tmp_path / "results.json"
+    argv = run_argv(HOTEL / "agent.py", path, results_path)
+    argv += ["--caller-model", "caller", "--judge-model", "judge", "--no-github"]
+    proc = run_lkeval(argv, hotel_env(hotel_llm), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = read_json(results_path)
+    group, _ = load_scenario_file(path)
+    assert len(results["scenarios"]) == len(group.scenarios)
+    for scenario, result in zip(group.scenarios, results["scenarios"], strict=True):
+        assert result["status"] == "passed", result
+        checks = sum(len(t.expect) for t in scenario.turns)
+        for attempt in result["attempts"]:
+            assert len(attempt["expectations"]) == checks
+            assert all(e["passed"] for e in attempt["expectations"]), attempt["expectations"]

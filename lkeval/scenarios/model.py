@@ -7,6 +7,7 @@ the engine, the reporters and the tests share one vocabulary.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,6 +26,9 @@ BUILTIN_JUDGES = (
 Kept with the scenario model (not with the judges in :mod:`lkeval.llm`) because the loader
 checks a scenario's ``judges:`` against them, and scenarios sit below llm in the layers.
 """
+
+NOTHING_TO_CHECK = "nothing to check"
+"""How the reason of a scenario that had nothing to check begins (results files keep it)."""
 
 ExpectationKind = Literal[
     "message",
@@ -142,6 +146,37 @@ class Scenario:
     def key(self) -> str:
         """The key results are matched on across runs (baselines, shards, merges)."""
         return self.id
+
+    @property
+    def plays_caller(self) -> bool:
+        """The simulated user plays it (all of it, or after its scripted turns)."""
+        return not self.turns or self.then_simulate
+
+    def nothing_to_check(self, *, judge_scripted: bool, run_judges: Sequence[str]) -> str | None:
+        """Why no check could decide this scenario's verdict, or None when one can.
+
+        Decided before anything boots, so such a scenario is reported (and fails the gate
+        unless allowed) instead of being played and passing on nothing. The checks are those
+        of :mod:`lkeval.llm.evaluator`: scripted expectations; the main judge on
+        ``agent_expectations`` for scenarios the simulated user plays, and for scripted ones
+        when a judge model is named (``judge_scripted``); built-in judges. The agent's own
+        ``on_simulation_end`` does not count: it can veto a run, never pass one.
+        """
+        if any(turn.expect for turn in self.turns) or self.judges or run_judges:
+            return None
+        expectations = self.agent_expectations.strip()
+        if expectations and (self.plays_caller or judge_scripted):
+            return None
+        if expectations:
+            why = (
+                "its turns expect nothing, and its agent_expectations are judged only when a "
+                "judge model is named (--judge-model)"
+            )
+        elif self.turns:
+            why = "its turns expect nothing and it has no agent_expectations or judges"
+        else:
+            why = "it has no agent_expectations or judges for the simulated user's conversation"
+        return f"{NOTHING_TO_CHECK}: {why}"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,82 @@
+"""Which scenarios have nothing to check, decided from the file and the flags before anything
+boots (``Scenario.nothing_to_check``)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from lkeval.scenarios.loader import load_scenario_file
+from lkeval.scenarios.model import NOTHING_TO_CHECK, Scenario
+
+FILE = """\
+scenarios:
+  - label: simulated, judged
+    instructions: Book a room.
+    agent_expectations: The agent books a room.
+  - label: simulated, nothing to judge
+    instructions: Book a room.
+  - label: scripted with checks
+    turns:
+      - user: hi
+        expect: [{message: {contains: hello}}]
+  - label: scripted, expects nothing
+    turns:
+      - user: hi
+  - label: scripted, expectations for the judge only
+    agent_expectations: The agent greets.
+    turns:
+      - user: hi
+  - label: built-in judges only
+    instructions: Book a room.
+    judges: [safety]
+  - label: scripted, then simulated and judged
+    instructions: Book a room.
+    agent_expectations: The agent books a room.
+    then_simulate: true
+    turns:
+      - user: hi
+"""
+
+
+@pytest.fixture
+def scenarios(tmp_path: Path) -> dict[str, Scenario]:
+    path = tmp_path / "s.yaml"
+    path.write_text(textwrap.dedent(FILE))
+    group, diagnostics = load_scenario_file(path)
+    assert [d for d in diagnostics if d.is_error] == []
+    return {s.label: s for s in group.scenarios}
+
+
+def test_what_has_nothing_to_check_by_default(scenarios: dict[str, Scenario]) -> None:
+    found = {
+        label: s.nothing_to_check(judge_scripted=False, run_judges=())
+        for label, s in scenarios.items()
+    }
+    assert found == {
+        "simulated, judged": None,
+        "simulated, nothing to judge": f"{NOTHING_TO_CHECK}: it has no agent_expectations or "
+        "judges for the simulated user's conversation",
+        "scripted with checks": None,
+        "scripted, expects nothing": f"{NOTHING_TO_CHECK}: its turns expect nothing and it has "
+        "no agent_expectations or judges",
+        "scripted, expectations for the judge only": f"{NOTHING_TO_CHECK}: its turns expect "
+        "nothing, and its agent_expectations are judged only when a judge model is named "
+        "(--judge-model)",
+        "built-in judges only": None,
+        "scripted, then simulated and judged": None,
+    }
+
+
+def test_a_named_judge_model_and_run_judges_give_scenarios_something_to_check(
+    scenarios: dict[str, Scenario],
+) -> None:
+    judged = scenarios["scripted, expectations for the judge only"]
+    assert judged.nothing_to_check(judge_scripted=True, run_judges=()) is None
+    assert scenarios["scripted, expects nothing"].nothing_to_check(
+        judge_scripted=True, run_judges=()
+    )
+    for scenario in scenarios.values():
+        assert scenario.nothing_to_check(judge_scripted=False, run_judges=("safety",)) is None
