@@ -1,8 +1,8 @@
 """One attempt of one scenario: boot its agent, converse, check, judge, finalize, stop.
 
-Every way an attempt can go wrong ends as an :class:`~lkeval.results.model.Attempt` with a status and
-a reason; nothing here raises to the engine except cancellation (Ctrl-C), and even then the
-agent process is stopped on the way out.
+Every way an attempt can go wrong ends as an :class:`~lkeval.results.model.Attempt` with a
+status and a reason (the rules are in :mod:`lkeval.run.outcome`); nothing here raises to the
+engine except cancellation (Ctrl-C), and even then the agent process is stopped on the way out.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from google.protobuf import json_format
 from livekit.protocol import agent_simulation as sim_pb
 
 from lkeval.agents.process import AgentFailure, AgentLaunch, AgentProcess
-from lkeval.run.conversation import AgentEndedSession, Conversation
-from lkeval.run.expectations import IntentJudge, check_turn
 from lkeval.agents.protocol import ProtocolError, SessionConnection
 from lkeval.results.model import (
     Attempt,
@@ -32,6 +30,17 @@ from lkeval.results.model import (
     Verdict,
 )
 from lkeval.results.pricing import PriceTable
+from lkeval.run.conversation import AgentEndedSession, Conversation, TurnFailed
+from lkeval.run.expectations import IntentJudge, check_turn
+from lkeval.run.outcome import (
+    agent_error_text,
+    caller_turns,
+    decide,
+    describe_failures,
+    no_conversation,
+    scripted_failures,
+    with_agent_text,
+)
 from lkeval.scenarios.model import Scenario
 
 
@@ -223,17 +232,48 @@ class ScenarioAttempt:
             await self._scripted_turns(conv)
             await self._simulated_turns(conv)
         except AgentEndedSession as exc:
+            p.transcript.extend(conv.take_partial())
             p.end_reason = str(exc)
+            return self._ended_early(conv, agent, started, str(exc))
+        except AgentFailure as exc:
+            p.transcript.extend(conv.take_partial())
+            reason = self._agent_reason(exc.reason, conv, agent)
+            return self._attempt("error", reason, started, agent, exc.log_tail)
+        except (ProtocolError, AttemptError) as exc:
+            if isinstance(exc, TurnFailed):
+                p.transcript.extend(exc.items)
+            reason = self._agent_reason(str(exc), conv, agent)
+            await self._finalize(conv, False, reason)  # lets the agent clean up; not a verdict
+            return self._decided([], False, "", [reason], started, agent, agent.log_tail())
+        silent = no_conversation(p.transcript, p.expectations, self._unplayed_turns(), p.end_reason)
+        if silent:
+            reason = self._agent_reason(silent, conv, agent)
+            await self._finalize(conv, False, reason)
+            return self._attempt("error", reason, started, agent, agent.log_tail())
+        return await self._judge_and_finalize(conv, agent, started)
+
+    def _agent_reason(self, reason: str, conv: Conversation, agent: AgentProcess) -> str:
+        return with_agent_text(reason, agent_error_text(conv.errors, agent.log_tail(400)))
+
+    def _ended_early(
+        self, conv: Conversation, agent: AgentProcess, started: float, ended: str
+    ) -> Attempt:
+        """The agent hung up or its session closed: its own verdict can no longer be asked,
+        so the attempt cannot pass; before the caller's first turn it is no conversation."""
+        p = self.p
+        if not caller_turns(p.transcript):
+            reason = f"{ended} before the caller's first turn"
+        else:
+            played = caller_turns(p.transcript)
+            reason = (
+                f"{ended} after {played} caller turn(s); its own verdict "
+                "(finalize_simulation / on_simulation_end) could not be asked"
+            )
             remaining = self._unplayed_turns()
             if remaining:
-                reason = f"{exc} before {remaining} scripted turn(s)"
-                return self._attempt("failed", reason, started, agent, ())
-        except AgentFailure as exc:
-            return self._attempt("error", exc.reason, started, agent, exc.log_tail)
-        except (ProtocolError, AttemptError) as exc:
-            await self._finalize(conv, False, str(exc))
-            return self._attempt("error", str(exc), started, agent, agent.log_tail())
-        return await self._judge_and_finalize(conv, agent, started)
+                reason += f"; {remaining} scripted turn(s) never played"
+        reason = self._agent_reason(reason, conv, agent)
+        return self._decided([], False, "", [reason], started, agent, agent.log_tail())
 
     def _unplayed_turns(self) -> int:
         played = {i.turn for i in self.p.transcript if i.kind == "message" and i.role == "user"}
@@ -299,18 +339,22 @@ class ScenarioAttempt:
     ) -> Attempt:
         p = self.p
         verdicts: list[Verdict] = []
+        faults: list[str] = []
         if p.expectations:
-            failed = [e for e in p.expectations if not e.passed]
-            reason = "; ".join(f"turn {e.turn}: {e.description}: {e.reason}" for e in failed)
-            verdicts.append(Verdict("scripted", "fail" if failed else "pass", reason))
+            failed = scripted_failures(p.expectations)
+            verdicts.append(
+                Verdict("scripted", "fail" if failed else "pass", describe_failures(failed))
+            )
         if self.evaluator is not None:
             try:
                 verdicts.extend(await self.evaluator.judge(self.scenario, p.transcript, p.usage))
-            except Exception as exc:
-                await self._finalize(conv, False, f"judge failed: {exc}")
-                return self._attempt("error", f"judge failed: {exc}", started, agent, (), verdicts)
+            except Exception as exc:  # the judge is down: an error of the judge, not a pass
+                faults.append(f"judge failed: {exc}")
         ok, reason = self.evaluator.passes(verdicts) if self.evaluator else _all_pass(verdicts)
-        agent_verdict = await self._finalize(conv, ok, reason)
+        ok = ok and not faults
+        agent_verdict, final_error = await self._finalize(conv, ok, reason or "; ".join(faults))
+        if final_error:
+            faults.append(final_error)
         usage = await conv.usage(self.settings.prices)
         if usage is not None:
             _add_usage(p.usage, "agent", usage)
@@ -319,19 +363,30 @@ class ScenarioAttempt:
             if agent_verdict.verdict == "fail":
                 ok = False
                 reason = "; ".join(x for x in (reason, f"agent veto: {agent_verdict.reason}") if x)
-        if not verdicts:
-            reason = "nothing to check: no scripted expectations and no judge configured"
-            return self._attempt("skipped", reason, started, agent, (), verdicts)
-        status = "passed" if ok else "failed"
-        return self._attempt(status, "" if ok else reason, started, agent, (), verdicts)
+        return self._decided(verdicts, ok, reason, faults, started, agent, ())
 
-    async def _finalize(self, conv: Conversation, ok: bool, reason: str) -> Verdict | None:
+    async def _finalize(
+        self, conv: Conversation, ok: bool, reason: str
+    ) -> tuple[Verdict | None, str]:
+        """Ask the agent for its own verdict: (its veto or None, why it could not be had)."""
         if conv.conn.closed_reason is not None:
-            return None  # the agent hung up or died: nobody left to ask
-        verdict, note = await conv.finalize(ok, reason)
-        if note:
-            self.p.notes.append(note)
-        return verdict
+            why = f"the agent's own verdict could not be asked: {conv.conn.closed_reason}"
+            return None, why
+        return await conv.finalize(ok, reason)
+
+    def _decided(
+        self,
+        verdicts: Sequence[Verdict],
+        ok: bool,
+        reason: str,
+        faults: Sequence[str],
+        started: float,
+        agent: AgentProcess,
+        log_tail: Sequence[str],
+    ) -> Attempt:
+        decision = decide(verdicts, ok, reason, self.p.expectations, faults)
+        tail = log_tail if decision.status == "error" else ()
+        return self._attempt(decision.status, decision.reason, started, agent, tail, verdicts)
 
     def _attempt(
         self,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from livekit.protocol.agent_pb import agent_session as pb
@@ -25,6 +25,10 @@ T = TypeVar("T")
 
 _BUSY_STATES = {pb.AS_THINKING, pb.AS_SPEAKING}
 _GREETING_SETTLE = 0.02
+# The close of the connection wakes no event listener: waits re-check it this often.
+_CLOSE_POLL = 0.25
+_FAILED_GREETING_GRACE = 0.5
+_TOOL_EVENTS = ("function_tools_started", "function_tools_executed")
 _ROLE_NAMES = {
     pb.USER: "user",
     pb.ASSISTANT: "assistant",
@@ -82,17 +86,37 @@ def chat_item_to_transcript(item: pb.ChatContext.ChatItem, turn: int) -> Transcr
     return None
 
 
+class TurnFailed(ProtocolError):
+    """A turn the agent answered with an error or not at all; ``items`` is what it produced
+    before that (the user line, tool calls), kept for the transcript."""
+
+    def __init__(self, message: str, items: list[TranscriptItem]) -> None:
+        super().__init__(message)
+        self.items = items
+
+
 class Conversation:
-    """Drives one connected agent; owns nothing but the requests it sends."""
+    """Drives one connected agent; owns nothing but the requests it sends.
+
+    Every wait on agent state goes through :meth:`_wait_until`: the condition is checked and
+    the waiter registered in the same synchronous step, and events wake waiters from the
+    connection's reader, so a burst delivered within one tick cannot be missed.
+    """
 
     def __init__(self, conn: SessionConnection, agent: AgentProcess, turn_timeout: float) -> None:
         self.conn = conn
         self.agent = agent
         self.turn_timeout = turn_timeout
         self.state: int = pb.AS_INITIALIZING
+        self.errors: list[str] = []  # the agent's own ``error`` events, in order
         self._greeting_items: list[TranscriptItem] = []
         self._collect_greeting = True
         self.last_metrics: TurnMetrics | None = None  # of the last turn that got an answer
+        self._turn_items: list[TranscriptItem] | None = None
+        self._turn_no = 0
+        self._partial: list[TranscriptItem] = []
+        self._waiters: list[asyncio.Future[None]] = []
+        self._last_events: list[str] = []
         conn.on_event(self._on_event)
         for received in list(conn.events):  # events that arrived before we listened
             self._on_event(received.event)
@@ -101,32 +125,126 @@ class Conversation:
         kind = event.WhichOneof("event")
         if kind == "agent_state_changed":
             self.state = event.agent_state_changed.new_state
-        elif kind == "conversation_item_added" and self._collect_greeting:
-            item = chat_item_to_transcript(event.conversation_item_added.item, 0)
+            self._remember(f"state {_state_name(self.state)}")
+        elif kind == "error":
+            self.errors.append(event.error.message)
+            self._remember(f"error {event.error.message[:80]!r}")
+        elif kind == "conversation_item_added":
+            self._on_item(event.conversation_item_added.item)
+        elif kind in _TOOL_EVENTS:
+            self._on_tools(event)
+        for fut in self._waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def _on_item(self, chat_item: pb.ChatContext.ChatItem) -> None:
+        if self._collect_greeting:
+            item = chat_item_to_transcript(chat_item, 0)
             if item is not None:
                 self._greeting_items.append(item)
+        else:
+            self._add_turn_item(chat_item_to_transcript(chat_item, self._turn_no))
+        self._remember(f"item {chat_item.WhichOneof('item')}")
+
+    def _on_tools(self, event: pb.AgentSessionEvent) -> None:
+        """Tool calls as they start or finish: a turn that fails later keeps them."""
+        kind = str(event.WhichOneof("event"))
+        self._remember(kind.replace("function_", ""))
+        if self._turn_items is None:
+            return
+        body = getattr(event, kind)
+        items: list[pb.ChatContext.ChatItem] = [
+            pb.ChatContext.ChatItem(function_call=call) for call in body.function_calls
+        ]
+        if kind == "function_tools_executed":
+            items += [
+                pb.ChatContext.ChatItem(function_call_output=out)
+                for out in body.function_call_outputs
+            ]
+        for chat_item in items:
+            self._add_turn_item(chat_item_to_transcript(chat_item, self._turn_no))
+
+    def _add_turn_item(self, item: TranscriptItem | None) -> None:
+        if self._turn_items is None or item is None:
+            return
+        if item.kind == "message" and item.role == "user":
+            return
+        seen = {(i.kind, i.call_id) for i in self._turn_items if i.call_id}
+        if not (item.call_id and (item.kind, item.call_id) in seen):
+            self._turn_items.append(item)
+
+    def _remember(self, what: str) -> None:
+        self._last_events = [*self._last_events[-3:], what]
+
+    def last_seen(self) -> str:
+        """What the agent last reported, for messages about a wait that timed out."""
+        seen = ", ".join(self._last_events) or "no event at all"
+        return f"state {_state_name(self.state)}; last events: {seen}"
+
+    async def _wait_until(self, done: Callable[[], bool], deadline: float) -> bool:
+        """Wait until ``done()`` holds (True) or the deadline passes (False).
+
+        Raises when the agent dies or the connection closes. The close of the connection
+        wakes no event listener, so waits are capped at a short poll to notice it.
+        """
+        loop = asyncio.get_running_loop()
+        while not done():
+            if self.conn.closed_reason is not None:
+                await self._raise_closed()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            fut: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(fut)  # registered before any await: no lost wakeup
+            try:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await self._race(asyncio.wait_for(fut, min(remaining, _CLOSE_POLL)))
+            finally:
+                self._waiters.remove(fut)
+        return True
 
     async def wait_for_greeting(self, timeout: float) -> tuple[list[TranscriptItem], str]:
         """Wait for an ``on_enter`` greeting to finish; a turn sent earlier would cut it off.
 
         An agent that greets reports thinking (or speaking) as its first state; one that does
-        not reports listening. Returns turn-0 items and a note ("" when all went as expected).
+        not reports listening. A greeting ends when the agent is back to listening with a
+        reply, or with an error (its LLM failed). Returns turn-0 items and a note ("" when all
+        went as expected; else what the wait last saw).
         """
         deadline = time.monotonic() + timeout
         note = ""
-        while self.state == pb.AS_INITIALIZING and time.monotonic() < deadline:
-            await self._wait_event_or_failure(deadline)
-        if self._first_busy_state_seen() or self.state in _BUSY_STATES:
-            while time.monotonic() < deadline:
-                if self.state not in _BUSY_STATES and self._has_reply():
-                    if not await self._wait_event_or_failure(time.monotonic() + _GREETING_SETTLE):
-                        break
-                else:
-                    await self._wait_event_or_failure(deadline)
-            else:
-                note = f"the greeting did not finish within {timeout:g}s"
+        started = await self._wait_until(lambda: self.state != pb.AS_INITIALIZING, deadline)
+        if started and (self._first_busy_state_seen() or self.state in _BUSY_STATES):
+            while True:
+                if not await self._wait_until(self._greeting_done, deadline):
+                    note = self._greeting_timeout_note(timeout)
+                    break
+                # Let a burst still in flight land: done only if nothing follows at once.
+                settle = min(deadline, time.monotonic() + _GREETING_SETTLE)
+                more = self._more_events_than(len(self.conn.events))
+                if not await self._wait_until(more, settle):
+                    break
+        elif not started:
+            note = f"the agent reported no state within {timeout:g}s; {self.last_seen()}"
+        if self.errors and not self._has_reply():
+            # The greeting failed: a session about to close over it closes within
+            # milliseconds; see that here rather than as a broken first turn.
+            await self._wait_until(lambda: False, time.monotonic() + _FAILED_GREETING_GRACE)
         self._collect_greeting = False
         return list(self._greeting_items), note
+
+    def _greeting_timeout_note(self, timeout: float) -> str:
+        if self._has_reply():
+            what = "the greeting message arrived but the agent did not return to listening"
+        else:
+            what = "no greeting message arrived"
+        return f"{what} within {timeout:g}s (--turn-timeout); {self.last_seen()}"
+
+    def _more_events_than(self, count: int) -> Callable[[], bool]:
+        return lambda: len(self.conn.events) > count
+
+    def _greeting_done(self) -> bool:
+        return self.state not in _BUSY_STATES and (self._has_reply() or bool(self.errors))
 
     def _first_busy_state_seen(self) -> bool:
         # Older releases connect after the first state change, so the first event we see is
@@ -140,35 +258,55 @@ class Conversation:
     def _has_reply(self) -> bool:
         return any(i.kind == "message" and i.role == "assistant" for i in self._greeting_items)
 
-    async def _wait_event_or_failure(self, deadline: float) -> bool:
-        remaining = max(0.0, deadline - time.monotonic())
-        got = await self._race(self.conn.wait_event(remaining))
-        if self.conn.closed_reason is not None:
-            await self._raise_closed()
-        return got
-
     async def turn(self, turn_no: int, text: str) -> tuple[list[TranscriptItem], float]:
-        """Send one user message; returns the turn's items (user message first) and seconds."""
+        """Send one user message; returns the turn's items (user message first) and seconds.
+
+        A turn that fails (an error answer, no answer in time, the agent gone) keeps what it
+        produced so far, the user line and the items the agent announced as events: a
+        :class:`TurnFailed` carries them, and :meth:`take_partial` has them after any other
+        exception (the agent died or hung up).
+        """
         started = time.monotonic()
+        user = TranscriptItem(kind="message", turn=turn_no, role="user", text=text)
+        self._turn_no, self._turn_items = turn_no, []
         request = pb.SessionRequest(run_input=pb.SessionRequest.RunInput(text=text))
         try:
-            response = await self._race(self.conn.request_raw(request, self.turn_timeout))
-        except ProtocolError:
+            # Our own timeout (the request's is a backstop), so a timeout is told apart.
+            pending = self.conn.request_raw(request, self.turn_timeout + 5.0)
+            response = await self._race(asyncio.wait_for(pending, self.turn_timeout))
+            if response.HasField("error") and response.error:
+                raise ProtocolError(f"the agent answered with an error: {response.error}")
+        except BaseException as exc:
+            self._partial = [user, *(self._turn_items or [])]
+            if not isinstance(exc, (ProtocolError, asyncio.TimeoutError)):
+                raise
             if self.conn.closed_reason is not None:
                 await self._raise_closed()
-            raise
+            message = f"turn {turn_no}: {exc}"
+            if isinstance(exc, asyncio.TimeoutError):
+                message = (
+                    f"turn {turn_no} got no answer within {self.turn_timeout:g}s "
+                    f"(--turn-timeout, or the scenario's limits.turn_timeout); {self.last_seen()}"
+                )
+            raise TurnFailed(message, self.take_partial()) from None
+        finally:
+            self._turn_items = None
         elapsed = time.monotonic() - started
-        if response.HasField("error") and response.error:
-            raise ProtocolError(
-                f"turn {turn_no}: the agent answered with an error: {response.error}"
-            )
         self.last_metrics = measure_turn(turn_no, elapsed, response.run_input.items)
-        items = [TranscriptItem(kind="message", turn=turn_no, role="user", text=text)]
+        items = [user]
         for chat_item in response.run_input.items:
             converted = chat_item_to_transcript(chat_item, turn_no)
             if converted is not None and not (converted.role == "user" and converted.text == text):
                 items.append(converted)
         return items, elapsed
+
+    def take_partial(self) -> list[TranscriptItem]:
+        """What the unfinished greeting or turn produced (once; empty when all finished)."""
+        if self._collect_greeting:
+            self._collect_greeting = False
+            return list(self._greeting_items)
+        partial, self._partial = self._partial, []
+        return partial
 
     async def usage(self, prices: PriceTable | None = None) -> Usage | None:
         """The agent's own LLM token usage (``get_session_usage``), priced per model."""
@@ -197,7 +335,7 @@ class Conversation:
         try:
             response = await self._race(self.conn.request_raw(request, self.turn_timeout))
         except (ProtocolError, AgentFailure, AgentEndedSession) as exc:
-            return None, f"finalize_simulation failed: {exc}"
+            return None, f"the agent's own verdict could not be asked (finalize_simulation: {exc})"
         note = ""
         if response.HasField("error") and response.error:
             note = f"on_simulation_end raised: {response.error}"
@@ -239,3 +377,7 @@ class Conversation:
         if rc is None or rc == 0:
             raise AgentEndedSession(f"the agent ended the session ({self.conn.closed_reason})")
         raise AgentFailure(f"agent died: {self.agent.exit_reason()}", self.agent.log_tail())
+
+
+def _state_name(state: int) -> str:
+    return str(pb.AgentState.Name(state)).removeprefix("AS_").lower()

@@ -1,0 +1,131 @@
+"""One agent, many ways to be broken: the scenario's ``userdata.broken`` picks one.
+
+The false-pass matrix (tests/test_false_pass.py) plays every way in ONE ``lkeval run``, so the
+modes are chosen per scenario from userdata rather than from the environment. Each mode is a
+behaviour seen in real LiveKit agents (DESIGN.md §3, §7):
+
+- ``healthy`` (or no userdata): greets, then echoes the caller ("You said: ...").
+- ``dead_llm_close``: its LLM is unreachable (``userdata.llm_url``, default a closed port);
+  the greeting fails and the AgentSession closes ("unrecoverable error") before any turn.
+- ``dead_llm_stay``: the same LLM, but the session stays up and every reply fails.
+- ``silent``: never produces an assistant message (run_input answers ``[]``).
+- ``crash_after_greeting``: greets, then the process dies (``os._exit(70)``).
+- ``crash_in_turn``: the first caller turn calls a tool that kills the process.
+- ``sim_end_raises``: ``on_simulation_end`` raises, so ``finalize_simulation`` answers an error.
+- ``shutdown_mid``: a caller message containing "bye" makes the agent reply, then call
+  ``ctx.shutdown()`` in the middle of the conversation.
+- ``hang_after_tool``: the first caller turn calls ``lookup`` (which answers), then the
+  agent's reply never comes: the turn times out after a tool call it made.
+- ``veto``: a healthy conversation that ``on_simulation_end`` vetoes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterable
+from typing import Any
+
+from livekit.agents import (
+    Agent,
+    AgentServer,
+    AgentSession,
+    APIConnectOptions,
+    JobContext,
+    SimulationContext,
+    function_tool,
+    llm,
+)
+from livekit.agents.voice.agent_session import SessionConnectOptions
+from livekit.agents.voice.events import ConversationItemAddedEvent
+from livekit.plugins import openai
+
+GREETING = "Welcome to the broken desk. How can I help?"
+DEAD_LLM_URL = "http://127.0.0.1:1/v1"  # nothing listens on port 1: connection refused
+
+
+class BrokenAgent(Agent):
+    def __init__(self, mode: str) -> None:
+        super().__init__(instructions="You are a terse test agent. Repeat what you hear.")
+        self.mode = mode
+
+    async def on_enter(self) -> None:
+        if self.mode == "silent":
+            return
+        handle = self.session.generate_reply(instructions="Greet the caller.")
+        if self.mode == "crash_after_greeting":
+            await handle
+            os._exit(70)
+
+    @function_tool
+    async def explode(self) -> str:
+        """Crash the agent process (a stand-in for a segfault or an OOM kill)."""
+        os._exit(3)
+
+    @function_tool
+    async def lookup(self, key: str) -> str:
+        """Look a key up."""
+        return f"value of {key}"
+
+    async def llm_node(
+        self, chat_ctx: llm.ChatContext, tools: list[Any], model_settings: Any
+    ) -> AsyncIterable[Any]:
+        if self.mode.startswith("dead_llm"):  # the real LLM path, against a dead endpoint
+            async for chunk in Agent.default.llm_node(self, chat_ctx, tools, model_settings):
+                yield chunk
+            return
+        if self.mode == "silent":
+            return
+        last = next((m for m in reversed(chat_ctx.items) if getattr(m, "role", "") == "user"), None)
+        if last is None:
+            yield GREETING
+            return
+        called = any(getattr(i, "type", "") == "function_call" for i in chat_ctx.items[-3:])
+        if self.mode == "hang_after_tool" and called:
+            await asyncio.Event().wait()  # a reply stuck on a dead backend
+        if self.mode in ("crash_in_turn", "hang_after_tool") and not called:
+            name = "explode" if self.mode == "crash_in_turn" else "lookup"
+            call = llm.FunctionToolCall(name=name, arguments='{"key": "x"}', call_id="call_1")
+            yield llm.ChatChunk(id="broken-1", delta=llm.ChoiceDelta(tool_calls=[call]))
+            return
+        yield f"You said: {last.text_content}"
+
+
+async def on_simulation_end(sim: SimulationContext) -> None:
+    """The agent's own verdict, broken on request."""
+    mode = sim.userdata().get("broken", "healthy")
+    if mode == "sim_end_raises":
+        raise RuntimeError("grading failed: no such table: bookings")
+    if mode == "veto":
+        sim.fail("the booking was never written")
+
+
+server = AgentServer()
+
+
+@server.rtc_session(on_simulation_end=on_simulation_end)
+async def entrypoint(ctx: JobContext) -> None:
+    sim = ctx.simulation_context()
+    userdata = sim.userdata() if sim is not None else {}
+    mode = str(userdata.get("broken", "healthy"))
+    retries = APIConnectOptions(max_retry=1, retry_interval=0.1)
+    session: AgentSession[None] = AgentSession(
+        llm=openai.LLM(
+            model="broken-agent",
+            base_url=str(userdata.get("llm_url", DEAD_LLM_URL)),
+            api_key="not-a-key",
+        ),
+        conn_options=SessionConnectOptions(
+            llm_conn_options=retries,
+            max_unrecoverable_errors=0 if mode == "dead_llm_close" else 1000,
+        ),
+    )
+
+    def on_item(ev: ConversationItemAddedEvent) -> None:
+        text = (getattr(ev.item, "text_content", "") or "").lower()
+        is_reply = getattr(ev.item, "role", "") == "assistant"
+        if mode == "shutdown_mid" and is_reply and "bye" in text:
+            ctx.shutdown(reason="the caller said goodbye")
+
+    session.on("conversation_item_added", on_item)
+    await session.start(agent=BrokenAgent(mode), room=ctx.room)

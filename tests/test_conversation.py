@@ -1,0 +1,142 @@
+"""Waits on agent state, against a stand-in console on loopback (no agent process).
+
+The real agent's turn 0 can reach lk-eval within one event-loop tick (tests/agent_session.py's
+``greeting_burst``, checked against the real agent in test_agent_doubles.py). A wait that checks
+its condition and registers its waiter with a gap between them misses such a burst and sits
+until its timeout; these tests would then see the timeout's note instead of an empty one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+
+import pytest
+from agent_session import dial, greeting_burst, send_at_once
+from livekit.protocol.agent_pb import agent_session as pb
+
+from lkeval.agents.process import AgentLaunch, AgentProcess
+from lkeval.agents.protocol import SessionConnection, SessionListener
+from lkeval.run.conversation import Conversation
+
+GREETING_TIMEOUT = 20.0  # far above a burst's milliseconds: hitting it means a lost wakeup
+
+
+class NeverDies(AgentProcess):
+    """An agent process that is alive for the whole test (no process behind it)."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        super().__init__(AgentLaunch(agent=tmp_path / "a.py"), tmp_path / "d", tmp_path / "a.log")
+
+    async def wait_failure(self, poll: float = 0.1) -> str:
+        await asyncio.Event().wait()
+        return ""
+
+
+async def _connected() -> tuple[asyncio.StreamWriter, SessionConnection]:
+    listener = SessionListener()
+    writer = await dial(await listener.start())
+    return writer, await listener.accepted
+
+
+@pytest.mark.parametrize("order", ["burst_then_wait", "wait_then_burst"])
+def test_greeting_burst_in_one_tick_ends_the_wait_by_its_condition(
+    tmp_path: Path, order: str
+) -> None:
+    async def scenario() -> tuple[list[str], str]:
+        writer, conn = await _connected()
+        if order == "burst_then_wait":
+            await send_at_once(writer, greeting_burst(text="Hi there"))
+            while len(conn.events) < 6:
+                await conn.wait_event(5)
+        conv = Conversation(conn, NeverDies(tmp_path), turn_timeout=GREETING_TIMEOUT)
+        waiting = asyncio.ensure_future(conv.wait_for_greeting(GREETING_TIMEOUT))
+        if order == "wait_then_burst":
+            await asyncio.sleep(0)  # the wait is registered; the burst lands in one read
+            await send_at_once(writer, greeting_burst(text="Hi there"))
+        items, note = await waiting
+        writer.close()
+        await conn.close()
+        return [f"{i.kind}:{i.role or ''}:{i.text}" for i in items], note
+
+    items, note = asyncio.run(scenario())
+    assert note == ""
+    assert items == ["agent_handoff::", "message:assistant:Hi there"]
+
+
+def _frames(events: list[pb.AgentSessionEvent]) -> bytes:
+    out = b""
+    for event in events:
+        payload = pb.AgentSessionMessage(event=event).SerializeToString()
+        out += len(payload).to_bytes(4, "big") + payload
+    return out
+
+
+def test_burst_read_between_the_check_and_the_wait_is_not_lost(tmp_path: Path) -> None:
+    """The worst tick: the connection's reader reads the whole burst after the wait checked
+    the agent's state and before any waiter could be woken. Scheduling makes it exact: the
+    bytes land in the parked reader's buffer in the same step that starts the wait, so the
+    reader's wakeup is queued before anything the wait schedules."""
+
+    async def scenario() -> tuple[list[str], str]:
+        ours, theirs = socket.socketpair()
+        _, writer = await asyncio.open_connection(sock=ours)
+        reader = asyncio.StreamReader()
+        conn = SessionConnection(reader, writer)
+        await asyncio.sleep(0)  # the reader task is parked, waiting for bytes
+        conv = Conversation(conn, NeverDies(tmp_path), turn_timeout=GREETING_TIMEOUT)
+        reader.feed_data(_frames(greeting_burst(text="Hi there")))
+        items, note = await conv.wait_for_greeting(GREETING_TIMEOUT)
+        await conn.close()
+        theirs.close()
+        return [f"{i.kind}:{i.text}" for i in items], note
+
+    items, note = asyncio.run(scenario())
+    assert note == ""
+    assert items == ["agent_handoff:", "message:Hi there"]
+
+
+def test_a_wait_that_times_out_says_what_it_last_saw(tmp_path: Path) -> None:
+    stuck = greeting_burst(text="Hi there")[:-1]  # still speaking: never back to listening
+
+    async def scenario() -> tuple[int, str]:
+        writer, conn = await _connected()
+        await send_at_once(writer, stuck)
+        conv = Conversation(conn, NeverDies(tmp_path), turn_timeout=0.3)
+        items, note = await conv.wait_for_greeting(0.3)
+        writer.close()
+        await conn.close()
+        return len(items), note
+
+    count, note = asyncio.run(scenario())
+    assert count == 2
+    assert note.startswith(
+        "the greeting message arrived but the agent did not return to listening within 0.3s "
+        "(--turn-timeout); state speaking; last events: "
+    )
+    assert note.endswith("state speaking, item message")
+
+
+def test_a_failed_greeting_ends_the_wait_with_the_agents_error(tmp_path: Path) -> None:
+    def state(s: int) -> pb.AgentSessionEvent:
+        return pb.AgentSessionEvent(
+            agent_state_changed=pb.AgentSessionEvent.AgentStateChanged(new_state=s)
+        )
+
+    error = pb.AgentSessionEvent(error=pb.AgentSessionEvent.Error(message="llm down"))
+    failed = [state(pb.AgentState.AS_THINKING), error, state(pb.AgentState.AS_LISTENING)]
+
+    async def scenario() -> tuple[str, list[str]]:
+        writer, conn = await _connected()
+        conv = Conversation(conn, NeverDies(tmp_path), turn_timeout=GREETING_TIMEOUT)
+        waiting = asyncio.ensure_future(conv.wait_for_greeting(GREETING_TIMEOUT))
+        await asyncio.sleep(0)
+        await send_at_once(writer, failed)
+        _, note = await waiting
+        writer.close()
+        await conn.close()
+        return note, conv.errors
+
+    note, errors = asyncio.run(scenario())
+    assert note == "" and errors == ["llm down"]
