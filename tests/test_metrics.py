@@ -100,3 +100,25 @@ def test_bad_price_overrides_say_what_is_expected(text: str) -> None:
 
 def test_milliseconds_read_as_people_say_them() -> None:
     assert format_ms(840.4) == "840 ms" and format_ms(1310) == "1.31 s" and format_ms(None) == "–"
+
+
+def test_price_overrides_reach_the_caller_and_judge_and_typos_are_usage_errors() -> None:
+    import argparse
+
+    from conftest import clean_env, run_lkeval
+
+    from lkeval.cli.llm_flags import add_llm_arguments
+    from lkeval.llm.config import resolve_llm_spec
+
+    parser = argparse.ArgumentParser()
+    add_llm_arguments(parser)
+    env = {"OPENAI_API_KEY": "x"}
+    args = parser.parse_args(["--price", "gpt-4.1-mini=1,2", "--judge-model", "gpt-4.1-mini"])
+    spec = resolve_llm_spec("judge", args, env)
+    assert (spec.price_in, spec.price_out) == (1.0, 2.0)
+    listed = resolve_llm_spec("judge", parser.parse_args(["--judge-model", "gpt-4o"]), env)
+    assert (listed.price_in, listed.price_out) == (2.5, 10.0)  # from genai-prices
+    bad = run_lkeval(
+        ["run", "--agent", "a.py", "--scenarios", "s.yaml", "--price", "x=1"], clean_env()
+    )
+    assert bad.returncode == 2 and "--price" in bad.stderr and "MODEL=IN,OUT" in bad.stderr

@@ -17,8 +17,16 @@ from lkeval.llm.config import (
     DEFAULT_TIMEOUT,
     parse_price,
 )
+from lkeval.results.pricing import parse_price_override
 
 __all__ = ["add_llm_arguments", "parse_judge_names"]
+
+
+def _price_override(text: str) -> tuple[str, tuple[float, float]]:
+    try:
+        return parse_price_override(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _price_arg(text: str) -> str:
@@ -94,8 +102,18 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
             metavar="IN,OUT",
             type=_price_arg,
             help=f"USD per 1M input,output tokens of {what}, for cost estimates "
-            "(known for gpt-4.1/4o families)",
+            "(default: the genai-prices table, or --price)",
         )
+    group.add_argument(
+        "--price",
+        metavar="MODEL=IN,OUT",
+        type=_price_override,
+        action="append",
+        default=[],
+        help="USD per 1M input,output tokens of MODEL (the agent's, the caller's or the "
+        "judge's), over the maintained genai-prices table; repeatable. Models neither knows "
+        "are reported as unpriced, never $0",
+    )
     group.add_argument(
         "--judges",
         metavar="NAME[,NAME]",

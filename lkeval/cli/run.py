@@ -172,6 +172,7 @@ def run_main(args: argparse.Namespace) -> int:
     from lkeval.publish.progress import make_progress
     from lkeval.publish.github.checkout import recorded_commit
     from lkeval.publish.outputs import publish
+    from lkeval.results.pricing import PriceTable
 
     agent = Path(args.agent)
     if not agent.is_file():
@@ -218,6 +219,7 @@ def run_main(args: argparse.Namespace) -> int:
                 boot_timeout=args.boot_timeout,
                 turn_timeout=args.turn_timeout,
                 max_turns=args.max_turns,
+                prices=PriceTable(dict(getattr(args, "price", None) or ())),
             )
             engine = Engine(settings, evaluator, progress, options)
             scenario_results, stopped_by = _run_until_signal(engine, scenarios)

@@ -241,7 +241,9 @@ def resolve_llm_spec(
         except ValueError as exc:
             raise LLMConfigError(f"--{role}-price: {exc}") from None
     else:
-        price = known_price(model)
+        from lkeval.results.pricing import PriceTable
+
+        price = PriceTable(dict(_flag(flags, "price") or ())).price(model)
 
     timeout = _flag(flags, "llm_timeout") or _env(env, "LKEVAL_LLM_TIMEOUT") or DEFAULT_TIMEOUT
     try:
