@@ -70,7 +70,8 @@ __all__ = [
 ]
 
 EXIT_USAGE = 2
-#: lkeval reads this to name the input, not the option, in its usage errors.
+#: lkeval reads this (lkeval.publish.github.action_inputs) to name the input, not the option,
+#: in its usage errors.
 INPUT_NAMES_VARIABLE = "LKEVAL_INPUT_NAMES"
 
 

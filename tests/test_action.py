@@ -459,7 +459,7 @@ def test_install_auto_with_nothing_to_install_is_a_notice(tmp_path: Path) -> Non
     env = container_env(tmp_path, **inputs(agent="missing.py", scenarios="s.yaml"))
     proc = run_entrypoint(env, tmp_path)
     assert "::notice::no uv.lock, requirements.txt or pyproject.toml" in proc.stdout
-    assert proc.returncode == 2 and "--agent missing.py: no such file" in proc.stderr
+    assert proc.returncode == 2 and "input `agent` missing.py: no such file" in proc.stderr
 
 
 def test_arguments_pass_straight_to_lkeval(tmp_path: Path) -> None:

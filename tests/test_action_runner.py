@@ -197,6 +197,43 @@ def test_errors_name_the_input_the_user_set(tmp_path: Path, name: str, value: st
     assert f"::error::lk-eval: input `{name}`: " in proc.stdout
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("pr", "abc", "invalid int value: 'abc'"),
+        ("concurrency", "0", "must be 1 or more"),
+        ("min-pass-rate", "95", "give a fraction 0..1 or a percentage"),
+        ("comment-id", "a--b", "comment id 'a--b'"),
+        ("agent", "missing.py", "missing.py: no such file"),
+    ],
+)
+def test_lkevals_own_errors_name_the_input_the_user_set(
+    tmp_path: Path, name: str, value: str, says: str
+) -> None:
+    """The real lkeval, not the recording one: its parser and its error boundary."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    step = container_step(action(), {**RUN_INPUTS, "install": "none", name: value}, token=TOKEN)
+    env = clean_env(GITHUB_ACTIONS="true", GITHUB_WORKSPACE=str(workspace), **step.env)
+    proc = subprocess.run(
+        [sys.executable, str(ENTRYPOINT), *step.argv],
+        env=env, cwd=workspace, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("::error::")]
+    assert f"input `{name}`" in line and says in line, line
+    assert f"--{name}" not in line and "usage:" not in proc.stderr
+
+
+def test_outside_the_action_errors_name_the_option() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "lkeval", "report", "--results", "r.json", "--pr", "abc"],
+        env=clean_env(), capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2 and "argument --pr: invalid int value: 'abc'" in proc.stderr
+    assert "::error" not in proc.stderr
+
+
 # --- the workspace, handed back ---------------------------------------------------------------
 
 RUNNER_UID = RUNNER_GID = 1001  # the runner user of GitHub's hosted runners

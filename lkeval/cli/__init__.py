@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from lkeval import __version__
 
@@ -27,12 +28,23 @@ class UsageError(Exception):
     """Bad flags or configuration; the message says which."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """In the Action, a usage error names the input the user set, not the option it became."""
+
+    def error(self, message: str) -> NoReturn:
+        from lkeval.publish.github.action_inputs import for_action, input_names
+
+        if not input_names():
+            super().error(message)
+        self.exit(EXIT_USAGE, for_action(f"lk-eval: {self.prog}: {message}") + "\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line (subcommands register their own flags)."""
     from lkeval.cli import merge as merge_command, run as run_command, validate as validate_command
     from lkeval.publish.outputs import add_report_command
 
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(
         prog="lkeval",
         description="Scenario evals for LiveKit agents: replay scenarios.yaml against your "
         "agent over the console protocol, judge, report, and gate merges.",
@@ -58,8 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("lk-eval: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # the boundary: known errors get one line, others a bug report
+        from lkeval.publish.github.action_inputs import for_action
+
         code, message = classify(exc)
-        print(f"lk-eval: {message}", file=sys.stderr)
+        print(for_action(f"lk-eval: {message}"), file=sys.stderr)
         if code == EXIT_INTERNAL:
             print(
                 "  this is a bug in lk-eval; please report it with the command you ran",
