@@ -34,6 +34,8 @@ RULES = [
     *AGENT_RULES,
     {"model": "caller", "system": "LOOPING", "text": "Tell me more about the rooms."},
     *CALLER_RULES,
+    # lk-eval's judge preflight: the known-bad canary (the agent refuses to help) fails
+    {**JUDGE, "last_user": "I can't help with that", "tool_calls": [verdict("fail", "no")]},
     {**JUDGE, "last_user": "OUTAGE", "status": 500, "text": "upstream exploded"},
     {
         **JUDGE,

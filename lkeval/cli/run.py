@@ -198,6 +198,8 @@ def run_main(args: argparse.Namespace) -> int:
     )
     selected = [s for s in scenarios if options.selection.selects(s)]
     evaluator = build_evaluator(args, selected)  # checks credentials before anything boots
+    # the first lines name the caller and judge; a judge that cannot give a verdict stops here
+    judge_check = evaluator.preflight(sys.stdout) if evaluator is not None else None
     started_at = dt.datetime.now(dt.timezone.utc)
     started = time.monotonic()
     launch = AgentLaunch(agent=agent.resolve(), python=args.python, env=env)
@@ -242,6 +244,8 @@ def run_main(args: argparse.Namespace) -> int:
         interrupted=stopped_by is not None,
         argv=tuple(redact_argv(sys.argv[1:])),
         start_mode="warm" if launcher is not None else "cold",
+        llms=evaluator.llms_in_use() if evaluator is not None else (),
+        judge_check=judge_check,
     )
     results = RunResults(metadata=metadata, scenarios=tuple(scenario_results))
     # Log tails and transcripts can echo a key (an HTTP error with a URL, a debug print):

@@ -97,7 +97,10 @@ class LLMSpec:
     @property
     def host(self) -> str:
         """The endpoint's host (and port), for error messages and reports."""
-        return urlsplit(self.base_url).netloc or self.base_url
+        parts = urlsplit(self.base_url)
+        # netloc without any user:password@ a URL may carry: hosts go into every report
+        host = parts.netloc.rpartition("@")[2]
+        return host or self.base_url
 
     @property
     def label(self) -> str:

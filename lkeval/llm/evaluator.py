@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from lkeval.llm.config import LLMSpec, check_credentials, resolve_llm_spec
-from lkeval.results.model import TranscriptItem, Usage, Verdict
+from lkeval.results.model import JudgeCheck, LLMInUse, TranscriptItem, Usage, Verdict
 from lkeval.run.expectations import IntentJudge
 from lkeval.scenarios.model import Scenario
 
@@ -61,6 +61,31 @@ class LLMEvaluator:
 
             self._llms[spec.role] = build_llm(spec, self._environ)
         return self._llms[spec.role]
+
+    def llms_in_use(self) -> tuple[LLMInUse, ...]:
+        """The caller's and the judge's model and host, for the results and the first lines."""
+        specs = (s for s in (self.caller_spec, self.judge_spec) if s is not None)
+        return tuple(LLMInUse(s.role, s.model, s.host) for s in specs)
+
+    def preflight(self, out: TextIO) -> JudgeCheck | None:
+        """Name the models in use on ``out``, then check the judge on two canaries.
+
+        Runs before any agent boots. Raises
+        :class:`lkeval.llm.preflight.JudgePreflightError` (exit 2) when the judge cannot
+        produce a verdict; a wrong canary verdict is printed as a warning and returned.
+        """
+        names = [f"{s.role} {s.model} at {s.host}" for s in self.llms_in_use()]
+        print("LLMs: " + " · ".join(names), file=out, flush=True)
+        if self.judge_spec is None:
+            return None
+        from lkeval.llm.preflight import preflight_judge
+
+        check = preflight_judge(self.judge_spec, self._environ)
+        if check.warning:
+            print(f"WARNING: judge preflight: {check.warning}", file=out, flush=True)
+        else:
+            print("judge preflight: canaries judged right (fail, pass)", file=out, flush=True)
+        return check
 
     def caller_for(self, scenario: Scenario) -> Any:
         """A fresh simulated caller, or None when this scenario has none to play."""

@@ -208,7 +208,8 @@ def _build(report: Report, transcript_items: int) -> _Doc:
 def _head(report: Report) -> list[str]:
     results, gate = report.results, report.gate
     if gate.exit_code == EXIT_NOTHING_RAN:
-        verdict = "❌ nothing could run"
+        judged_out = any(r.startswith("nothing could be judged") for r in gate.reasons)
+        verdict = "❌ nothing could be judged" if judged_out else "❌ nothing could run"
     else:
         verdict = "✅ gate passed" if gate.passed else "❌ gate failed"
     blocks = [f"## {text(report.title)}: {verdict}"]
@@ -235,10 +236,26 @@ def _head(report: Report) -> list[str]:
     blocks.append(f"**{t.total} scenarios:** " + " · ".join(counts))
     if gate.reasons:
         blocks.append("\n".join(f"- {text(r)}" for r in gate.reasons))
+    if warnings := llm_warnings(report):
+        blocks.append("\n".join(f"> ⚠️ **{text(w)}**" for w in warnings))
     usage = _usage_line(results)
     if usage:
         blocks.append(usage)
     return blocks
+
+
+def llm_warnings(report: Report) -> list[str]:
+    """The judge preflight's warning and changed caller/judge models: trust in the verdicts."""
+    warnings: list[str] = []
+    check = report.results.metadata.judge_check
+    if check is not None and check.warning:
+        warnings.append(f"Judge preflight: {check.warning}")
+    if report.comparison is not None:
+        warnings.extend(
+            f"{change[0].upper()}{change[1:]} (verdicts may not compare)"
+            for change in report.comparison.model_changes
+        )
+    return warnings
 
 
 def _usage_line(results: RunResults) -> str:

@@ -92,6 +92,9 @@ class Comparison:
     latency_p95: MetricDelta = field(default_factory=MetricDelta)
     cost: MetricDelta = field(default_factory=MetricDelta)
     cost_unpriced: bool = False
+    model_changes: tuple[str, ...] = ()
+    """``judge model changed: a → b``: verdicts of another judge (or against another caller)
+    are not like for like, so a regression or fix may be the model's, not the agent's."""
 
     def _of(self, kind: ChangeKind) -> tuple[ScenarioChange, ...]:
         return tuple(c for c in self.changes if c.kind == kind)
@@ -171,6 +174,7 @@ def compare(current: RunResults, baseline: RunResults) -> Comparison:
         latency_p95=latency_delta(now_suite, before_suite),
         cost=cost_delta(now_suite, before_suite),
         cost_unpriced=bool(now_suite.unpriced or before_suite.unpriced),
+        model_changes=_model_changes(current, baseline),
     )
 
 
@@ -192,6 +196,20 @@ def _pass_rate(results: RunResults) -> float | None:
     counted = [s for s in results.scenarios if s.status != "skipped" and not s.quarantined]
     passed = sum(1 for s in counted if s.status == "passed")
     return passed / len(counted) if counted else None
+
+
+def _model_changes(current: RunResults, baseline: RunResults) -> tuple[str, ...]:
+    """The caller or judge models that differ from the baseline's (both must be recorded)."""
+    before = {u.role: u for u in baseline.metadata.llms}
+    changes: list[str] = []
+    for now in current.metadata.llms:
+        old = before.get(now.role)
+        if old is None or (old.model, old.host) == (now.model, now.host):
+            continue
+        was = old.model if old.host == now.host else f"{old.model} at {old.host}"
+        new = now.model if old.host == now.host else f"{now.model} at {now.host}"
+        changes.append(f"{now.role} model changed since the baseline: {was} → {new}")
+    return tuple(changes)
 
 
 def _classify(current: Status, baseline: Status | None) -> ChangeKind:

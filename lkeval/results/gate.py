@@ -6,7 +6,8 @@ The exit code is what a branch protection rule sees, so its meaning is fixed:
 * 1 — the gate failed (scenarios failed, regressed, or the pass rate is too low);
 * 3 — nothing could run: every scenario that was not skipped ended in ``error`` (the agent
   never booted, the LLM was down). That is a broken setup, not a verdict on the agent, so it
-  is reported as such whatever ``fail_on`` says.
+  is reported as such whatever ``fail_on`` says; when the judge is what failed, the wording
+  says so and does not blame the agent.
 
 (2 is the CLI's "bad input" code: a malformed scenario or baseline file.)
 
@@ -97,6 +98,32 @@ def format_rate(rate: float | None) -> str:
     return "n/a" if rate is None else f"{rate * 100:.1f}%"
 
 
+JUDGE_FAILED = "judge failed"
+"""How an attempt's reason starts when the judge, not the agent, kept it from a verdict."""
+
+
+def _all_errors_reason(errored: list[ScenarioResult]) -> str:
+    """Why every scenario errored, without blaming the agent for a judge that failed."""
+    judged_out = [s for s in errored if JUDGE_FAILED in s.reason]
+    if len(judged_out) == len(errored):
+        first = errored[0].reason
+        detail = first[first.index(JUDGE_FAILED) :]
+        return (
+            f"nothing could be judged: the judge failed in all {len(errored)} scenario(s) that "
+            f"were not skipped; the agent is not at fault ({detail})"
+        )
+    if judged_out:
+        return (
+            f"nothing could run: all {len(errored)} scenario(s) that were not skipped ended in "
+            f"error ({len(judged_out)} of them because the judge failed; the others: agent did "
+            "not boot, or a dependency is down)"
+        )
+    return (
+        f"nothing could run: all {len(errored)} scenario(s) that were not skipped ended in "
+        "error (agent did not boot, or a dependency is down)"
+    )
+
+
 def evaluate_gate(
     results: RunResults,
     comparison: Comparison | None,
@@ -114,10 +141,7 @@ def evaluate_gate(
         return GateOutcome(
             passed=False,
             exit_code=EXIT_NOTHING_RAN,
-            reasons=(
-                f"nothing could run: all {len(ran)} scenario(s) that were not skipped "
-                "ended in error (agent did not boot, or a dependency is down)",
-            ),
+            reasons=(_all_errors_reason(ran),),
         )
 
     if results.scenarios and not ran:

@@ -177,6 +177,28 @@ class ScenarioResult:
 
 
 @dataclass(frozen=True)
+class LLMInUse:
+    """The caller's or the judge's model and endpoint host (never a key), as the run used it."""
+
+    role: str
+    model: str
+    host: str
+
+
+@dataclass(frozen=True)
+class JudgeCheck:
+    """The judge preflight: its verdicts on a known-fail and a known-pass canary transcript.
+
+    ``warning`` is set when it got one wrong: a judge that passes a known-bad transcript is a
+    gate that passes bad agents, and every report says so.
+    """
+
+    known_fail: str
+    known_pass: str
+    warning: str = ""
+
+
+@dataclass(frozen=True)
 class RunMetadata:
     """Where and with what a run happened."""
 
@@ -193,6 +215,9 @@ class RunMetadata:
     interrupted: bool = False
     argv: tuple[str, ...] = ()
     start_mode: str = ""  # "warm" (forked from a preloaded server) or "cold"
+    # Older results files have neither: they load with none recorded.
+    llms: tuple[LLMInUse, ...] = ()
+    judge_check: JudgeCheck | None = None
 
 
 @dataclass(frozen=True)

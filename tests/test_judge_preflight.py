@@ -1,0 +1,197 @@
+"""The judge preflight, the models a run records, and what reports say about the judge.
+
+The judge is a real (scripted) OpenAI-compatible server over HTTP; the CLI runs as a child
+process, as a user runs it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import HOTEL, hotel_env, run_argv, run_lkeval
+from report_fixtures import metadata, results_of, scenario
+
+from lkeval.llm.config import LLMSpec, resolve_llm_spec
+from lkeval.llm.preflight import JudgePreflightError, preflight_judge
+from lkeval.reporters import MarkdownReporter, build_report
+from lkeval.results.baseline import compare
+from lkeval.results.gate import EXIT_NOTHING_RAN, evaluate_gate
+from lkeval.results.model import (
+    JudgeCheck,
+    LLMInUse,
+    dump_results,
+    results_from_dict,
+)
+from lkeval.testing.llm_server import LLMServer
+
+REFUSAL = "I can't help with that"  # only the known-bad canary has the agent say this
+
+
+def verdict(value: str, **match: Any) -> dict[str, Any]:
+    args = {"reasoning": f"canary {value}", "verdict": value}
+    return {**match, "tool_calls": [{"name": "submit_verdict", "arguments": args}]}
+
+
+def spec_for(server: LLMServer) -> LLMSpec:
+    flags = {"judge_model": "judge", "judge_base_url": server.base_url}
+    return replace(resolve_llm_spec("judge", flags, environ={}), retry_delay=0.01, max_retries=0)
+
+
+def test_a_judge_that_tells_the_canaries_apart_passes_the_preflight() -> None:
+    with LLMServer([verdict("fail", last_user=REFUSAL), verdict("pass")]) as server:
+        check = preflight_judge(spec_for(server), environ={})
+        prompts = [r.body["messages"][-1]["content"] for r in server.requests]
+    assert check == JudgeCheck(known_fail="fail", known_pass="pass", warning="")
+    assert len(prompts) == 2 and sum(REFUSAL in p for p in prompts) == 1
+
+
+def test_a_judge_that_passes_the_known_bad_canary_is_a_loud_warning() -> None:
+    with LLMServer([verdict("pass")]) as server:
+        check = preflight_judge(spec_for(server), environ={})
+        port = server.port
+    assert (check.known_fail, check.known_pass) == ("pass", "pass")
+    assert "passed a known-bad canary transcript" in check.warning
+    assert f"judge at 127.0.0.1:{port}" in check.warning
+
+
+def test_a_judge_unsure_on_the_known_good_canary_is_a_warning_too() -> None:
+    with LLMServer([verdict("fail", last_user=REFUSAL), verdict("maybe")]) as server:
+        check = preflight_judge(spec_for(server), environ={})
+    assert "said maybe on a known-good canary" in check.warning
+
+
+def test_a_judge_that_answers_in_text_cannot_pass_the_preflight() -> None:
+    with LLMServer([{"text": "Both look fine to me."}]) as server:
+        with pytest.raises(JudgePreflightError) as info:
+            preflight_judge(spec_for(server), environ={})
+        port = server.port
+    message = str(info.value)
+    assert "no agent was started" in message
+    assert f"judge LLM judge at 127.0.0.1:{port}" in message
+    assert "did not call submit_verdict" in message and "\n" not in message
+
+
+def scenarios_file(tmp_path: Path) -> Path:
+    path = tmp_path / "scenarios.yaml"
+    path.write_text(
+        "name: Sim\nscenarios:\n  - label: Book\n    instructions: Book a room.\n"
+        "    agent_expectations: The agent books the room.\n"
+    )
+    return path
+
+
+def test_cli_stops_with_exit_2_before_any_agent_boots_when_the_judge_cannot_answer(
+    tmp_path: Path,
+) -> None:
+    secret = "sk-canary-judge-key-123456"
+    results = tmp_path / "out" / "results.json"
+    rules = [{"model": "judge", "status": 401, "text": f"Incorrect API key: {secret}"}]
+    with LLMServer(rules) as llm:
+        argv = [*run_argv(HOTEL / "agent.py", scenarios_file(tmp_path), results)]
+        argv += ["--caller-model", "caller", "--judge-model", "judge"]
+        proc = run_lkeval(argv, hotel_env(llm, LKEVAL_JUDGE_API_KEY=secret), timeout=60)
+        models = [r.body.get("model") for r in llm.requests]
+        port = llm.port
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[0] == (
+        f"LLMs: caller caller at 127.0.0.1:{port} · judge judge at 127.0.0.1:{port}"
+    )
+    error = proc.stderr.strip().splitlines()[-1]
+    assert "judge preflight" in error and f"127.0.0.1:{port}" in error
+    assert "HTTP 401" in error and "Traceback" not in proc.stderr
+    assert secret not in proc.stdout + proc.stderr
+    assert set(models) == {"judge"}  # no agent booted: its LLM (hotel-agent) was never asked
+    assert not (tmp_path / "out" / "logs").exists()
+
+
+@pytest.mark.e2e
+def test_cli_names_the_models_first_and_records_them_and_the_canaries(tmp_path: Path) -> None:
+    results = tmp_path / "results.json"
+    with LLMServer.from_file(HOTEL / "llm_rules.yaml") as llm:
+        argv = [*run_argv(HOTEL / "agent.py", HOTEL / "scenarios.yaml", results)]
+        argv += ["--caller-model", "caller", "--judge-model", "judge", "--match", "*talking*"]
+        proc = run_lkeval(argv, hotel_env(llm))
+        port = llm.port
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("LLMs: caller caller at 127.0.0.1:"), proc.stdout
+    assert lines[1] == "judge preflight: canaries judged right (fail, pass)"
+    meta = json.loads(results.read_text())["metadata"]
+    host = f"127.0.0.1:{port}"
+    assert meta["llms"] == [
+        {"role": "caller", "model": "caller", "host": host},
+        {"role": "judge", "model": "judge", "host": host},
+    ]
+    assert meta["judge_check"] == {"known_fail": "fail", "known_pass": "pass", "warning": ""}
+
+
+def test_old_results_files_without_models_still_load() -> None:
+    raw = json.loads(dump_results(results_of(scenario("a"))))
+    for key in ("llms", "judge_check"):
+        raw["metadata"].pop(key)
+    loaded = results_from_dict(raw)
+    assert loaded.metadata.llms == () and loaded.metadata.judge_check is None
+    recorded = results_of(scenario("a"))
+    recorded = replace(
+        recorded,
+        metadata=replace(
+            recorded.metadata,
+            llms=(LLMInUse("judge", "gpt-4.1-mini", "api.openai.com"),),
+            judge_check=JudgeCheck("pass", "pass", "passed a known-bad canary"),
+        ),
+    )
+    assert results_from_dict(json.loads(dump_results(recorded))) == recorded
+
+
+def with_llms(*llms: LLMInUse, warning: str = "") -> Any:
+    check = JudgeCheck("fail" if not warning else "pass", "pass", warning)
+    meta = replace(metadata(), llms=llms, judge_check=check)
+    return replace(results_of(scenario("a")), metadata=meta)
+
+
+def test_a_baseline_with_another_judge_or_caller_model_is_flagged() -> None:
+    caller = LLMInUse("caller", "gpt-4.1-mini", "api.openai.com")
+    before = with_llms(caller, LLMInUse("judge", "gpt-4.1-mini", "api.openai.com"))
+    now = with_llms(caller, LLMInUse("judge", "qwen3-8b", "llama:8080"))
+    assert compare(now, before).model_changes == (
+        "judge model changed since the baseline: gpt-4.1-mini at api.openai.com → "
+        "qwen3-8b at llama:8080",
+    )
+    assert compare(before, before).model_changes == ()
+    assert compare(now, results_of(scenario("a"))).model_changes == ()  # nothing recorded
+
+    comparison = compare(now, before)
+    report = build_report(now, comparison, evaluate_gate(now, comparison))
+    markdown = MarkdownReporter().format(report)
+    assert "> ⚠️ **Judge model changed since the baseline: gpt-4.1-mini" in markdown
+
+
+def test_the_report_warns_when_the_judge_got_a_canary_wrong() -> None:
+    results = with_llms(warning="the judge (x at y) passed a known-bad canary transcript")
+    markdown = MarkdownReporter().format(build_report(results, None, evaluate_gate(results, None)))
+    assert "> ⚠️ **Judge preflight: the judge (x at y) passed a known-bad canary" in markdown
+    fine = with_llms()
+    clean = MarkdownReporter().format(build_report(fine, None, evaluate_gate(fine, None)))
+    assert "⚠️" not in clean
+
+
+def test_nothing_judged_does_not_blame_the_agent() -> None:
+    reason = "judge failed: judge LLM j at h: HTTP 500 Internal Server Error: down"
+    results = results_of(
+        scenario("a", "error", reason=reason), scenario("b", "error", reason=reason)
+    )
+    gate = evaluate_gate(results, None)
+    assert gate.exit_code == EXIT_NOTHING_RAN
+    (line,) = gate.reasons
+    assert line.startswith("nothing could be judged: the judge failed in all 2 scenario(s)")
+    assert "agent is not at fault" in line and "HTTP 500" in line
+    assert "agent did not boot" not in line
+    markdown = MarkdownReporter().format(build_report(results, None, gate))
+    assert "❌ nothing could be judged" in markdown
+
+    mixed = results_of(scenario("a", "error", reason=reason), scenario("b", "error", reason="x"))
+    (line,) = evaluate_gate(mixed, None).reasons
+    assert line.startswith("nothing could run") and "1 of them because the judge failed" in line
