@@ -66,3 +66,13 @@ def read_json(path: Path) -> Any:
 def hotel_llm() -> Iterator[LLMServer]:
     with LLMServer.from_file(HOTEL / "llm_rules.yaml") as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_masker() -> Iterator[None]:
+    """Secrets registered by one in-process test (a token, ``--env`` values) stay its own."""
+    from lkeval.results.masking import reset_process_masker
+
+    reset_process_masker()
+    yield
+    reset_process_masker()

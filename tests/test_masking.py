@@ -8,10 +8,10 @@ from dataclasses import replace
 import pytest
 from report_fixtures import ERRORED, FAILED, msg, results_of, run_results
 
-from lkeval.results.gate import evaluate_gate
-from lkeval.results.masking import Masker, is_secret_name, redact_argv
 from lkeval.publish.progress import make_progress
 from lkeval.reporters import REPORTER_BY_NAME, build_report
+from lkeval.results.gate import evaluate_gate
+from lkeval.results.masking import Masker, is_secret_name, redact_argv
 from lkeval.results.model import Attempt, RunResults
 
 OPENAI = "sk-test-4f8a9b2c1d0e"
@@ -125,3 +125,85 @@ def test_no_reporter_output_contains_a_secret(
             progress.scenario_finished(scenario)
     assert "***" in stream.getvalue()
     assert OPENAI not in stream.getvalue() and LIVEKIT not in stream.getvalue()
+
+
+# --- one boundary: fragments, mask-before-cut, the process's registered secrets -------------
+
+CANARY = "sk-canary-7Qm2Xv9Lp4Rt8Wz1Kd6N"  # 31 characters, like the key of issue 11
+
+
+def test_a_cut_secret_is_masked_before_the_cut() -> None:
+    masker = Masker([CANARY])
+    text = "x" * 100 + CANARY
+    clipped = masker.clip(text, 120)
+    assert clipped.endswith("***") and "sk-canary" not in clipped
+    naive = masker.mask(text[:120])  # the old order: cut, then mask
+    assert CANARY[:19] not in naive  # fragments of 12+ characters are masked anyway
+
+
+@pytest.mark.parametrize("start,end", [(0, 29), (2, 31), (5, 17), (9, 30)])
+def test_long_fragments_of_a_secret_are_masked(start: int, end: int) -> None:
+    fragment = CANARY[start:end]
+    out = Masker([CANARY]).mask(f"before {fragment} after")
+    assert out == "before *** after"
+
+
+def test_short_fragments_and_unrelated_text_stay() -> None:
+    masker = Masker([CANARY])
+    short = CANARY[3:14]  # 11 characters: too short to be specific
+    assert masker.mask(f"a {short} b") == f"a {short} b"
+    assert masker.mask("sk-canary is a prefix") == "sk-canary is a prefix"
+
+
+def test_fragment_in_an_escaped_form_is_masked() -> None:
+    secret = 'pw<&>"with-quotes-and-more'
+    masker = Masker([secret])
+    escaped = 'pw&lt;&amp;&gt;"with-quotes-and-m'  # HTML-escaped, then cut
+    assert "with-quotes" not in masker.mask(f"x {escaped}")
+
+
+def test_process_masker_knows_env_flags_secret_env_and_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lkeval.results.masking import process_masker, register_environ, register_secret
+
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI)
+    monkeypatch.setenv("MY_PLAIN_VALUE", "shown-as-it-is")
+    monkeypatch.setenv("DEPLOY_HOOK", "opaque-hook-value-123")
+    register_environ(
+        {"STRIPE_SECRET_KEY": "sk_live_abcdef123456", "FEATURE": "on-for-everyone"},
+        names=["DEPLOY_HOOK"],
+    )
+    register_secret("ghs_token_value_42")
+    masker = process_masker()
+    text = (
+        f"{OPENAI} sk_live_abcdef123456 opaque-hook-value-123 ghs_token_value_42 "
+        "on-for-everyone shown-as-it-is"
+    )
+    assert masker.mask(text) == "*** *** *** *** on-for-everyone shown-as-it-is"
+    monkeypatch.setenv("LATE_TOKEN", "set-after-the-first-use")
+    assert process_masker().mask("set-after-the-first-use") == "***"  # follows the environment
+    assert process_masker().mask("ghs_token_value_42") == "***"  # and keeps the registered
+
+
+def test_url_passwords_and_paths(tmp_path: object) -> None:
+    masker = Masker.from_environ(
+        {
+            "DATABASE_URL": "postgres://app:s3cr3t-pass-word@db:5432/x",
+            "SSH_KEY_PATH": "/",  # an existing path is not a secret
+            "TRUE_TOKEN": "true",  # too short to be specific
+        }
+    )
+    assert masker.secrets == ("s3cr3t-pass-word",)
+
+
+def test_redact_argv_hides_secret_env_values() -> None:
+    argv = ["run", "--env", "STRIPE_SECRET_KEY=sk_live_x", "--env=MODE=fast", "--env", "A_TOKEN=t"]
+    assert redact_argv(argv) == (
+        "run",
+        "--env",
+        "STRIPE_SECRET_KEY=***",
+        "--env=MODE=fast",
+        "--env",
+        "A_TOKEN=***",
+    )

@@ -194,15 +194,34 @@ def test_markdown_passing_headline() -> None:
 
 def test_markdown_escapes_cells_and_details() -> None:
     out = MarkdownReporter().format(make_report())
-    assert "<script>" not in out
-    assert "&lt;script&gt;alert('x')&lt;/script&gt; &amp; all set." in out
+    # The transcript is in a fenced code block, where HTML is shown, never rendered.
+    assert "<script>" not in outside_code_blocks(out)
+    assert "```\n[1] user: Cancel booking" in out
+    assert "Done! <script>alert('x')</script> & all set." in out
     s = scenario("pipe | and\nnewline <b>x</b>", "failed", group_name="G|H")
     out = MarkdownReporter().format(make_report(results_of(s)))
     row = next(line for line in out.splitlines() if line.startswith("| ❌"))
-    assert "pipe \\| and newline &lt;b&gt;x&lt;/b&gt;" in row
-    assert "G\\|H" in row
+    assert "pipe &#124; and newline &lt;b&gt;x&lt;/b&gt;" in row
+    assert "G&#124;H" in row
     assert len(re.findall(r"(?<!\\)\|", row)) == 7  # 6 cells: no pipe leaked from the text
-    assert "<b>x</b>" not in out
+    assert "<b>x</b>" not in outside_code_blocks(out)
+
+
+def outside_code_blocks(markdown: str) -> str:
+    """The Markdown without its fenced code blocks (a fence closes on a line of at least as
+    many backticks as it opened with)."""
+    kept: list[str] = []
+    fence = ""
+    for line in markdown.splitlines():
+        run = re.match(r"^(`{3,})", line)
+        if fence:
+            if run and len(run.group(1)) >= len(fence) and not line.strip("`"):
+                fence = ""
+        elif run:
+            fence = run.group(1)
+        else:
+            kept.append(line)
+    return "\n".join(kept)
 
 
 def test_markdown_details_can_be_turned_off() -> None:

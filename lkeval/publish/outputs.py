@@ -47,6 +47,7 @@ from lkeval.publish.github.workflow import (
     add_mask_commands,
     append_step_summary,
     error_annotations,
+    inert_line,
     summary_budget,
     warning,
     write_outputs,
@@ -54,7 +55,7 @@ from lkeval.publish.github.workflow import (
 from lkeval.reporters import JUnitReporter, MarkdownReporter, Report, build_report
 from lkeval.results.baseline import Comparison, compare
 from lkeval.results.gate import EXIT_NOTHING_RAN, FAIL_ON_CHOICES, GateOutcome, evaluate_gate, tally
-from lkeval.results.masking import Masker
+from lkeval.results.masking import Masker, process_masker, register_secret
 from lkeval.results.model import ResultsFileError, RunResults, load_results
 
 #: Room kept free below GitHub's hard limits, for the marker line and a later edit by hand.
@@ -179,8 +180,8 @@ def publish(
     """Compare, gate, write reports and GitHub output; return the gate (exit code inside)."""
     env = os.environ
     token = getattr(args, "github_token", None) or env.get("GITHUB_TOKEN") or None
-    masker = Masker.from_environ(env)
-    masker.add(token)
+    register_secret(token)
+    masker = process_masker()
     github = getattr(args, "github", None)
     if github is None:
         github = env.get("GITHUB_ACTIONS") == "true"
@@ -259,7 +260,8 @@ def gate_line(gate: GateOutcome) -> str:
     else:
         state = f"FAILED (exit {gate.exit_code})"
     why = "; ".join(gate.reasons)
-    return f"lk-eval gate: {state}" + (f" — {why}" if why else "")
+    # Reasons name scenarios by label, which a PR can set: one inert line, never a command.
+    return inert_line(f"lk-eval gate: {state}" + (f" — {why}" if why else ""), 4000)
 
 
 def _comparison(results: RunResults, path: str | None, masker: Masker) -> Comparison | None:
@@ -372,7 +374,8 @@ def _outputs(
         "results-path": results_path or "",
         "junit-path": junit_path or "",
         "comment-url": comment_url or "",
-        "reasons": "\n".join(gate.reasons),
+        "reasons": "
+".join(inert_line(reason) for reason in gate.reasons),
         **metric_outputs(results, comparison, gate),
     }
 

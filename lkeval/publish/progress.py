@@ -17,19 +17,19 @@ from typing import Protocol, TextIO
 
 from lkeval.results.gate import format_rate, tally
 from lkeval.publish.github.workflow import command, inert
-from lkeval.results.masking import Masker
+from lkeval.results.masking import Masker, process_masker
 from lkeval.results.wording import (
     attempt_to_show,
     failure_reasons,
     format_transcript,
     is_repeated,
-    one_line,
     plain,
     primary_reason,
     repeat_summary,
     seconds,
 )
 from lkeval.results.model import RunResults, ScenarioResult
+from lkeval.results.untrusted import terminal_text
 
 MARK = {"passed": "✓", "failed": "✗", "error": "!", "skipped": "-"}
 
@@ -56,7 +56,7 @@ def headline(result: ScenarioResult) -> str:
         extra.append("quarantined")
     suffix = f", {', '.join(extra)}" if extra else ""
     mark = MARK.get(result.status, "?")
-    return f"{mark} {one_line(result.label, 120)} ({seconds(result.duration_seconds)}{suffix})"
+    return f"{mark} {terminal_text(result.label, 120)} ({seconds(result.duration_seconds)}{suffix})"
 
 
 def run_summary(results: RunResults) -> str:
@@ -72,7 +72,7 @@ def run_summary(results: RunResults) -> str:
 class _Writer:
     def __init__(self, stream: TextIO, masker: Masker | None) -> None:
         self.stream = stream
-        self.masker = masker if masker is not None else Masker.from_environ()
+        self.masker = masker if masker is not None else process_masker()
         self._lock = threading.Lock()
 
     def write(self, lines: list[str]) -> None:
@@ -93,10 +93,11 @@ class TerminalProgress:
 
     def scenario_finished(self, result: ScenarioResult) -> None:
         """Print ``✓ label (1.2s)``; a scenario that did not pass gets ``— reason`` appended."""
+        result = self._out.masker.mask_results(result)  # mask before anything is cut
         line = headline(result)
-        reason = plain(primary_reason(result)) if result.status != "passed" else ""
+        reason = primary_reason(result) if result.status != "passed" else ""
         if reason:
-            line += f" — {one_line(reason, 160)}"
+            line += f" — {terminal_text(reason, 160)}"
         self._out.write([line])
 
     def run_finished(self, results: RunResults) -> None:
@@ -115,6 +116,7 @@ class GitHubProgress:
 
     def scenario_finished(self, result: ScenarioResult) -> None:
         """Print the scenario's group in one write."""
+        result = self._out.masker.mask_results(result)  # mask before anything is cut
         lines: list[str] = []
         reasons = failure_reasons(result) if result.status != "passed" else []
         if reasons:

@@ -6,14 +6,14 @@ then per-scenario details go (last first), then table rows (passing ones first),
 a line saying what was left out and where the full results are. A last-resort cut keeps even a
 pathological report (thousands of removed scenarios, a tiny budget) within the limit.
 
-Everything that comes from the agent or the scenario file is escaped: ``<``, ``>`` and ``&``
-become entities, so a transcript cannot inject HTML into the comment; table cells also escape
-``|`` and drop newlines; transcripts and logs go in ``<pre>`` blocks, where Markdown is inert.
+Everything that comes from the agent, the scenario file, an LLM or a results file is inert
+(:mod:`lkeval.results.untrusted`): no HTML, links, images or ``@`` mentions in text and table
+cells, labels bounded, transcripts and logs in fenced code blocks whose fence outgrows any
+backtick run inside.
 """
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 
 from lkeval.results.baseline import ScenarioChange
@@ -30,6 +30,7 @@ from lkeval.results.wording import (
 )
 from lkeval.reporters.interface import Report, Reporter
 from lkeval.results.model import RunResults, ScenarioResult, Usage
+from lkeval.results.untrusted import md_cell, md_code_block, md_text
 
 #: Transcript items shown per failing scenario, tried in order until the report fits.
 TRANSCRIPT_LEVELS = (16, 6, 2, 0)
@@ -47,14 +48,13 @@ PARTY_ORDER = ("agent", "caller", "judge")
 
 
 def text(value: str) -> str:
-    """Escape text for Markdown/HTML context: no tags, no entities from the outside."""
-    return html.escape(plain(value), quote=False)
+    """Untrusted text for Markdown/HTML context: no tags, links, images or mentions."""
+    return md_text(plain(value))
 
 
 def cell(value: str) -> str:
-    """Escape a table cell: HTML-escaped, ``|`` escaped, on one line."""
-    flat = " ".join(value.split())
-    return text(flat).replace("|", "\\|")
+    """An untrusted table cell: inert, on one line, bounded."""
+    return md_cell(plain(value))
 
 
 @dataclass
@@ -332,12 +332,14 @@ def _details(scenario: ScenarioResult, transcript_items: int) -> str:
             if len(scenario.attempts) > 1:
                 number = scenario.attempts.index(attempt) + 1
                 heading += f", attempt {number}/{len(scenario.attempts)}"
-            parts.append(f"{heading}:\n\n<pre>{text(chr(10).join(format_transcript(items)))}</pre>")
+            parts.append(
+                f"{heading}:\n\n{md_code_block(plain(chr(10).join(format_transcript(items))))}"
+            )
         if scenario.status == "error" and attempt.log_tail:
             tail = attempt.log_tail[-min(LOG_TAIL_LINES, transcript_items) :]
             where = f" of <code>{text(attempt.log_path)}</code>" if attempt.log_path else ""
             parts.append(
-                f"Last {len(tail)} log lines{where}:\n\n<pre>{text(chr(10).join(tail))}</pre>"
+                f"Last {len(tail)} log lines{where}:\n\n{md_code_block(plain(chr(10).join(tail)))}"
             )
     parts.append("</details>")
     return "\n\n".join(parts)

@@ -8,25 +8,24 @@ from __future__ import annotations
 
 import re
 
+from lkeval.results.masking import clip
 from lkeval.results.model import Attempt, ScenarioResult, TranscriptItem
+from lkeval.results.untrusted import strip_ansi, visible
 
 ONE_LINE_LIMIT = 240
 
 _SPACE = re.compile(r"\s+")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-# C0 controls but tab, LF and CR: never wanted in a report, and illegal in XML 1.0.
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def plain(text: str) -> str:
-    """``text`` without ANSI colour codes and control characters (agent logs are coloured)."""
-    return _CONTROL.sub("", _ANSI.sub("", text))
+    """``text`` without ANSI colour codes (agent logs are coloured), other control characters
+    shown as escapes (``\\x1b``): never raw in a report, and illegal in XML 1.0."""
+    return visible(strip_ansi(text), lines=True)
 
 
 def one_line(text: str, limit: int = ONE_LINE_LIMIT) -> str:
-    """Collapse whitespace (newlines included) and cut to ``limit`` characters."""
-    flat = _SPACE.sub(" ", text).strip()
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+    """Collapse whitespace (newlines included), mask, and only then cut to ``limit``."""
+    return clip(_SPACE.sub(" ", text).strip(), limit)
 
 
 def ran_attempts(scenario: ScenarioResult) -> tuple[Attempt, ...]:

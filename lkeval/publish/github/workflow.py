@@ -4,6 +4,11 @@ These are plain text conventions of the runner, so this module only formats and 
 does no network I/O. The escaping rules are the runner's (the same as ``@actions/core``):
 ``%``, CR and LF in a command's message; additionally ``:`` and ``,`` in its properties —
 an unescaped comma in a file name would otherwise start a new property.
+
+The runner reads commands from stdout *and* stderr, on every line (a bare CR ends one too):
+a ``::name::`` form where the line starts with ``::`` after leading whitespace, and the old
+``##[name]`` form *anywhere* in the line. So text from a scenario file, an agent, an LLM or a
+results file is printed either as one :func:`inert_line` or inside an :func:`inert` block.
 """
 
 from __future__ import annotations
@@ -15,9 +20,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from lkeval.results.masking import Masker
-from lkeval.results.wording import failure_reasons, one_line, outcome_line, plain
+from lkeval.results.masking import Masker, clip
 from lkeval.results.model import RunResults, ScenarioResult
+from lkeval.results.untrusted import REASON_CHARS, ZERO_WIDTH_SPACE, terminal_text
+from lkeval.results.wording import failure_reasons, outcome_line, plain
 
 #: GitHub refuses a job summary over 1 MiB per step.
 MAX_SUMMARY_BYTES = 1024 * 1024
@@ -54,6 +60,17 @@ def warning(message: str) -> str:
 def add_mask_commands(masker: Masker) -> list[str]:
     """``::add-mask::`` lines for every secret the masker knows, so the runner hides them too."""
     return [command("add-mask", secret) for secret in masker.secrets]
+
+
+def inert_line(text: str, limit: int = REASON_CHARS) -> str:
+    """One printable line carrying untrusted text that the runner cannot read as a command.
+
+    Whitespace (CR and LF included) is collapsed, control characters are shown escaped, the
+    text is masked and bounded; a line that would start with ``::`` gets a zero-width space in
+    front, and the legacy ``##[`` prefix is broken wherever it appears.
+    """
+    line = terminal_text(text, limit).replace("##[", "##" + ZERO_WIDTH_SPACE + "[")
+    return ZERO_WIDTH_SPACE + line if line.lstrip().startswith("::") else line
 
 
 def inert(lines: list[str]) -> list[str]:
@@ -105,7 +122,7 @@ def error_annotations(
     lines = []
     for scenario in failing[:limit]:
         reasons = "\n".join(failure_reasons(scenario)) or outcome_line(scenario)
-        message = plain(reasons)[:ANNOTATION_MESSAGE_CHARS]
+        message = clip(plain(reasons), ANNOTATION_MESSAGE_CHARS)
         status = "errored" if scenario.status == "error" else "failed"
         lines.append(
             command(
@@ -113,7 +130,7 @@ def error_annotations(
                 message,
                 file=annotation_path(scenario.file, workspace),
                 line=scenario.line or None,
-                title=one_line(f"lk-eval: {scenario.label} {status}", 200),
+                title=terminal_text(f"lk-eval: {scenario.label} {status}", 200),
             )
         )
     return lines, max(0, len(failing) - limit)

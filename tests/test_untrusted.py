@@ -1,0 +1,104 @@
+"""Untrusted text is inert: no workflow commands, no raw control characters, no live Markdown."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from lkeval.publish.github.workflow import inert, inert_line
+from lkeval.results.untrusted import (
+    LABEL_CHARS,
+    label,
+    md_cell,
+    md_code_block,
+    md_text,
+    terminal_text,
+    visible,
+)
+
+HOSTILE = "Book\n::error::pwned\r::add-mask::x \x1b]0;title\x07 ##[warning]old-style"
+
+
+def runner_commands(output: str) -> list[str]:
+    """The commands GitHub's runner would execute in ``output``: lines split at LF, CR or
+    CRLF; ``::`` at the start after whitespace, or ``##[`` anywhere; none between
+    ``::stop-commands::TOKEN`` and ``::TOKEN::``."""
+    commands: list[str] = []
+    stopped: str | None = None
+    for line in re.split(r"\r\n|\r|\n", output):
+        text = line.lstrip()
+        if stopped is not None:
+            if text == f"::{stopped}::":
+                stopped = None
+            continue
+        if text.startswith("::stop-commands::"):
+            stopped = text.removeprefix("::stop-commands::")
+            continue
+        if text.startswith("::") or "##[" in line:
+            commands.append(text)
+    return commands
+
+
+def test_inert_line_is_never_a_command() -> None:
+    line = inert_line(f"lk-eval gate: FAILED — 1 failed: {HOSTILE}")
+    assert runner_commands(line) == []
+    assert "\x1b" not in line and "\x07" not in line and "\\x1b" in line
+    for text in ("::error::x", "  ::warning::y", "\u00a0::add-mask::z", "a ##[error]b"):
+        assert runner_commands(inert_line(text)) == [], text
+
+
+def test_inert_block_keeps_its_lines_inert() -> None:
+    block = "\n".join(inert(["::error::a", "##[error]b", "plain"]))
+    assert runner_commands(block) == []
+    assert "plain" in block
+
+
+def test_visible_shows_controls() -> None:
+    assert visible("a\x1b[31mb\x07c\r\nd") == "a\\x1b[31mb\\x07c\\x0d\\x0ad"
+    assert visible("a\x1bb\r\nc\td\re", lines=True) == "a\\x1bb\nc\td\\x0de"
+    assert visible("\u202eevil") == "\\u202eevil"
+
+
+def test_terminal_text_and_label_are_bounded_one_line() -> None:
+    long = "word " * 1000
+    assert len(label(long)) == LABEL_CHARS and "\n" not in terminal_text("a\nb")
+
+
+@pytest.mark.parametrize(
+    "hostile,forbidden",
+    [
+        ("[click](https://evil.example/x)", "](http"),
+        ("![img](https://evil.example/p.png)", "!["),
+        ("<img src=x onerror=alert(1)>", "<img"),
+        ("ping @org/team and @alice", "@org"),
+        ("mail bob@example.com", "bob@example"),
+        ("see https://evil.example", "https://"),
+        ("see www.evil.example", "www.evil"),
+        ("`code` **bold** # heading", "`code`"),
+        ("<!-- hidden -->", "<!--"),
+    ],
+)
+def test_md_text_is_inert(hostile: str, forbidden: str) -> None:
+    out = md_text(hostile)
+    assert forbidden not in out
+    assert "<" not in out and "[" not in out and "`" not in out
+
+
+def test_mentions_broken_the_way_bots_do() -> None:
+    assert md_text("@org/team") == "@\u200borg/team"
+
+
+def test_md_cell_cannot_split_a_table() -> None:
+    cell = md_cell("a | b\nc " + "x" * 500)
+    assert "|" not in cell and "\n" not in cell and len(cell) < 260
+
+
+def test_code_block_fence_outgrows_any_backtick_run() -> None:
+    text = "before\n```\nbreak out @alice [x](http://e)\n`````\nafter\x1b"
+    block = md_code_block(text)
+    fence = block.splitlines()[0]
+    assert fence == "``````" and block.endswith("\n" + fence)
+    inner = block.splitlines()[1:-1]
+    assert all(not line.startswith(fence) for line in inner)
+    assert "\x1b" not in block and "\\x1b" in block
