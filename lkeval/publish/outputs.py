@@ -374,8 +374,7 @@ def _outputs(
         "results-path": results_path or "",
         "junit-path": junit_path or "",
         "comment-url": comment_url or "",
-        "reasons": "
-".join(inert_line(reason) for reason in gate.reasons),
+        "reasons": "\n".join(inert_line(reason) for reason in gate.reasons),
         **metric_outputs(results, comparison, gate),
     }
 
