@@ -22,7 +22,7 @@ def _launch_with_server(*args: Any, **kwargs: Any) -> AgentLaunch:
     server, line = open_launcher(launch.python, agent_env(launch), agent=launch.agent,
                                  cwd=launch.cwd)
     print(line, file=sys.stderr, flush=True)
-    if server is None:
+    if server.mode == "cold":
         return launch
     atexit.register(server.close)
     return dataclasses.replace(launch, launcher=server)

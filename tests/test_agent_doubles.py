@@ -190,7 +190,10 @@ def test_frontdesk_grades_its_own_book_and_writes_a_room_file(
             assert not final.error and not final.finalize_simulation.HasField("user_verdict")
 
     run(scenario())
-    assert [p.name for p in work.iterdir()] == ["console.sqlite"]  # room is always "console"
+    # room is always "console": the file lands in the agent's own directory (beside its log,
+    # kept after the stop), not in the project directory that parallel agents share
+    assert [p.name for p in (tmp_path / "agent.files").iterdir()] == ["console.sqlite"]
+    assert list(work.iterdir()) == []
     models = {r.body.get("model") for r in frontdesk_llm.requests}
     assert models == {"openai/gpt-4.1-mini"}
     assert all((r.authorization or "").count(".") == 2 for r in frontdesk_llm.requests)  # JWT

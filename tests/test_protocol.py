@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from pathlib import Path
 
 import pytest
 from livekit.protocol.agent_pb import agent_session as pb
 
-from lkeval.agents.protocol import FrameTooLarge, ProtocolError, SessionListener
+from lkeval.agents.process import AgentLaunch, AgentProcess
+from lkeval.agents.protocol import (
+    MAX_INBOUND_FRAME,
+    FrameTooLarge,
+    ProtocolError,
+    SessionListener,
+)
+from lkeval.run.conversation import AgentEndedSession, Conversation
 
 
 async def _peer(addr: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -132,5 +140,39 @@ def test_never_sends_a_frame_over_one_mebibyte_and_times_out_cleanly() -> None:
         with pytest.raises(ProtocolError, match="closed"):
             await conn.request(pb.SessionRequest(ping=pb.SessionRequest.Ping()), 5)
         await conn.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_frame_over_the_inbound_limit_is_reported_as_that(tmp_path: Path) -> None:
+    """Not as "the agent ended the session": lk-eval dropped the connection, the agent did not."""
+
+    async def scenario() -> None:
+        listener = SessionListener()
+        addr = await listener.start()
+        reader, writer = await _peer(addr)
+        conn = await asyncio.wait_for(listener.accepted, 5)
+        sleeper = await asyncio.create_subprocess_exec("sleep", "30")
+        agent = AgentProcess(AgentLaunch(tmp_path / "agent.py"), "{}", tmp_path / "agent.log")
+        agent.proc = sleeper  # the agent process is alive throughout
+        conv = Conversation(conn, agent, turn_timeout=10)
+
+        async def console() -> None:
+            await _read(reader)  # the turn's run_input
+            writer.write(struct.pack(">I", MAX_INBOUND_FRAME + 1))
+            await writer.drain()
+
+        task = asyncio.create_task(console())
+        try:
+            with pytest.raises(ProtocolError, match="over lk-eval's inbound limit") as info:
+                await conv.turn(1, "hello")
+            assert not isinstance(info.value, AgentEndedSession)
+            assert conn.fault is not None and conn.closed_reason == conn.fault
+            await task
+        finally:
+            sleeper.kill()
+            await sleeper.wait()
+            writer.close()
+            await conn.close()
 
     asyncio.run(scenario())

@@ -24,12 +24,6 @@ import pytest
 import yaml
 from conftest import HOTEL, TEST_AGENTS
 
-from lkeval.agents.process import AgentLaunch, AgentProcess, agent_env
-from lkeval.run.engine import Engine, EngineOptions
-from lkeval.results.model import ScenarioResult
-from lkeval.scenarios.loader import load_or_raise
-from lkeval.run.attempt import RunSettings
-from lkeval.testing.llm_server import LLMServer
 from lkeval.agents.fork_client import (
     SERVER_SCRIPT,
     ForkedProcess,
@@ -38,6 +32,19 @@ from lkeval.agents.fork_client import (
     agent_plugins,
     open_launcher,
 )
+from lkeval.agents.interface import SpawnRequest
+from lkeval.agents.process import AgentLaunch, AgentProcess, agent_env
+from lkeval.results.model import (
+    FORMAT_VERSION,
+    Attempt,
+    ScenarioResult,
+    results_from_dict,
+    run_start_mode,
+)
+from lkeval.run.attempt import RunSettings
+from lkeval.run.engine import Engine, EngineOptions
+from lkeval.scenarios.loader import load_or_raise
+from lkeval.testing.llm_server import LLMServer
 
 
 class RecordingServer(ForkServer):
@@ -45,16 +52,17 @@ class RecordingServer(ForkServer):
 
     spawned: list[int]
 
-    async def spawn(self, **kwargs: Any) -> ForkedProcess:
-        child = await super().spawn(**kwargs)
+    async def spawn(self, request: SpawnRequest, timeout: float = 30.0) -> ForkedProcess:
+        child = await super().spawn(request, timeout)
         self.spawned.append(child.pid)
         return child
 
 
 @pytest.fixture(scope="module")
 def fork_server() -> Iterator[RecordingServer]:
-    server = RecordingServer.start(sys.executable, agent_env(AgentLaunch(HOTEL / "agent.py")),
-                                   agent=HOTEL / "agent.py")
+    server = RecordingServer.start(
+        sys.executable, agent_env(AgentLaunch(HOTEL / "agent.py")), agent=HOTEL / "agent.py"
+    )
     server.spawned = []
     try:
         yield server
@@ -73,8 +81,9 @@ class _Quiet:
 def _run(launch: AgentLaunch, scenarios_file: Path, tmp: Path) -> dict[str, ScenarioResult]:
     groups, _ = load_or_raise([scenarios_file])
     scenarios = [s for g in groups for s in g.scenarios]
-    settings = RunSettings(launch=launch, logs_dir=tmp / "logs", work_dir=tmp / "work",
-                           boot_timeout=60)
+    settings = RunSettings(
+        launch=launch, logs_dir=tmp / "logs", work_dir=tmp / "work", boot_timeout=60
+    )
     engine = Engine(settings, None, _Quiet(), EngineOptions(concurrency=2))
     return {r.scenario_id: r for r in asyncio.run(engine.run(scenarios))}
 
@@ -85,8 +94,21 @@ def _comparable(result: ScenarioResult) -> dict[str, Any]:
     return {
         "status": result.status,
         "reason": result.reason,
-        "transcript": [(i.kind, i.turn, i.role, i.text, i.name, i.arguments, i.output,
-                        i.is_error, i.old_agent, i.new_agent) for i in attempt.transcript],
+        "transcript": [
+            (
+                i.kind,
+                i.turn,
+                i.role,
+                i.text,
+                i.name,
+                i.arguments,
+                i.output,
+                i.is_error,
+                i.old_agent,
+                i.new_agent,
+            )
+            for i in attempt.transcript
+        ],
         "expectations": attempt.expectations,
         "verdicts": attempt.verdicts,
         "end_reason": attempt.end_reason,
@@ -94,8 +116,11 @@ def _comparable(result: ScenarioResult) -> dict[str, Any]:
 
 
 def _hotel_launch(llm: LLMServer, launcher: ForkServer | None) -> AgentLaunch:
-    env = {"OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "test-key-not-secret",
-           "HOTEL_AGENT_MODEL": "hotel-agent"}
+    env = {
+        "OPENAI_BASE_URL": llm.base_url,
+        "OPENAI_API_KEY": "test-key-not-secret",
+        "HOTEL_AGENT_MODEL": "hotel-agent",
+    }
     return AgentLaunch(HOTEL / "agent.py", env=env, launcher=launcher)
 
 
@@ -135,16 +160,34 @@ def test_a_crashing_warm_agent_is_reported_like_a_cold_one(
         {"model": "faulty-agent", "text": "Fine."},
     ]
     path = tmp_path / "scenarios.yaml"
-    path.write_text(yaml.safe_dump({"name": "Faults", "scenarios": [
-        {"id": "crash", "label": "Crashes mid-turn", "userdata": {"fault": "exit_in_tool"},
-         "turns": [{"user": "please explode"}, {"user": "still there?"}]},
-        {"id": "raises", "label": "Entrypoint raises",
-         "userdata": {"fault": "raise_in_entrypoint"}, "turns": [{"user": "hello"}]},
-    ]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "Faults",
+                "scenarios": [
+                    {
+                        "id": "crash",
+                        "label": "Crashes mid-turn",
+                        "userdata": {"fault": "exit_in_tool"},
+                        "turns": [{"user": "please explode"}, {"user": "still there?"}],
+                    },
+                    {
+                        "id": "raises",
+                        "label": "Entrypoint raises",
+                        "userdata": {"fault": "raise_in_entrypoint"},
+                        "turns": [{"user": "hello"}],
+                    },
+                ],
+            }
+        )
+    )
     before = len(fork_server.spawned)
     with LLMServer(rules) as llm:
-        launch = AgentLaunch(TEST_AGENTS / "faulty_agent.py", launcher=fork_server,
-                             env={"OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "k"})
+        launch = AgentLaunch(
+            TEST_AGENTS / "faulty_agent.py",
+            launcher=fork_server,
+            env={"OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "k"},
+        )
         results = _run(launch, path, tmp_path)
     assert len(fork_server.spawned) - before == 2
     crash = results["crash"]
@@ -162,8 +205,24 @@ def test_spawns_the_server_cannot_honour_are_refused(fork_server: RecordingServe
     env = agent_env(AgentLaunch(HOTEL / "agent.py"))
 
     async def spawn(env: dict[str, str], log: Path) -> None:
-        await fork_server.spawn(agent=HOTEL / "agent.py", connect_addr="127.0.0.1:9",
-                                dispatch_file=Path("/nonexistent"), env=env, log_path=log)
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            await fork_server.spawn(
+                SpawnRequest(
+                    agent=HOTEL / "agent.py",
+                    env=env,
+                    cwd=Path.cwd(),
+                    log_path=log,
+                    host_args=(
+                        str(HOTEL / "agent.py"),
+                        "--connect-addr",
+                        "127.0.0.1:9",
+                        "--control-fd",
+                        str(theirs.fileno()),
+                    ),
+                    control_fd=theirs.fileno(),
+                )
+            )
 
     # an interpreter start-up setting a forked child could not take: refused before sending
     with pytest.raises(ForkServerError, match="PYTHONPATH"):
@@ -176,13 +235,18 @@ def test_spawns_the_server_cannot_honour_are_refused(fork_server: RecordingServe
 
 def test_plugins_are_found_without_importing_the_agent(tmp_path: Path) -> None:
     agent = tmp_path / "agent.py"
-    agent.write_text("import sys\nsys.exit('never imported')\n"
-                     "from livekit.plugins import silero, deepgram\n"
-                     "import livekit.plugins.cartesia.tts\n"
-                     "from livekit.plugins.turn_detector.multilingual import MultilingualModel\n")
+    agent.write_text(
+        "import sys\nsys.exit('never imported')\n"
+        "from livekit.plugins import silero, deepgram\n"
+        "import livekit.plugins.cartesia.tts\n"
+        "from livekit.plugins.turn_detector.multilingual import MultilingualModel\n"
+    )
     assert agent_plugins(agent) == [
-        "livekit.plugins.cartesia", "livekit.plugins.deepgram", "livekit.plugins.openai",
-        "livekit.plugins.silero", "livekit.plugins.turn_detector",
+        "livekit.plugins.cartesia",
+        "livekit.plugins.deepgram",
+        "livekit.plugins.openai",
+        "livekit.plugins.silero",
+        "livekit.plugins.turn_detector",
     ]
     assert agent_plugins(tmp_path / "missing.py") == ["livekit.plugins.openai"]
 
@@ -213,23 +277,54 @@ def test_killing_the_fork_server_kills_its_children(tmp_path: Path) -> None:
     dispatch = tmp_path / "dispatch.json"
     dispatch.write_text('{"simulationRunId": "r", "jobId": "j", "scenario": {"id": "x"}}')
     # the faulty agent's plain mode does not greet: no LLM call is cut off by the kill
-    env = agent_env(AgentLaunch(TEST_AGENTS / "faulty_agent.py",
-                                env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
-                                     "OPENAI_API_KEY": "k"}))
-    server = subprocess.Popen([sys.executable, str(SERVER_SCRIPT)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, env=env, text=True)
+    env = agent_env(
+        AgentLaunch(
+            TEST_AGENTS / "faulty_agent.py",
+            env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "k"},
+        )
+    )
+    fds_ours, fds_theirs = socket.socketpair()
+    control_ours, control_theirs = socket.socketpair()
+    server = subprocess.Popen(
+        [sys.executable, str(SERVER_SCRIPT), "--fd-channel", str(fds_theirs.fileno())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+        pass_fds=(fds_theirs.fileno(),),
+    )
+    fds_theirs.close()
     try:
         assert _read_event(server.stdout)["event"] == "ready"
         assert server.stdin is not None
-        server.stdin.write(json.dumps({
-            "cmd": "spawn", "id": "a", "agent": str(TEST_AGENTS / "faulty_agent.py"),
-            "connect_addr": addr,
-            "dispatch_file": str(dispatch), "env": env, "cwd": str(tmp_path),
-            "log": str(tmp_path / "agent.log")}) + "\n")
+        socket.send_fds(fds_ours, [b"a"], [control_theirs.fileno()])
+        control_theirs.close()
+        server.stdin.write(
+            json.dumps(
+                {
+                    "cmd": "spawn",
+                    "id": "a",
+                    "env": env,
+                    "cwd": str(tmp_path),
+                    "argv": [
+                        str(TEST_AGENTS / "faulty_agent.py"),
+                        "--connect-addr",
+                        addr,
+                        "--control-fd",
+                        "9",
+                    ],
+                    "control_fd": 9,
+                    "log": str(tmp_path / "agent.log"),
+                }
+            )
+            + "\n"
+        )
         server.stdin.flush()
         spawned = _read_event(server.stdout)
         assert spawned["event"] == "spawned", spawned
         pid = spawned["pid"]
+        assert control_ours.recv(64) == b'{"prepared": true}\n'  # imported, waiting for go
+        control_ours.sendall(json.dumps({"dispatch": dispatch.read_text()}).encode() + b"\n")
         conn, _ = listener.accept()  # the child is up and dialled in
         assert os.getsid(pid) == pid and os.getpgid(pid) == pid  # its own session and group
         assert Path(f"/proc/{pid}/cwd").resolve() == tmp_path.resolve()
@@ -241,6 +336,7 @@ def test_killing_the_fork_server_kills_its_children(tmp_path: Path) -> None:
             except OSError:
                 continue
         assert not server_pipes & child_fds  # the server's pipes were not inherited
+        assert os.readlink(f"/proc/{pid}/fd/9").startswith("socket:")  # its control channel
         assert os.readlink(f"/proc/{pid}/fd/1") == str(tmp_path / "agent.log")
 
         server.kill()
@@ -256,9 +352,7 @@ def test_killing_the_fork_server_kills_its_children(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
-def test_a_dead_fork_server_falls_back_to_cold_starts(
-    tmp_path: Path, hotel_llm: LLMServer
-) -> None:
+def test_a_dead_fork_server_falls_back_to_cold_starts(tmp_path: Path, hotel_llm: LLMServer) -> None:
     launch0 = _hotel_launch(hotel_llm, None)
     server = ForkServer.start(sys.executable, agent_env(launch0), agent=HOTEL / "agent.py")
     os.kill(server.pid, signal.SIGKILL)
@@ -277,9 +371,12 @@ def test_a_dead_fork_server_falls_back_to_cold_starts(
         return agent.proc.returncode if agent.proc else None
 
     assert asyncio.run(boot_and_stop()) == 0
-    assert agent.start_mode == "cold"
-    assert "warm start failed (the fork server exited with signal SIGKILL)" in (
-        tmp_path / "agent.log").read_text()
+    assert agent.started is not None and agent.started.mode == "cold"
+    assert agent.started.why == "warm start failed: the fork server exited with signal SIGKILL"
+    assert (
+        "warm start failed: the fork server exited with signal SIGKILL"
+        in (tmp_path / "agent.log").read_text()
+    )
     server.close()
 
 
@@ -292,7 +389,7 @@ def test_warm_starts_work_or_say_why_on_this_livekit_agents(
     private names, so on every version it must either work or decline with a reason."""
     launch = _hotel_launch(hotel_llm, None)
     server, line = open_launcher(sys.executable, agent_env(launch), agent=HOTEL / "agent.py")
-    if server is None:
+    if not isinstance(server, ForkServer):
         assert line.startswith("lk-eval: cold starts: warm starts unavailable: "), line
         assert "livekit-agents" in line or "fork" in line, line
         return
@@ -304,3 +401,43 @@ def test_warm_starts_work_or_say_why_on_this_livekit_agents(
         assert "agent veto" in results["SCN_vetoGrace01"].reason
     finally:
         server.close()
+
+
+def test_start_mode_is_per_attempt_and_old_results_still_load() -> None:
+    def scenario(*modes: str) -> ScenarioResult:
+        attempts = tuple(
+            Attempt(status="passed", start_mode=m, cold_start_reason="" if m == "warm" else "x")
+            for m in modes
+        )
+        return ScenarioResult("s", "S", "g", "G", "f.yaml", 1, "passed", attempts=attempts)
+
+    assert run_start_mode([scenario("warm"), scenario("warm", "warm")]) == "warm"
+    assert run_start_mode([scenario("warm"), scenario("cold")]) == "mixed"
+    assert run_start_mode([scenario("cold")]) == "cold"
+    assert run_start_mode([scenario()]) == ""  # nothing booted
+    old_file = {  # written before start modes were per attempt
+        "format_version": FORMAT_VERSION,
+        "metadata": {
+            "lkeval_version": "0",
+            "livekit_agents_version": None,
+            "agent": "a.py",
+            "scenario_files": [],
+            "started_at": "",
+            "start_mode": "warm",
+        },
+        "scenarios": [
+            {
+                "scenario_id": "s",
+                "label": "S",
+                "group_id": "g",
+                "group_name": "G",
+                "file": "f.yaml",
+                "line": 1,
+                "status": "passed",
+                "attempts": [{"status": "passed"}],
+            }
+        ],
+    }
+    loaded = results_from_dict(old_file)
+    assert loaded.scenarios[0].attempts[0].start_mode == ""
+    assert loaded.metadata.start_mode == "warm"

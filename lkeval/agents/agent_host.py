@@ -1,8 +1,19 @@
 """Agent-side host: runs the LiveKit thin CLI's console code path with a scenario attached.
 
-Runs *inside* the agent process, as ``python -m lkeval.agents.agent_host AGENT.py --connect-addr
-HOST:PORT --dispatch-file FILE`` (or by file path, so an agent venv without lk-eval can run it:
-this module imports nothing from lk-eval).
+Runs *inside* the agent process, as ``python lkeval/agents/agent_host.py AGENT.py --connect-addr
+HOST:PORT --control-fd N`` (by file path, so an agent venv without lk-eval can run it: this module
+imports nothing from lk-eval; ``--dispatch-file FILE`` instead of ``--control-fd`` runs at once).
+
+The control channel (a socket lk-eval hands over as fd N) does three things:
+- *Prepared, then go.* The host imports the user's module and starts the agent server (prewarm
+  included), says ``prepared``, and holds the console's job until lk-eval sends ``go`` with the
+  scenario. So no session, greeting or idle timer runs before its conversation can start,
+  however long the agent waits for a conversation slot: load cannot change the transcript.
+- *Dies with lk-eval.* End of file on the channel (lk-eval exited, even by SIGKILL) makes the
+  host kill its whole process tree and itself. The host is a child subreaper, so descendants
+  that called ``setsid`` and lost their parent stay in its tree and are found by walking
+  ``/proc``. (A parent-death signal would kill the host before it could take them along.)
+- *Leaves nothing behind.* The host cleans its per-agent directory (see ``LKEVAL_AGENT_DIR``).
 
 Why not plain ``python -m livekit.agents console``: it starts the session in audio mode (a
 text agent's replies are dropped, an agent with speech models opens their websockets and
@@ -20,16 +31,26 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import json
 import logging
 import os
+import shutil
+import signal
+import socket
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
 from typing import Any
 
 SUPPORTED_RANGE = ">=1.6.6,<1.9"
 HOST_DIR = os.path.dirname(os.path.abspath(__file__))
 EXIT_UNSUPPORTED = 78
 UNSUPPORTED_MARKER = "lk-eval: unsupported livekit-agents"
+PREPARED = b'{"prepared": true}\n'
+# The agent's own directory (its working directory) that lk-eval prepared and cleans up.
+AGENT_DIR_ENV = "LKEVAL_AGENT_DIR"
+AGENT_TMP = ".tmp"  # the agent's TMPDIR, inside its directory
+PR_SET_CHILD_SUBREAPER = 36
 
 # (module, attribute path) the host relies on.
 HOOKS: tuple[tuple[str, str], ...] = (
@@ -66,34 +87,179 @@ def installed_version() -> str:
         return "unknown"
 
 
-def attach_dispatch(dispatch_json: str) -> None:
-    """Make every job this process launches carry the scenario as LiveKit's simulator does."""
+def attach_dispatch(dispatch: str | Control) -> None:
+    """Make every job this process launches carry the scenario as LiveKit's simulator does.
+
+    With a :class:`Control`, the job (the entrypoint, its session and timers) waits for
+    lk-eval's ``go``, which carries the scenario; the server itself is up by then.
+    """
     from livekit.agents.ipc.proc_pool import ProcPool
     from livekit.agents.types import ATTRIBUTE_SIMULATOR_DISPATCH
 
     original: Callable[..., Any] = ProcPool.launch_job
 
     async def launch_job(self: Any, info: Any) -> Any:
+        if isinstance(dispatch, Control):
+            import asyncio
+
+            dispatch.announce_prepared()
+            loop = asyncio.get_running_loop()
+            dispatch_json = await loop.run_in_executor(None, dispatch.wait_go)
+        else:
+            dispatch_json = dispatch
         info.job.attributes[ATTRIBUTE_SIMULATOR_DISPATCH] = dispatch_json
         return await original(self, info)
 
     ProcPool.launch_job = launch_job  # type: ignore[method-assign]
 
 
+class Control:
+    """The host's end of the control channel: ``prepared`` out, ``go`` in, end of file = die.
+
+    A daemon thread reads the channel from the start (before the slow imports), so the host
+    dies with lk-eval even while it is importing, waiting, or stuck in a hung tool.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._sock = socket.socket(fileno=fd)
+        self._sock.setblocking(True)
+        self._go = threading.Event()
+        self._dispatch = ""
+        threading.Thread(target=self._watch, name="lkeval-control", daemon=True).start()
+
+    def announce_prepared(self) -> None:
+        """Tell lk-eval the agent is ready to start its session."""
+        with contextlib.suppress(OSError):
+            self._sock.sendall(PREPARED)
+
+    def wait_go(self) -> str:
+        """Block until lk-eval says go; returns the scenario's dispatch JSON."""
+        self._go.wait()
+        return self._dispatch
+
+    def _watch(self) -> None:
+        buf = b""
+        while True:
+            try:
+                chunk = self._sock.recv(65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                die_with_tree(1)
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                with contextlib.suppress(ValueError, TypeError, AttributeError):
+                    self._dispatch = str(json.loads(line)["dispatch"])
+                    self._go.set()
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants (a tool's child that called ``setsid`` and lost its parent) are
+    re-parented to this process instead of init, so they stay in its tree."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def process_tree(root: int) -> list[tuple[int, int]]:
+    """Every descendant of ``root`` as (pid, start time), from ``/proc`` (empty elsewhere).
+
+    Descendants that called ``setsid`` left ``root``'s process group but not its tree; the
+    start time lets a later kill skip a pid the kernel has given to someone else since.
+    """
+    children: dict[int, list[int]] = {}
+    starts: dict[int, int] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if name.isdigit():
+            fields = _stat_fields(int(name))
+            if fields is not None:
+                children.setdefault(int(fields[1]), []).append(int(name))
+                starts[int(name)] = int(fields[19])
+    found: list[tuple[int, int]] = []
+    queue = [root]
+    while queue:
+        for child in children.get(queue.pop(), ()):
+            found.append((child, starts[child]))
+            queue.append(child)
+    return found
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (state, ppid, ...)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        return stat[stat.rindex(b")") + 2 :].split()
+    except (OSError, ValueError):
+        return None
+
+
+def kill_processes(processes: Iterable[tuple[int, int]], sig: int = signal.SIGKILL) -> None:
+    """Signal each (pid, start time) that is still the process it was."""
+    for pid, started in processes:
+        fields = _stat_fields(pid)
+        if fields is not None and int(fields[19]) == started:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+
+
+def clean_agent_dir(path: str) -> None:
+    """Remove what lk-eval put in an agent's directory (the links to the project's entries
+    and the agent's temp dir), then the directory itself if the agent wrote nothing else."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path):
+            if entry.is_symlink():
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+    shutil.rmtree(os.path.join(path, AGENT_TMP), ignore_errors=True)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
+def die_with_tree(code: int) -> None:
+    """Kill every descendant, clean the agent's directory, and exit at once (never returns)."""
+    kill_processes(process_tree(os.getpid()))
+    agent_dir = os.environ.get(AGENT_DIR_ENV)
+    if agent_dir:
+        clean_agent_dir(agent_dir)
+    os.kill(os.getpid(), signal.SIGKILL)
+    os._exit(code)
+
+
+def forget_host_dir() -> None:
+    """Take this file's directory off ``sys.path`` before the user's module is imported.
+
+    Run by path, the interpreter puts ``lkeval/agents/`` first on ``sys.path``: its modules
+    (``protocol``, ``process``, ``interface`` ...) would then shadow the agent's own top-level
+    modules of those names, and real agents use such generic names.
+    """
+    here = os.path.realpath(HOST_DIR)
+    sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
+
+
 def fast_exit(code: int) -> None:
     """Exit without the interpreter's final garbage collection (~0.75 s of a 0.8 s exit).
 
     The agent's own shutdown hooks have run by now (``_run_tcp_console`` returned after the
-    server closed), so only flushing is left to do.
+    server closed), so only flushing is left to do, and stopping what the agent started and
+    left running (a tool's ``setsid`` child would otherwise outlive it).
     """
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    kill_processes(process_tree(os.getpid()))
     os._exit(code)
 
 
-def run(agent_path: str, connect_addr: str, dispatch_json: str) -> int:
+def run(agent_path: str, connect_addr: str, dispatch: str | Control) -> int:
     """Import the user's agent and run the console against ``connect_addr``."""
     missing = missing_hooks()
     if missing:
@@ -111,7 +277,8 @@ def run(agent_path: str, connect_addr: str, dispatch_json: str) -> int:
     # Text mode before the console starts: keeps replies (and an on_enter greeting) in text
     # and stops voice agents from opening speech model connections.
     AgentsConsole.get_instance().console_mode = "text"
-    attach_dispatch(dispatch_json)
+    attach_dispatch(dispatch)
+    forget_host_dir()
     server = _discover_server(agent_path)
     _run_tcp_console(server=server, connect_addr=connect_addr)
     return 0
@@ -119,14 +286,21 @@ def run(agent_path: str, connect_addr: str, dispatch_json: str) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the agent process."""
-    parser = argparse.ArgumentParser(prog="lkeval.agents.agent_host")
+    parser = argparse.ArgumentParser(prog="lkeval/agents/agent_host.py")
     parser.add_argument("agent")
     parser.add_argument("--connect-addr", required=True)
-    parser.add_argument("--dispatch-file", required=True)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--control-fd", type=int, help="lk-eval's control channel")
+    source.add_argument("--dispatch-file", help="run at once with this scenario")
     args = parser.parse_args(argv)
-    with open(args.dispatch_file, encoding="utf-8") as fh:
-        dispatch_json = fh.read()
-    fast_exit(run(args.agent, args.connect_addr, dispatch_json))
+    become_subreaper()
+    dispatch: str | Control
+    if args.control_fd is not None:
+        dispatch = Control(args.control_fd)
+    else:
+        with open(args.dispatch_file, encoding="utf-8") as fh:
+            dispatch = fh.read()
+    fast_exit(run(args.agent, args.connect_addr, dispatch))
 
 
 if __name__ == "__main__":

@@ -2,10 +2,11 @@
 
 ``lkeval/agents/fork_server.py`` runs under the agent's interpreter, imports the framework once and
 forks a child per scenario (see its docstring for the rules it keeps). This module starts it,
-hands it spawn requests, and turns its exit reports into process objects with the surface
-:class:`~lkeval.agents.process.AgentProcess` uses from ``asyncio.subprocess.Process``: ``pid``,
-``returncode`` and ``async wait()``. The runner cannot ``waitpid`` a process it did not start,
-so the exit status comes from the server, which reaps its children.
+hands it spawn requests (each agent's control channel travels with its request, as a file
+descriptor over a Unix socket), and turns its exit reports into process objects with the
+surface of :class:`~lkeval.agents.interface.AgentProc`: ``pid``, ``returncode`` and ``async
+wait()``. The runner cannot ``waitpid`` a process it did not start, so the exit status comes
+from the server, which reaps its children.
 
 The client is not bound to an event loop: a reader thread owns the server's stdout and hands
 results to whichever loop asked (``call_soon_threadsafe``). So the run command can start the
@@ -14,8 +15,8 @@ can use one server across several ``asyncio.run`` calls.
 
 The server runs in its own session, so a Ctrl-C in the terminal reaches the runner only: the
 runner then stops each agent gracefully. The children die with the server (PR_SET_PDEATHSIG),
-and the server exits at the end of its stdin, so even a runner killed with SIGKILL leaves no
-agent behind.
+and each one dies, with its whole tree, when the runner's end of its control channel closes,
+so even a runner killed with SIGKILL leaves no agent behind.
 """
 
 from __future__ import annotations
@@ -27,24 +28,43 @@ import itertools
 import json
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
+
+from lkeval.agents.cold import ColdLauncher
+from lkeval.agents.interface import Launcher, LaunchError, SpawnRequest
 
 SERVER_SCRIPT = Path(__file__).resolve().with_name("fork_server.py")
 # Variables the interpreter reads only at start-up: a forked child cannot take new values of
 # these from its environment, so an agent that needs other ones is started cold.
-STARTUP_ONLY_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "PYTHONHOME", "PYTHONSAFEPATH",
-                    "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONPLATLIBDIR", "PYTHONMALLOC",
-                    "PYTHONDEVMODE", "PYTHONWARNINGS", "PYTHONUTF8", "PYTHONIOENCODING",
-                    "PYTHONOPTIMIZE", "PYTHONINTMAXSTRDIGITS", "PYTHONNODEBUGRANGES",
-                    "PYTHONFROZENMODULES", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")
+STARTUP_ONLY_ENV = (
+    "PYTHONPATH",
+    "PYTHONHASHSEED",
+    "PYTHONHOME",
+    "PYTHONSAFEPATH",
+    "PYTHONNOUSERSITE",
+    "PYTHONUSERBASE",
+    "PYTHONPLATLIBDIR",
+    "PYTHONMALLOC",
+    "PYTHONDEVMODE",
+    "PYTHONWARNINGS",
+    "PYTHONUTF8",
+    "PYTHONIOENCODING",
+    "PYTHONOPTIMIZE",
+    "PYTHONINTMAXSTRDIGITS",
+    "PYTHONNODEBUGRANGES",
+    "PYTHONFROZENMODULES",
+    "PYTHONPYCACHEPREFIX",
+    "PYTHONDONTWRITEBYTECODE",
+)
 
 
-class ForkServerError(Exception):
+class ForkServerError(LaunchError):
     """The fork server cannot start this agent (unsupported, died, or refused the spawn)."""
 
 
@@ -71,18 +91,6 @@ class ForkedProcess:
                 fut = loop.create_future()
                 self._futures.append((loop, fut))
         return await asyncio.shield(fut)
-
-    def send_signal(self, sig: int) -> None:
-        """Signal the process itself (the runner usually signals its group instead)."""
-        if self.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, sig)
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
 
     def _exited(self, returncode: int) -> None:
         """Called from the reader thread."""
@@ -118,9 +126,14 @@ class ForkServer:
     """A running fork server; create with :meth:`start`, end with :meth:`close`."""
 
     def __init__(
-        self, proc: subprocess.Popen[bytes], stderr: IO[bytes] | None, env: Mapping[str, str]
+        self,
+        proc: subprocess.Popen[bytes],
+        stderr: IO[bytes] | None,
+        env: Mapping[str, str],
+        fd_channel: socket.socket,
     ) -> None:
         self._proc = proc
+        self._fd_channel = fd_channel
         self._startup_env = {k: env.get(k) for k in STARTUP_ONLY_ENV}
         self._stderr = stderr
         self._ids = itertools.count(1)
@@ -133,8 +146,9 @@ class ForkServer:
         self.unsupported: str | None = None
         self.dead_reason: str | None = None
         self.ready_seconds = 0.0
-        self._reader = threading.Thread(target=self._read_loop, name="lkeval-fork-server",
-                                        daemon=True)
+        self._reader = threading.Thread(
+            target=self._read_loop, name="lkeval-fork-server", daemon=True
+        )
         self._reader.start()
 
     @classmethod
@@ -155,7 +169,8 @@ class ForkServer:
         ``livekit.plugins`` it uses, which the server preloads.
         Raises :class:`ForkServerError` with the reason when warm starts cannot work.
         """
-        argv = [python, str(SERVER_SCRIPT)]
+        ours, theirs = socket.socketpair()  # control channels travel to the server over it
+        argv = [python, str(SERVER_SCRIPT), "--fd-channel", str(theirs.fileno())]
         for plugin in agent_plugins(agent):
             argv += ["--preload", plugin]
         stderr: IO[bytes] | None = None
@@ -165,14 +180,23 @@ class ForkServer:
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                env=dict(env), cwd=str(cwd) if cwd else None, start_new_session=True,
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=dict(env),
+                cwd=str(cwd) if cwd else None,
+                start_new_session=True,
+                pass_fds=(theirs.fileno(),),
             )
         except OSError as exc:
             if stderr is not None:
                 stderr.close()
+            ours.close()
             raise ForkServerError(f"could not start {python}: {exc}") from None
-        server = cls(proc, stderr, env)
+        finally:
+            theirs.close()
+        server = cls(proc, stderr, env, ours)
         if not server._ready.wait(ready_timeout):
             server.close()
             raise ForkServerError(f"the fork server was not ready within {ready_timeout:g}s")
@@ -188,6 +212,10 @@ class ForkServer:
         return self._proc.pid
 
     @property
+    def mode(self) -> Literal["warm"]:
+        return "warm"
+
+    @property
     def alive(self) -> bool:
         """True while the server accepts spawns."""
         return self.dead_reason is None and self._proc.poll() is None
@@ -201,40 +229,37 @@ class ForkServer:
             f"python {self.info.get('python', '?')}, plugins: {plugins or 'none'})"
         )
 
-    async def spawn(
-        self,
-        *,
-        agent: Path,
-        connect_addr: str,
-        dispatch_file: Path,
-        env: Mapping[str, str],
-        log_path: Path,
-        cwd: Path | None = None,
-        timeout: float = 30.0,
-    ) -> ForkedProcess:
-        """Fork one agent; its stdout and stderr go to ``log_path`` (truncated).
+    async def spawn(self, request: SpawnRequest, timeout: float = 30.0) -> ForkedProcess:
+        """Fork one agent host; its stdout and stderr go to the request's log (appended).
 
         Raises :class:`ForkServerError` when the server is gone or refuses; the caller then
         starts the agent cold.
         """
+        env = request.env
         differs = [k for k in STARTUP_ONLY_ENV if env.get(k) != self._startup_env[k]]
         if differs:
-            raise ForkServerError(f"the agent's {', '.join(differs)} differ from the fork "
-                                  "server's, and only take effect when an interpreter starts")
+            raise ForkServerError(
+                f"the agent's {', '.join(differs)} differ from the fork "
+                "server's, and only take effect when an interpreter starts"
+            )
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[ForkedProcess] = loop.create_future()
         spawn_id = f"s{next(self._ids)}"
         command = {
-            "cmd": "spawn", "id": spawn_id, "agent": str(agent), "connect_addr": connect_addr,
-            "dispatch_file": str(dispatch_file), "env": dict(env), "log": str(log_path),
-            "cwd": str(cwd) if cwd else os.getcwd(),
+            "cmd": "spawn",
+            "id": spawn_id,
+            "argv": list(request.host_args),
+            "env": dict(env),
+            "log": str(request.log_path),
+            "cwd": str(request.cwd),
+            "control_fd": request.control_fd,
         }
         with self._lock:
             if self.dead_reason is not None:
                 raise ForkServerError(self.dead_reason)
             self._pending[spawn_id] = (loop, fut)
         try:
-            self._send(command)
+            self._send(command, fd=(spawn_id, request.control_fd))
             # no shield: a timeout or cancellation cancels ``fut``, and a child reported
             # after that is killed (see _deliver_child)
             return await asyncio.wait_for(fut, timeout)
@@ -244,12 +269,15 @@ class ForkServer:
             with self._lock:
                 self._pending.pop(spawn_id, None)
 
-    def _send(self, command: Mapping[str, Any]) -> None:
+    def _send(self, command: Mapping[str, Any], fd: tuple[str, int] | None = None) -> None:
+        """Write one command; ``fd`` (spawn id, descriptor) goes first, over the fd channel."""
         data = (json.dumps(command) + "\n").encode()
         stdin = self._proc.stdin
         assert stdin is not None
         try:
             with self._write_lock:
+                if fd is not None:
+                    socket.send_fds(self._fd_channel, [fd[0].encode()], [fd[1]])
                 stdin.write(data)
                 stdin.flush()
         except (BrokenPipeError, ValueError, OSError) as exc:
@@ -327,6 +355,7 @@ class ForkServer:
             self._proc.kill()
             self._proc.wait()
         self._reader.join(timeout)
+        self._fd_channel.close()
         if self._stderr is not None:
             self._stderr.close()
 
@@ -374,8 +403,9 @@ def agent_plugins(agent: Path | None) -> list[str]:
             modules = [alias.name for alias in node.names]
         else:
             continue
-        names.update(".".join(m.split(".")[:3]) for m in modules
-                     if m.startswith("livekit.plugins."))
+        names.update(
+            ".".join(m.split(".")[:3]) for m in modules if m.startswith("livekit.plugins.")
+        )
     return sorted(names)
 
 
@@ -387,12 +417,18 @@ def open_launcher(
     cwd: Path | None = None,
     cold_start: bool = False,
     log_path: Path | None = None,
-) -> tuple[ForkServer | None, str]:
+) -> tuple[Launcher, str]:
     """The run's launcher and the one line that says which start mode is used and why."""
     if cold_start:
-        return None, "lk-eval: cold starts (--cold-start): one fresh interpreter per scenario"
+        return (
+            ColdLauncher(python, "--cold-start"),
+            "lk-eval: cold starts (--cold-start): one fresh interpreter per scenario",
+        )
     try:
         server = ForkServer.start(python, env, cwd=cwd, agent=agent, log_path=log_path)
     except ForkServerError as exc:
-        return None, f"lk-eval: cold starts: warm starts unavailable: {exc}"
+        return (
+            ColdLauncher(python, f"warm starts unavailable: {exc}"),
+            f"lk-eval: cold starts: warm starts unavailable: {exc}",
+        )
     return server, f"lk-eval: {server.describe()}"

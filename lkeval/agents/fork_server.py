@@ -18,11 +18,15 @@ would not have (signal handlers and wakeup fd, descriptors, stdio, environment, 
 directory), starts its own session (the runner stops it with ``killpg``), dies with the server
 (``PR_SET_PDEATHSIG``), and runs ``agent_host.main`` exactly as a cold start does.
 
-Protocol, one JSON object per line. Commands on stdin: ``spawn`` (id, agent, connect_addr,
-dispatch_file, env, cwd, log) and ``shutdown``. Events on stdout: ``ready`` (or
+Protocol, one JSON object per line. Commands on stdin: ``spawn`` (id, argv: the host's
+arguments, env, cwd, log, control_fd) and ``shutdown``. Before each ``spawn`` line the runner
+sends the agent's control channel over the ``--fd-channel`` Unix socket (``SCM_RIGHTS``, with
+the spawn id as data); the child gets it under the number ``control_fd`` names.
+Events on stdout: ``ready`` (or
 ``unsupported`` with a reason, then exit), ``spawned`` (id, pid), ``spawn_failed`` (id,
 error), ``exited`` (pid, returncode: minus the signal number as in ``subprocess``, and
-``signal``). On shutdown or end of stdin the server kills its children's groups and exits.
+``signal``). On shutdown or end of stdin the server kills its children's trees and exits; it is
+a child subreaper, so descendants of its children that called ``setsid`` are in its tree.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import json
 import os
 import select
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -43,13 +48,21 @@ from typing import Any
 
 if __package__:  # imported as lkeval.agents.fork_server (tests, type checks)
     from . import agent_host
-else:  # run by path with the agent's interpreter, which may not have lk-eval: sys.path[0] is
-    _HERE = os.path.dirname(os.path.abspath(__file__))  # this directory, as for agent_host
-    if _HERE not in sys.path:
-        sys.path.insert(0, _HERE)
-    import agent_host  # type: ignore[no-redef]
+else:  # run by path with the agent's interpreter, which may not have lk-eval. Loaded under a
+    # private name, not through sys.path: a user module named ``agent_host`` stays theirs.
+    import importlib.util
 
-PROTOCOL_VERSION = 1
+    _spec = importlib.util.spec_from_file_location(
+        "_lkeval_agent_host",
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent_host.py"),
+    )
+    assert _spec is not None and _spec.loader is not None
+    agent_host = importlib.util.module_from_spec(_spec)
+    sys.modules[_spec.name] = agent_host
+    _spec.loader.exec_module(agent_host)
+    agent_host.forget_host_dir()  # nothing preloaded may resolve to this directory's modules
+
+PROTOCOL_VERSION = 2
 EXIT_CHILD_SETUP = 70  # the child could not prepare itself (before any agent code ran)
 PR_SET_PDEATHSIG = 1
 
@@ -57,15 +70,32 @@ PR_SET_PDEATHSIG = 1
 # tool turn against the framework's own imports). The OpenAI SDK's chat resources alone are
 # the ~200 ms stall of an agent's first turn. Each is optional: a missing one only costs speed.
 LAZY_MODULES = (
-    "livekit.agents.cli.cli", "livekit.agents.cli.tcp_console", "livekit.agents.cli.discover",
-    "livekit.agents.__main__", "livekit.agents.voice.remote_session",
-    "livekit.agents.voice.report", "livekit.agents.ipc.proc_pool", "livekit.agents.ipc.mock_room",
-    "livekit.agents.llm.async_toolset", "livekit.protocol.agent_simulation",
-    "openai.resources.chat.completions.completions", "openai.resources.models",
-    "openai.lib.streaming.chat", "openai.pagination", "jiter", "anyio._backends._asyncio",
-    "anyio.streams.memory", "anyio.streams.stapled", "multiprocessing.connection",
-    "multiprocessing.forkserver", "multiprocessing.resource_tracker", "multiprocessing.spawn",
-    "unittest.mock", "difflib", "pprint", "runpy",
+    "livekit.agents.cli.cli",
+    "livekit.agents.cli.tcp_console",
+    "livekit.agents.cli.discover",
+    "livekit.agents.__main__",
+    "livekit.agents.voice.remote_session",
+    "livekit.agents.voice.report",
+    "livekit.agents.ipc.proc_pool",
+    "livekit.agents.ipc.mock_room",
+    "livekit.agents.llm.async_toolset",
+    "livekit.protocol.agent_simulation",
+    "openai.resources.chat.completions.completions",
+    "openai.resources.models",
+    "openai.lib.streaming.chat",
+    "openai.pagination",
+    "jiter",
+    "anyio._backends._asyncio",
+    "anyio.streams.memory",
+    "anyio.streams.stapled",
+    "multiprocessing.connection",
+    "multiprocessing.forkserver",
+    "multiprocessing.resource_tracker",
+    "multiprocessing.spawn",
+    "unittest.mock",
+    "difflib",
+    "pprint",
+    "runpy",
 )
 
 
@@ -73,7 +103,7 @@ def emit(event: str, **fields: Any) -> None:
     """Write one event line to the runner (stdout is the protocol channel, nothing else)."""
     data = (json.dumps({"event": event, **fields}) + "\n").encode()
     while data:
-        data = data[os.write(1, data):]
+        data = data[os.write(1, data) :]
 
 
 def unsupported_reason() -> str | None:
@@ -84,8 +114,10 @@ def unsupported_reason() -> str | None:
         return "macOS does not allow fork() after the native libraries the framework loads"
     missing = agent_host.missing_hooks()  # imports livekit.agents: the bulk of the preload
     if missing:
-        return (f"livekit-agents {agent_host.installed_version()} lacks {', '.join(missing)} "
-                f"(supported: {agent_host.SUPPORTED_RANGE})")
+        return (
+            f"livekit-agents {agent_host.installed_version()} lacks {', '.join(missing)} "
+            f"(supported: {agent_host.SUPPORTED_RANGE})"
+        )
     return None
 
 
@@ -187,7 +219,8 @@ def _fork_hazard() -> str | None:
 class Server:
     """The parent's loop: commands from stdin, exit reports from reaped children."""
 
-    def __init__(self) -> None:
+    def __init__(self, fd_channel: socket.socket | None = None) -> None:
+        self.fd_channel = fd_channel
         self.children: dict[int, str] = {}  # pid -> spawn id
         self._buf = b""
         self._wake_r, wake_w = os.pipe()
@@ -206,8 +239,10 @@ class Server:
             while self._step():
                 pass
         finally:
+            tree = agent_host.process_tree(os.getpid())  # children, and what they started
             for pid in list(self.children):
                 _kill_group(pid)
+            agent_host.kill_processes(tree)
             self._reap()
 
     def _step(self) -> bool:
@@ -241,12 +276,17 @@ class Server:
 
     def _spawn(self, cmd: dict[str, Any]) -> None:
         spawn_id = str(cmd.get("id"))
+        control = self._receive_control(spawn_id)
         try:
+            if control is None:
+                raise ValueError("no control channel arrived with the spawn")
             env = {str(k): str(v) for k, v in dict(cmd["env"]).items()}
-            argv = [cmd["agent"], "--connect-addr", cmd["connect_addr"],
-                    "--dispatch-file", cmd["dispatch_file"]]
-            log_fd = os.open(cmd["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            argv = [str(a) for a in cmd["argv"]]
+            target_fd = int(cmd["control_fd"])
+            log_fd = os.open(cmd["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         except (KeyError, TypeError, ValueError, OSError) as exc:
+            if control is not None:
+                os.close(control)
             emit("spawn_failed", id=spawn_id, error=str(exc))
             return
         sync_r, sync_w = os.pipe()
@@ -258,18 +298,20 @@ class Server:
             # numpy's OpenBLAS keeps a native thread pool; it re-creates it in a child
             # (pthread_atfork), so Python 3.12's warning about forking with threads is noise.
             with warnings.catch_warnings():  # restored in the child too, before it runs
-                warnings.filterwarnings("ignore", "This process .* is multi-threaded",
-                                        DeprecationWarning)
+                warnings.filterwarnings(
+                    "ignore", "This process .* is multi-threaded", DeprecationWarning
+                )
                 pid = os.fork()
         except OSError as exc:
-            for fd in (log_fd, sync_r, sync_w):
+            for fd in (log_fd, sync_r, sync_w, control):
                 os.close(fd)
             emit("spawn_failed", id=spawn_id, error=f"fork failed: {exc}")
             return
         if pid == 0:
-            child_main(argv, env, cmd.get("cwd"), log_fd, sync_w, server_pid)
+            child_main(argv, env, cmd.get("cwd"), log_fd, sync_w, server_pid, (control, target_fd))
         os.close(log_fd)
         os.close(sync_w)
+        os.close(control)  # only the child holds the agent's end now
         # Wait until the child has its own session and death signal: from then on the runner
         # may killpg() the pid it is about to learn, and the child cannot outlive us.
         while os.read(sync_r, 64):
@@ -277,6 +319,20 @@ class Server:
         os.close(sync_r)
         self.children[pid] = spawn_id
         emit("spawned", id=spawn_id, pid=pid)
+
+    def _receive_control(self, spawn_id: str) -> int | None:
+        """The control channel the runner sent ahead of this spawn (None when none came)."""
+        if self.fd_channel is None:
+            return None
+        try:
+            data, fds, _, _ = socket.recv_fds(self.fd_channel, 256, 4)
+        except OSError:
+            return None
+        if data.decode(errors="replace") != spawn_id or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            return None
+        return fds[0]
 
     def _reap(self) -> None:
         while self.children:
@@ -301,10 +357,18 @@ def _kill_group(pid: int) -> None:
 
 
 def child_main(
-    argv: list[str], env: dict[str, str], cwd: str | None, log_fd: int, sync_w: int,
+    argv: list[str],
+    env: dict[str, str],
+    cwd: str | None,
+    log_fd: int,
+    sync_w: int,
     server_pid: int,
+    control: tuple[int, int],
 ) -> None:
-    """In the forked child: become a process a cold start would be, then run the host."""
+    """In the forked child: become a process a cold start would be, then run the host.
+
+    ``control`` is (the descriptor the channel arrived as, the number the host expects).
+    """
     try:
         os.setsid()
         _die_with_parent(server_pid)
@@ -312,9 +376,13 @@ def child_main(
         signal.set_wakeup_fd(-1)
         _reset_signals()
         _redirect_stdio(log_fd)
-        _close_inherited_fds()
+        _close_inherited_fds(keep=control[0])
+        if control[0] != control[1]:
+            os.dup2(control[0], control[1])
+            os.close(control[0])
         os.environ.clear()
         os.environ.update(env)
+        _forget_cached_tempdir()
         if cwd:
             os.chdir(cwd)
         sys.argv = [agent_host.__file__, *argv]
@@ -381,11 +449,19 @@ def _redirect_stdio(log_fd: int) -> None:
     def stream(fd: int, mode: str, errors: str) -> io.TextIOWrapper:
         raw = io.FileIO(fd, mode, closefd=False)
         buffered: Any = raw if mode == "w" else io.BufferedReader(raw)
-        return io.TextIOWrapper(buffered, encoding=encoding, errors=errors,
-                                line_buffering=mode == "w", write_through=mode == "w")
+        return io.TextIOWrapper(
+            buffered,
+            encoding=encoding,
+            errors=errors,
+            line_buffering=mode == "w",
+            write_through=mode == "w",
+        )
 
-    streams = {"stdin": stream(0, "r", "strict"), "stdout": stream(1, "w", "strict"),
-               "stderr": stream(2, "w", "backslashreplace")}
+    streams = {
+        "stdin": stream(0, "r", "strict"),
+        "stdout": stream(1, "w", "strict"),
+        "stderr": stream(2, "w", "backslashreplace"),
+    }
     for name, value in streams.items():
         for attr in (name, f"__{name}__"):
             # the server's stream objects own fds 0-2 (closefd): freed, they would close
@@ -397,14 +473,22 @@ def _redirect_stdio(log_fd: int) -> None:
 _RETIRED: list[Any] = []
 
 
-def _close_inherited_fds() -> None:
-    """Close everything but stdio: the server's pipes and anything else a cold start lacks."""
+def _forget_cached_tempdir() -> None:
+    """``tempfile`` caches the temp dir it found in the server; the agent's TMPDIR differs."""
+    tempfile = sys.modules.get("tempfile")
+    if tempfile is not None:
+        tempfile.tempdir = None  # type: ignore[attr-defined]
+
+
+def _close_inherited_fds(keep: int) -> None:
+    """Close everything but stdio and ``keep``: the server's pipes and anything else a cold
+    start lacks."""
     try:
         fds = [int(name) for name in os.listdir("/proc/self/fd")]
     except OSError:
         fds = list(range(3, 1024))
     for fd in fds:
-        if fd > 2:
+        if fd > 2 and fd != keep:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -414,9 +498,22 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="lkeval/agents/fork_server.py")
-    parser.add_argument("--preload", action="append", default=[], metavar="MODULE",
-                        help="also import this module (the plugins the agent uses)")
+    parser.add_argument(
+        "--preload",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="also import this module (the plugins the agent uses)",
+    )
+    parser.add_argument(
+        "--fd-channel",
+        type=int,
+        metavar="FD",
+        help="Unix socket the agents' control channels arrive on",
+    )
     args = parser.parse_args(argv)
+    fd_channel = socket.socket(fileno=args.fd_channel) if args.fd_channel is not None else None
+    agent_host.become_subreaper()
     reason = unsupported_reason()
     if reason is not None:
         emit("unsupported", reason=reason)
@@ -426,9 +523,15 @@ def main(argv: list[str] | None = None) -> int:
         emit("unsupported", reason=info.pop("hazard"))
         return 0
     info.pop("hazard")
-    server = Server()
-    emit("ready", protocol=PROTOCOL_VERSION, pid=os.getpid(),
-         livekit_agents=agent_host.installed_version(), python=sys.version.split()[0], **info)
+    server = Server(fd_channel)
+    emit(
+        "ready",
+        protocol=PROTOCOL_VERSION,
+        pid=os.getpid(),
+        livekit_agents=agent_host.installed_version(),
+        python=sys.version.split()[0],
+        **info,
+    )
     server.serve()
     return 0
 

@@ -1,39 +1,50 @@
-"""One agent process per scenario: spawn through the console code path, watch it boot, stop it.
+"""One agent process per scenario: prepare it, let it talk when its slot opens, stop it.
 
 The facts this module is built on (DESIGN.md §3): the console dials us; an entrypoint that
 raises leaves the process alive and never connected, with ``"reason": "job crashed"`` in its
 log; an import error exits with rc 1; closing the socket does not stop the agent, SIGTERM does
-(in its own process group, SIGKILL after a grace period). So boot races four things: the
-connection, the process exit, the crash line in the log, and a timeout.
+(in its own process group, SIGKILL after a grace period). So each phase races the process
+exit, the crash line in the log, and a timeout.
 
-Two ways to start, told apart only here: cold (a fresh interpreter per scenario) or warm (forked
-by the run's fork server, ``AgentLaunch.launcher``; see :mod:`lkeval.agents.fork_client`). Both run the
-same host code with the same environment and log file, and end the same way: the agent is its
-own process group either way, so crash detection and SIGTERM/SIGKILL shutdown do not change.
-When the fork server is gone, a warm start falls back to a cold one for that scenario.
+Two phases, so that load cannot change a transcript (issue 10 item 7): :meth:`prepare` starts
+the agent host (through the run's launcher: forked or cold, see :mod:`lkeval.agents.interface`)
+and waits until it has imported the agent and started its server, but not its session; then
+:meth:`connect` says go (with the scenario) and waits for the console to dial in. Between the
+two the agent waits for a conversation slot with no session, greeting or idle timer running.
+
+Each agent gets its own directory as working directory (the console's room is always
+``console``, so per-room files would collide between parallel scenarios): links to the
+project directory's entries, so relative reads still work, plus its own TMPDIR. What the agent
+writes there is kept next to its log; the links and the temp dir are removed when it stops.
+Stopping kills the agent's whole tree, including descendants that called ``setsid``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
+import socket
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any
 
 from lkeval.agents import agent_host
+from lkeval.agents.cold import ColdLauncher
+from lkeval.agents.interface import AgentProc, Launcher, LaunchError, SpawnRequest, StartMode
 from lkeval.agents.protocol import SessionConnection, SessionListener
-from lkeval.agents.fork_client import ForkServer, ForkServerError
 
 CRASH_MARKERS = ('"reason": "job crashed"', "reason=job crashed", "job crashed")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-HOST_SCRIPT = Path(agent_host.__file__).resolve()
+# A Python exception line, dotted names included: ``openai.OpenAIError: Missing credentials``,
+# ``livekit.agents.cli.discover.CLIError: Could not find AgentServer``.
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit)\b:?")
 
 # Every agent process still running, so an interrupted lk-eval can stop them all.
 LIVE_PROCESSES: set[AgentProcess] = set()
@@ -48,28 +59,20 @@ class AgentFailure(Exception):
         self.log_tail = log_tail
 
 
-class AgentProc(Protocol):
-    """What lk-eval uses of a running agent: ``asyncio.subprocess.Process`` (cold) or
-    :class:`~lkeval.agents.fork_client.ForkedProcess` (warm)."""
-
-    @property
-    def pid(self) -> int: ...
-
-    @property
-    def returncode(self) -> int | None: ...
-
-    async def wait(self) -> int: ...
-
-
 @dataclass(frozen=True)
 class AgentLaunch:
-    """How to start the agent under test; with a ``launcher``, agents are forked from it."""
+    """How to start the agent under test.
+
+    ``launcher`` starts the agent hosts (a fork server for warm starts); without one they
+    start cold. ``cwd`` is the project directory each agent's own directory mirrors
+    (default: lk-eval's working directory).
+    """
 
     agent: Path
     python: str = sys.executable
     cwd: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
-    launcher: ForkServer | None = field(default=None, compare=False, repr=False)
+    launcher: Launcher | None = field(default=None, compare=False, repr=False)
 
 
 # lk-eval's own credentials, which the agent under test has no use for: the CI token (it can
@@ -110,98 +113,147 @@ def read_log_tail(path: Path, lines: int = 30) -> tuple[str, ...]:
 
 
 class AgentProcess:
-    """The agent process of one scenario, from spawn to a connected session to exit."""
+    """The agent process of one scenario, from spawn to a connected session to exit.
 
-    def __init__(self, launch: AgentLaunch, dispatch_file: Path, log_path: Path) -> None:
+    ``dispatch`` is the scenario as LiveKit's ``SimulationDispatch`` JSON (or a file holding
+    it); the agent receives it with ``go``.
+    """
+
+    def __init__(self, launch: AgentLaunch, dispatch: str | Path, log_path: Path) -> None:
         self.launch = launch
-        self.dispatch_file = dispatch_file
+        self.dispatch = dispatch
         self.log_path = log_path
+        self.agent_dir = log_path.with_name(log_path.stem + ".files")
         self.proc: AgentProc | None = None
         self.boot_seconds: float | None = None
-        self.start_mode: Literal["cold", "warm"] | None = None
+        self.started: StartMode | None = None
+        self._listener: SessionListener | None = None
+        self._control: socket.socket | None = None
         self._log_offset = 0
 
-    async def start(self, boot_timeout: float) -> SessionConnection:
-        """Spawn the agent and return its connection once it dials in.
+    @property
+    def start_mode(self) -> str | None:
+        """``warm`` or ``cold`` once spawned (:attr:`started` also says why cold)."""
+        return self.started.mode if self.started else None
 
-        Raises :class:`AgentFailure` when the process exits, its job crashes, or it does not
-        connect within ``boot_timeout`` seconds.
+    async def start(
+        self, boot_timeout: float, before_session: Callable[[], Awaitable[None]] | None = None
+    ) -> SessionConnection:
+        """Prepare the agent, await ``before_session`` (its conversation slot), connect.
+
+        Raises :class:`AgentFailure` when the process exits, its job crashes, or a phase
+        takes longer than ``boot_timeout`` seconds (the wait in between is not counted).
         """
-        listener = SessionListener()
-        addr = await listener.start()
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        await self.prepare(boot_timeout)
+        if before_session is not None:
+            await before_session()
+        return await self.connect(boot_timeout)
+
+    async def prepare(self, boot_timeout: float) -> None:
+        """Spawn the agent and wait until it is ready to start its session."""
         started = time.monotonic()
+        self._listener = SessionListener()
+        addr = await self._listener.start()
+        parent, child = socket.socketpair()
+        self._control = parent
+        parent.setblocking(False)
         try:
-            self.proc = await self._spawn(addr, agent_env(self.launch))
-        except BaseException:
-            listener.stop()
-            raise
-        LIVE_PROCESSES.add(self)
-        try:
-            conn = await self._race_boot(listener, boot_timeout)
+            self.proc = await self._spawn(addr, child.fileno())
         finally:
-            listener.stop()
+            child.close()  # the agent holds its own copy now
+        LIVE_PROCESSES.add(self)
+        await self._race("prepare", self._read_prepared(), boot_timeout)
         self.boot_seconds = time.monotonic() - started
+
+    async def connect(self, boot_timeout: float) -> SessionConnection:
+        """Say go (with the scenario) and return the connection once the console dials in."""
+        assert self._listener is not None and self._control is not None, "prepare() first"
+        started = time.monotonic()
+        dispatch = self.dispatch
+        if isinstance(dispatch, Path):
+            dispatch = dispatch.read_text(encoding="utf-8")
+        go = (json.dumps({"dispatch": dispatch}) + "\n").encode()
+        with contextlib.suppress(OSError):  # the agent is gone: the race reports how it ended
+            await asyncio.get_running_loop().sock_sendall(self._control, go)
+        try:
+            conn = await self._race("connect", self._listener.accepted, boot_timeout)
+        finally:
+            self._listener.stop()
+        self.boot_seconds = (self.boot_seconds or 0.0) + time.monotonic() - started
         return conn
 
-    async def _spawn(self, addr: str, env: dict[str, str]) -> AgentProc:
-        """Fork from the launcher when there is one that works, else start cold."""
-        note = ""
-        launcher = self.launch.launcher
-        if launcher is not None:
-            try:
-                proc = await launcher.spawn(
-                    agent=self.launch.agent, connect_addr=addr, dispatch_file=self.dispatch_file,
-                    env=env, cwd=self.launch.cwd, log_path=self.log_path,
-                )
-                self.start_mode = "warm"
-                return proc
-            except ForkServerError as exc:
-                note = f"lk-eval: warm start failed ({exc}); starting cold\n"
-        self.start_mode = "cold"
-        # The host module runs by path: the agent's interpreter needs livekit-agents, not lk-eval.
-        argv = [
-            self.launch.python,
-            str(HOST_SCRIPT),
-            str(self.launch.agent),
-            "--connect-addr",
-            addr,
-            "--dispatch-file",
-            str(self.dispatch_file),
-        ]
-        with self.log_path.open("wb") as log:
-            if note:
-                log.write(note.encode())
-                log.flush()
-            try:
-                return await asyncio.create_subprocess_exec(
-                    *argv,
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=asyncio.subprocess.STDOUT,
-                    cwd=str(self.launch.cwd) if self.launch.cwd else None,
-                    env=env,
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                raise AgentFailure(f"could not start {self.launch.python}: {exc}") from None
+    async def _spawn(self, addr: str, control_fd: int) -> AgentProc:
+        """Start the host through the run's launcher; fall back to a cold start."""
+        request = SpawnRequest(
+            agent=self.launch.agent,
+            host_args=(
+                str(self.launch.agent),
+                "--connect-addr",
+                addr,
+                "--control-fd",
+                str(control_fd),
+            ),
+            env=self._env(),
+            cwd=self.agent_dir,
+            log_path=self.log_path,
+            control_fd=control_fd,
+        )
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path.write_bytes(b"")
+        prepare_agent_dir(self.agent_dir, self.launch.cwd or Path.cwd())
+        launcher = self.launch.launcher or ColdLauncher(self.launch.python)
+        try:
+            proc = await launcher.spawn(request)
+            self.started = StartMode(launcher.mode, getattr(launcher, "why", ""))
+            return proc
+        except LaunchError as exc:
+            if launcher.mode == "cold":
+                raise AgentFailure(str(exc)) from None
+            why = f"warm start failed: {exc}"
+        with self.log_path.open("ab") as log:
+            log.write(f"lk-eval: {why}; starting cold\n".encode())
+        self.started = StartMode("cold", why)
+        try:
+            return await ColdLauncher(self.launch.python).spawn(request)
+        except LaunchError as exc:
+            raise AgentFailure(str(exc)) from None
 
-    async def _race_boot(self, listener: SessionListener, timeout: float) -> SessionConnection:
-        accepted = listener.accepted
+    def _env(self) -> dict[str, str]:
+        return {
+            **agent_env(self.launch),
+            agent_host.AGENT_DIR_ENV: str(self.agent_dir.resolve()),
+            "TMPDIR": str((self.agent_dir / agent_host.AGENT_TMP).resolve()),
+        }
+
+    async def _read_prepared(self) -> None:
+        assert self._control is not None
+        loop = asyncio.get_running_loop()
+        received = b""
+        while agent_host.PREPARED not in received:
+            chunk = await loop.sock_recv(self._control, 4096)
+            if not chunk:  # the host closed it: it is exiting; the race reports how
+                await asyncio.Event().wait()
+            received += chunk
+
+    async def _race(self, phase: str, work: Awaitable[Any], timeout: float) -> Any:
+        """``work``'s result, unless the process dies or ``timeout`` passes first."""
+        task = asyncio.ensure_future(work)
         died = asyncio.ensure_future(self.wait_failure())
-        racers: set[asyncio.Future[Any]] = {accepted, died}
         try:
             done, _ = await asyncio.wait(
-                racers, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                {task, died}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
             )
         finally:
             died.cancel()
-        if accepted in done:
-            return accepted.result()
+            if not task.done():
+                task.cancel()
+        if task in done:
+            return task.result()
         if died in done:
             raise AgentFailure(f"agent failed to boot: {died.result()}", self.log_tail())
+        what = "prepare (import the agent, start its server)" if phase == "prepare" else "connect"
         raise AgentFailure(
-            f"agent did not connect within {timeout:g}s (boot timeout)", self.log_tail()
+            f"agent did not {what} within {timeout:g}s (boot timeout)", self.log_tail()
         )
 
     async def wait_failure(self, poll: float = 0.1) -> str:
@@ -217,7 +269,7 @@ class AgentProcess:
                 await asyncio.wait_for(asyncio.shield(self.proc.wait()), poll)
 
     def exit_reason(self) -> str:
-        """Describe how the process ended."""
+        """Describe how the process ended, with the exception line of its log if any."""
         assert self.proc is not None and self.proc.returncode is not None
         rc = self.proc.returncode
         if rc == agent_host.EXIT_UNSUPPORTED:
@@ -231,9 +283,10 @@ class AgentProcess:
         return f"agent process exited with code {rc}{suffix}"
 
     def _last_error_line(self) -> str:
-        for line in reversed(self.log_tail(60)):
-            if re.match(r"^\w*(Error|Exception)\b", line) or line.startswith("lk-eval:"):
-                return line
+        for line in reversed(self.log_tail(200)):
+            text = line.strip()
+            if _EXCEPTION_LINE.match(text) or text.startswith("lk-eval:"):
+                return text[:300]
         return ""
 
     def _scan_log_for_crash(self) -> str | None:
@@ -259,22 +312,55 @@ class AgentProcess:
         return read_log_tail(self.log_path, lines)
 
     async def stop(self, grace: float = 5.0) -> None:
-        """SIGTERM the agent's process group, SIGKILL it after ``grace`` seconds."""
+        """SIGTERM the agent's group, SIGKILL it after ``grace`` seconds, then kill whatever
+        is left of its tree (descendants that left the group with ``setsid``)."""
+        if self._listener is not None:
+            self._listener.stop()
         proc = self.proc
-        if proc is None:
-            return
         try:
-            if proc.returncode is None:
+            if proc is not None and proc.returncode is None:
+                tree = agent_host.process_tree(proc.pid)
                 _signal_group(proc.pid, signal.SIGTERM)
                 try:
                     await asyncio.wait_for(proc.wait(), grace)
                 except asyncio.TimeoutError:
+                    tree += agent_host.process_tree(proc.pid)
                     _signal_group(proc.pid, signal.SIGKILL)
                     await proc.wait()
-            # children the agent left behind in its group
-            _signal_group(proc.pid, signal.SIGKILL)
+                agent_host.kill_processes(tree)
+            if proc is not None:
+                _signal_group(proc.pid, signal.SIGKILL)  # what it left behind in its group
         finally:
-            LIVE_PROCESSES.discard(self)
+            self._release()
+
+    def _release(self) -> None:
+        """Close the control channel (a host still alive then kills itself) and clean up."""
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        agent_host.clean_agent_dir(str(self.agent_dir))
+        LIVE_PROCESSES.discard(self)
+
+    def kill_now(self) -> None:
+        """SIGKILL the agent's whole tree at once (no grace), from any thread or none."""
+        if self.proc is not None and self.proc.returncode is None:
+            tree = agent_host.process_tree(self.proc.pid)
+            _signal_group(self.proc.pid, signal.SIGKILL)
+            agent_host.kill_processes(tree)
+        self._release()
+
+
+def prepare_agent_dir(path: Path, project: Path) -> None:
+    """The agent's own working directory: a link to each entry of the project directory (so
+    relative reads work), plus its temp dir; files it creates stay its own."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / agent_host.AGENT_TMP).mkdir(exist_ok=True)
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(project):
+            link = path / entry.name
+            if entry.name != agent_host.AGENT_TMP and not os.path.lexists(link):
+                with contextlib.suppress(OSError):
+                    link.symlink_to(Path(entry.path).resolve())
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -283,8 +369,7 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 
 def kill_all_now() -> None:
-    """Last resort on interrupt: SIGKILL every agent process group still alive."""
+    """Last resort on interrupt: SIGKILL every agent still alive, with its whole tree."""
     for agent in list(LIVE_PROCESSES):
-        if agent.proc is not None:
-            _signal_group(agent.proc.pid, signal.SIGKILL)
+        agent.kill_now()
     LIVE_PROCESSES.clear()

@@ -60,6 +60,7 @@ class SessionConnection:
         self.events: list[ReceivedEvent] = []
         self._event_waiters: list[asyncio.Future[None]] = []
         self._closed_reason: str | None = None
+        self._fault: str | None = None
         self._listeners: list[Callable[[pb.AgentSessionEvent], None]] = []
         self._read_task = asyncio.create_task(self._read_loop(), name="lkeval-session-reader")
 
@@ -67,6 +68,13 @@ class SessionConnection:
     def closed_reason(self) -> str | None:
         """Why the connection ended, or None while it is open."""
         return self._closed_reason
+
+    @property
+    def fault(self) -> str | None:
+        """Set when lk-eval dropped the connection because the agent broke the protocol (a
+        frame over the inbound limit, a frame that does not parse): that is not the agent
+        ending its session, and must not be reported as one."""
+        return self._fault
 
     def on_event(self, listener: Callable[[pb.AgentSessionEvent], None]) -> None:
         """Call ``listener`` for every event from now on."""
@@ -125,7 +133,10 @@ class SessionConnection:
                 header = await self._reader.readexactly(_HEADER.size)
                 (length,) = _HEADER.unpack(header)
                 if length > MAX_INBOUND_FRAME:
-                    reason = f"the agent sent a frame of {length} bytes, over our limit"
+                    reason = self._fault = (
+                        f"the agent sent a frame of {length} bytes, over lk-eval's inbound "
+                        f"limit of {MAX_INBOUND_FRAME} bytes; the connection was dropped"
+                    )
                     break
                 data = await self._reader.readexactly(length)
                 msg = pb.AgentSessionMessage()
@@ -139,7 +150,7 @@ class SessionConnection:
             reason = "closed by lk-eval"
             raise
         except Exception as exc:  # a frame that does not parse
-            reason = f"unreadable frame from the agent: {exc}"
+            reason = self._fault = f"unreadable frame from the agent: {exc}"
         finally:
             self._closed_reason = reason
             for fut in self._pending.values():

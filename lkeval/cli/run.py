@@ -15,19 +15,25 @@ import datetime as dt
 import os
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from lkeval import __version__
 from lkeval.agents.agent_host import SUPPORTED_RANGE
+from lkeval.agents.cold import python_problem
 from lkeval.agents.process import AgentLaunch, agent_env, kill_all_now
 from lkeval.cli import EXIT_USAGE, UsageError
 from lkeval.run.engine import Engine, EngineOptions, Selection, default_concurrency, parse_tag_selector
 from lkeval.cli.llm_flags import positive_float, positive_int
 from lkeval.results.masking import Masker, redact_argv
-from lkeval.results.model import RunMetadata, RunResults, ScenarioResult, write_results
+from lkeval.results.model import (
+    RunMetadata,
+    RunResults,
+    ScenarioResult,
+    run_start_mode,
+    write_results,
+)
 from lkeval.scenarios.model import Scenario
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.run.attempt import RunSettings
@@ -197,6 +203,9 @@ def run_main(args: argparse.Namespace) -> int:
         selection=Selection(tags=tuple(args.tag), patterns=tuple(args.match)),
     )
     selected = [s for s in scenarios if options.selection.selects(s)]
+    problem = python_problem(args.python)  # before anything boots: one line, not N failures
+    if problem is not None:
+        raise UsageError(f"--python: {problem}")
     evaluator = build_evaluator(args, selected)  # checks credentials before anything boots
     # the first lines name the caller and judge; a judge that cannot give a verdict stops here
     judge_check = evaluator.preflight(sys.stdout) if evaluator is not None else None
@@ -213,21 +222,21 @@ def run_main(args: argparse.Namespace) -> int:
     )
     print(start_line, flush=True)
     try:
-        with tempfile.TemporaryDirectory(prefix="lkeval-") as work_dir:
-            settings = RunSettings(
-                launch=dataclasses.replace(launch, launcher=launcher),
-                logs_dir=logs_dir,
-                work_dir=Path(work_dir),
-                boot_timeout=args.boot_timeout,
-                turn_timeout=args.turn_timeout,
-                max_turns=args.max_turns,
-                prices=PriceTable(dict(getattr(args, "price", None) or ())),
-            )
-            engine = Engine(settings, evaluator, progress, options)
-            scenario_results, stopped_by = _run_until_signal(engine, scenarios)
+        # No temp dir: the scenario reaches each agent over its control channel, and each
+        # agent's own directory sits beside its log (nothing is left in /tmp, even on SIGKILL).
+        settings = RunSettings(
+            launch=dataclasses.replace(launch, launcher=launcher),
+            logs_dir=logs_dir,
+            work_dir=logs_dir,
+            boot_timeout=args.boot_timeout,
+            turn_timeout=args.turn_timeout,
+            max_turns=args.max_turns,
+            prices=PriceTable(dict(getattr(args, "price", None) or ())),
+        )
+        engine = Engine(settings, evaluator, progress, options)
+        scenario_results, stopped_by = _run_until_signal(engine, scenarios)
     finally:
-        if launcher is not None:
-            launcher.close()
+        launcher.close()
 
     commit = recorded_commit()  # no git binary needed (the Action's image has none)
     metadata = RunMetadata(
@@ -243,7 +252,7 @@ def run_main(args: argparse.Namespace) -> int:
         shard=f"{args.shard[0]}/{args.shard[1]}" if args.shard else None,
         interrupted=stopped_by is not None,
         argv=tuple(redact_argv(sys.argv[1:])),
-        start_mode="warm" if launcher is not None else "cold",
+        start_mode=run_start_mode(scenario_results),
         llms=evaluator.llms_in_use() if evaluator is not None else (),
         judge_check=judge_check,
     )

@@ -135,6 +135,19 @@ class Attempt:
     log_path: str | None = None
     log_tail: tuple[str, ...] = ()
     usage: dict[str, Usage] = field(default_factory=dict)
+    # How this attempt's agent started: "warm" (forked from the run's preloaded server) or
+    # "cold", with ``cold_start_reason`` saying why ("--cold-start", "warm start failed: ...").
+    # Empty when no agent was started, and in results files older than these fields.
+    start_mode: str = ""
+    cold_start_reason: str = ""
+
+
+def run_start_mode(scenarios: Any) -> str:
+    """The run's start mode from its attempts: "warm", "cold", "mixed", or "" (none booted)."""
+    modes = {a.start_mode for s in scenarios for a in s.attempts if a.start_mode}
+    if len(modes) > 1:
+        return "mixed"
+    return modes.pop() if modes else ""
 
 
 @dataclass(frozen=True)
@@ -214,7 +227,9 @@ class RunMetadata:
     shard: str | None = None
     interrupted: bool = False
     argv: tuple[str, ...] = ()
-    start_mode: str = ""  # "warm" (forked from a preloaded server) or "cold"
+    # "warm", "cold", or "mixed" (some agents fell back to cold starts): from the attempts,
+    # which each say how their agent started and, when cold, why.
+    start_mode: str = ""
     # Older results files have neither: they load with none recorded.
     llms: tuple[LLMInUse, ...] = ()
     judge_check: JudgeCheck | None = None

@@ -8,7 +8,6 @@ engine except cancellation (Ctrl-C), and even then the agent process is stopped 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import Sequence
@@ -170,7 +169,6 @@ class ScenarioAttempt:
         self.job_id = f"{scenario.id}#{attempt_no}"
         stem = _file_stem(scenario.id) + (f".{attempt_no}" if attempt_no > 1 else "")
         self.log_path = settings.logs_dir / f"{stem}.log"
-        self.dispatch_path = settings.work_dir / f"{stem}.dispatch.json"
         self.p = _AttemptState()
         self.interrupted: Attempt | None = None
         self.caller: Caller | None = None
@@ -190,21 +188,19 @@ class ScenarioAttempt:
         if not self.scenario.turns and self.caller is None:
             reason = "needs a simulated user: set --caller-model (and --judge-model)"
             return Attempt(status="skipped", reason=reason)
-        self.dispatch_path.write_text(
-            dispatch_json(self.scenario, self.run_id, self.job_id), encoding="utf-8"
-        )
         launch = self.settings.launch
-        agent = AgentProcess(launch, self.dispatch_path, self.log_path)
+        dispatch = dispatch_json(self.scenario, self.run_id, self.job_id)
+        agent = AgentProcess(launch, dispatch, self.log_path)
         conn: SessionConnection | None = None
         try:
             boot_timeout = self.scenario.limits.boot_timeout or self.settings.boot_timeout
             try:
-                conn = await agent.start(boot_timeout)
+                # The agent is prepared now; its session starts only once the slot opens.
+                conn = await agent.start(boot_timeout, slot.converse if slot else None)
             except AgentFailure as exc:
                 return self._attempt("error", exc.reason, started, agent, exc.log_tail)
             conv = Conversation(conn, agent, self.turn_timeout)
             if slot is not None:
-                await slot.converse()
                 started = time.monotonic()  # the wait for a slot is not the scenario's time
             return await self._converse(conv, agent, started)
         except asyncio.CancelledError:
@@ -219,8 +215,6 @@ class ScenarioAttempt:
             if conn is not None:
                 await conn.close()
             await asyncio.shield(agent.stop(self.settings.stop_grace))
-            with contextlib.suppress(OSError):
-                self.dispatch_path.unlink()
 
     async def _converse(self, conv: Conversation, agent: AgentProcess, started: float) -> Attempt:
         p = self.p
@@ -414,6 +408,8 @@ class ScenarioAttempt:
             log_path=str(self.log_path),
             log_tail=tuple(log_tail),
             usage=dict(p.usage),
+            start_mode=agent.started.mode if agent.started else "",
+            cold_start_reason=agent.started.why if agent.started else "",
         )
 
 

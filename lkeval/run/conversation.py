@@ -370,6 +370,8 @@ class Conversation:
 
     async def _raise_closed(self) -> None:
         """The connection closed: decide whether the agent crashed or hung up."""
+        if self.conn.fault is not None:  # we dropped it: the agent broke the protocol
+            raise ProtocolError(self.conn.fault)
         assert self.agent.proc is not None
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(self.agent.proc.wait()), 2.0)

@@ -81,9 +81,12 @@ def parse_tag_selector(text: str) -> tuple[str, str]:
 
 
 class AgentSlots:
-    """The run's concurrency: N conversations at once, and up to N more agents booting (or
-    booted and waiting to talk). Boots then overlap conversations instead of queueing behind
-    them, while the number of live agents stays bounded (2N)."""
+    """The run's concurrency: N conversations at once, and up to N more agents being prepared
+    (or prepared and waiting to talk). Boots then overlap conversations instead of queueing
+    behind them, while the number of live agents stays bounded (2N). A prepared agent has
+    imported its code and started its server but not its session: that starts when
+    :meth:`_SlotHandle.converse` returns, so waiting for a slot cannot change a transcript
+    (no greeting, idle nudge or away timer runs before its conversation can start)."""
 
     def __init__(self, n: int) -> None:
         self._boot = asyncio.Semaphore(n)
@@ -107,6 +110,7 @@ class _SlotHandle:
         self._talk: asyncio.Semaphore | None = None
 
     async def converse(self) -> None:
+        """Trade the boot slot for a conversation slot (waits while N agents talk)."""
         if self._talk is None and self._boot is not None:
             await self._talk_sem.acquire()
             self._talk = self._talk_sem
