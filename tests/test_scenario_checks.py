@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lkeval.scenarios.loader import load_scenario_file
-from lkeval.scenarios.model import NOTHING_TO_CHECK, Scenario
+from lkeval.scenarios.model import NOTHING_TO_CHECK, Scenario, min_pass_problem
 
 FILE = """\
 scenarios:
@@ -80,3 +80,40 @@ def test_a_named_judge_model_and_run_judges_give_scenarios_something_to_check(
     )
     for scenario in scenarios.values():
         assert scenario.nothing_to_check(judge_scripted=False, run_judges=("safety",)) is None
+
+
+def _plan_file(tmp_path: Path, extra: str = "") -> list[Scenario]:
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "scenarios:\n  - {label: A, instructions: hi, agent_expectations: x}\n"
+        f"  - {{label: B, instructions: hi, agent_expectations: x{extra}}}\n"
+    )
+    group, diagnostics = load_scenario_file(path)
+    assert [d for d in diagnostics if d.is_error] == []
+    return list(group.scenarios)
+
+
+def test_min_pass_above_the_run_count_is_a_problem_not_a_clamp(tmp_path: Path) -> None:
+    scenarios = _plan_file(tmp_path)
+    assert min_pass_problem(scenarios, None, None) is None
+    assert min_pass_problem(scenarios, 3, 2) is None
+    assert min_pass_problem(scenarios, None, 2) == (
+        f"--min-pass 2 for 'A' ({tmp_path}/p.yaml:2) (and 1 more) is above its 1 run "
+        "(no --repeat); give --repeat 2 or more"
+    )
+    assert min_pass_problem(scenarios, 2, 3) == (
+        f"--min-pass 3 for 'A' ({tmp_path}/p.yaml:2) (and 1 more) is above its 2 runs "
+        "(--repeat 2); give --repeat 3 or more"
+    )
+
+
+def test_a_scenarios_own_min_pass_counts_against_the_runs_flag(tmp_path: Path) -> None:
+    scenarios = _plan_file(tmp_path, ", min_pass: 3")
+    assert min_pass_problem(scenarios, 3, None) is None
+    assert min_pass_problem(scenarios, 2, None) == (
+        f"min_pass: 3 of 'B' ({tmp_path}/p.yaml:3) is above its 2 runs (--repeat 2); "
+        "give --repeat 3 or more"
+    )
+    own = _plan_file(tmp_path, ", repeat: 4, min_pass: 3")
+    assert min_pass_problem(own, 2, None) is None  # its own repeat wins
+    assert own[1].runs(2, None) == (4, 3) and own[0].runs(2, None) == (2, 2)

@@ -147,6 +147,12 @@ class Scenario:
         """The key results are matched on across runs (baselines, shards, merges)."""
         return self.id
 
+    def runs(self, repeat: int | None, min_pass: int | None) -> tuple[int, int]:
+        """(runs, passes needed), unclamped: the scenario's own ``repeat``/``min_pass``, else
+        the run's flags, else one run and all runs needed."""
+        runs = self.repeat or repeat or 1
+        return runs, self.min_pass or min_pass or runs
+
     @property
     def plays_caller(self) -> bool:
         """The simulated user plays it (all of it, or after its scripted turns)."""
@@ -177,6 +183,28 @@ class Scenario:
         else:
             why = "it has no agent_expectations or judges for the simulated user's conversation"
         return f"{NOTHING_TO_CHECK}: {why}"
+
+
+def min_pass_problem(
+    scenarios: Sequence[Scenario], repeat: int | None, min_pass: int | None
+) -> str | None:
+    """Why the passes needed exceed the runs of some scenario (a usage error), or None.
+
+    Checked before anything boots: clamping ``--min-pass 3`` to one run would quietly gate on
+    less than the user asked for.
+    """
+    over = [s for s in scenarios if s.runs(repeat, min_pass)[1] > s.runs(repeat, min_pass)[0]]
+    if not over:
+        return None
+    first = over[0]
+    runs, needed = first.runs(repeat, min_pass)
+    needs = f"min_pass: {needed} of" if first.min_pass else f"--min-pass {needed} for"
+    source = "its repeat:" if first.repeat else (f"--repeat {repeat}" if repeat else "no --repeat")
+    more = f" (and {len(over) - 1} more)" if len(over) > 1 else ""
+    return (
+        f"{needs} '{first.label}' ({first.file}:{first.line}){more} is above its "
+        f"{runs} run{'s' if runs != 1 else ''} ({source}); give --repeat {needed} or more"
+    )
 
 
 @dataclass(frozen=True)
