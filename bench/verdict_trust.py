@@ -1,0 +1,308 @@
+"""How far the gate can be trusted with a noisy judge: false blocks of a stable agent, and the
+catch rate of a real regression, through the real CLI.
+
+    python bench/verdict_trust.py [--runs 10] [--scenarios 20] [--flip 0.1] [--fail-rate 0.9]
+
+Setup (nothing reaches the internet): the local scripted LLM server plays the agent's LLM and
+the judge, and flips ``--flip`` of the judge's pass/fail verdicts at random (its
+``noisy_verdicts`` quirk). The agent (bench/agents/verdict_agent.py) is fine in every
+conversation, except the one *regressed* scenario of a regressed suite, where it is broken in
+``--fail-rate`` of its conversations. Each conversation's truth is known, so besides the gate's
+exit code every verdict can be scored.
+
+For each configuration (the defaults, and ``--repeat 3 --min-pass 2 --rejudge 2``) it runs the
+suite ``--runs`` times with the stable agent and ``--runs`` times with the regressed one, and
+prints:
+
+* measured, per suite run: how often the gate blocked (with a 95% Clopper-Pearson interval);
+* measured, per conversation: how often a fine conversation was failed (``q``) and a broken
+  one's scenario run passed (``p``), pooled over every run of the configuration;
+* derived from those per-conversation rates (the suite rates are a function of them, repeat and
+  min-pass): the false-block rate of the 20-scenario suite and the catch rate, with the upper /
+  lower bound from the rates' 95% intervals, which is what bounds the figures with far fewer
+  CPU-seconds than thousands of suite runs would;
+* the smallest ``--repeat N --min-pass M`` that would reach the goals (false blocks <= 1% of
+  suite runs, regressions caught >= 99%) at the measured rates.
+
+CPU: every conversation is one forked agent (~0.2 CPU-s); the defaults are ~60 suite runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as `python bench/verdict_trust.py` from a checkout
+    sys.path.insert(0, str(ROOT))
+
+from lkeval.testing.llm_server import LLMServer  # noqa: E402
+
+AGENT = ROOT / "bench" / "agents" / "verdict_agent.py"
+MARK = "ZX-REGRESSED"
+GOAL_FALSE_BLOCK = 0.01
+GOAL_CATCH = 0.99
+
+
+def _verdict(value: str, why: str) -> dict[str, object]:
+    return {"name": "submit_verdict", "arguments": {"verdict": value, "reasoning": why}}
+
+
+RULES = [
+    {"model": "bench-agent", "system": "Greet the caller", "text": "Hello, this is the desk."},
+    {"model": "bench-agent", "system": "MODE broken", "text": f"{MARK}: I cannot help you."},
+    {"model": "bench-agent", "text": "Sure, I can help you with your booking."},
+    {
+        "model": "judge",
+        "has_tool": "submit_verdict",
+        "last_user": MARK,
+        "tool_calls": [_verdict("fail", "The agent refused to help.")],
+    },
+    {
+        "model": "judge",
+        "has_tool": "submit_verdict",
+        "tool_calls": [_verdict("pass", "The agent offered to help.")],
+    },
+]
+
+CONFIGS = {
+    "defaults": [],
+    "repeat 3, min-pass 2, rejudge 2": ["--repeat", "3", "--min-pass", "2", "--rejudge", "2"],
+}
+
+
+@dataclass
+class Tally:
+    """What one configuration and one agent did over its suite runs."""
+
+    runs: int = 0
+    blocked: int = 0
+    exit_codes: dict[int, int] = field(default_factory=dict)
+    regressed_failed: int = 0  # suite runs whose regressed scenario was reported failed
+    # per scenario run (attempt), by truth: fine conversations failed / broken ones passed
+    fine: int = 0
+    fine_failed: int = 0
+    broken_scenario_runs: int = 0
+    broken_scenario_passed: int = 0
+    seconds: float = 0.0
+
+
+def suite(path: Path, n: int, regressed: bool, fail_rate: float) -> None:
+    """``n`` one-turn scripted scenarios judged on agent_expectations; the first one is the
+    regressed scenario of a regressed suite."""
+    lines = ["name: Verdict trust", "scenarios:"]
+    for i in range(n):
+        rate = fail_rate if (regressed and i == 0) else 0.0
+        lines += [
+            f"  - id: SCN_trust{i:02d}",
+            f"    label: Helps caller {i:02d}",
+            "    agent_expectations: The agent offers to help with the booking.",
+            f"    userdata: {{fail_rate: {rate}}}",
+            "    turns:",
+            "      - user: Hello, can you help me with a booking?",
+        ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def run_suite(
+    work: Path, llm: LLMServer, flags: list[str], regressed: bool, args: argparse.Namespace
+) -> tuple[int, dict[str, object]]:
+    """One suite run through the real CLI; (exit code, results)."""
+    work.mkdir(parents=True, exist_ok=True)
+    scenarios = work / "scenarios.yaml"
+    suite(scenarios, args.scenarios, regressed, args.fail_rate)
+    results = work / "results.json"
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "OPENAI_", "LKEVAL_"))
+    }
+    env.update(OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="bench-key-not-secret")
+    cmd = [
+        sys.executable, "-m", "lkeval", "run", "--agent", str(AGENT),
+        "--scenarios", str(scenarios), "--results", str(results), "--no-github",
+        "--judge-model", "judge", "--concurrency", str(args.concurrency), *flags,
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=work, timeout=900)
+    if not results.exists():
+        raise SystemExit(f"lkeval wrote no results (exit {proc.returncode}):\n{proc.stderr}")
+    return proc.returncode, json.loads(results.read_text(encoding="utf-8"))
+
+
+def score(tally: Tally, code: int, results: dict[str, object], regressed: bool) -> None:
+    """Add one suite run: the gate, and every scenario run scored against its truth."""
+    tally.runs += 1
+    tally.blocked += code != 0
+    tally.exit_codes[code] = tally.exit_codes.get(code, 0) + 1
+    for scenario in results["scenarios"]:  # type: ignore[attr-defined]
+        is_regressed = regressed and scenario["scenario_id"] == "SCN_trust00"
+        if is_regressed and scenario["status"] != "passed":
+            tally.regressed_failed += 1
+        for attempt in scenario["attempts"]:
+            passed = attempt["status"] == "passed"
+            broken = any(
+                MARK in (item.get("text") or "") for item in attempt["transcript"]
+            )
+            if is_regressed:
+                tally.broken_scenario_runs += 1
+                tally.broken_scenario_passed += passed
+            elif not broken:
+                tally.fine += 1
+                tally.fine_failed += not passed
+
+
+# --- statistics ------------------------------------------------------------------------------
+
+
+def binom_tail_ge(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+
+def clopper_pearson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    """Exact 95% interval of a binomial rate, by bisection on the binomial tails."""
+    if n == 0:
+        return 0.0, 1.0
+
+    def solve(f: object, target: float) -> float:
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            if f(mid) > target:  # type: ignore[operator]
+                hi = mid
+            else:
+                lo = mid
+        return (lo + hi) / 2
+
+    low = 0.0 if k == 0 else solve(lambda p: binom_tail_ge(k, n, p), alpha / 2)
+    high = 1.0 if k == n else 1 - solve(lambda q: binom_tail_ge(n - k, n, q), alpha / 2)
+    return low, high
+
+
+def scenario_fails(pass_rate: float, repeat: int, min_pass: int) -> float:
+    """P(a scenario is reported failed): fewer than ``min_pass`` of ``repeat`` runs passed."""
+    return 1 - binom_tail_ge(min_pass, repeat, pass_rate)
+
+
+def suite_blocks(q: float, n: int, repeat: int, min_pass: int) -> float:
+    """P(the gate blocks a stable suite of n scenarios), per-run false-fail rate q."""
+    return 1 - (1 - scenario_fails(1 - q, repeat, min_pass)) ** n
+
+
+def catch(p: float, q: float, n: int, repeat: int, min_pass: int) -> float:
+    """P(the gate blocks a suite with one regressed scenario): it fails, or another does."""
+    missed = (1 - scenario_fails(p, repeat, min_pass)) * (1 - suite_blocks(q, n - 1, repeat, min_pass))
+    return 1 - missed
+
+
+def cheapest_plan(p: float, q: float, n: int) -> tuple[int, int] | None:
+    """The smallest (repeat, min_pass) reaching both goals at rates (p, q)."""
+    for repeat in range(1, 26):
+        for min_pass in range(1, repeat + 1):
+            if suite_blocks(q, n, repeat, min_pass) <= GOAL_FALSE_BLOCK and (
+                1 - scenario_fails(p, repeat, min_pass) <= 1 - GOAL_CATCH
+            ):
+                return repeat, min_pass
+    return None
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:5.1f}%" if x >= 0.001 or x == 0 else f"{100 * x:.3f}%"
+
+
+# --- the bench -------------------------------------------------------------------------------
+
+
+def plan_of(flags: list[str]) -> tuple[int, int]:
+    repeat = int(flags[flags.index("--repeat") + 1]) if "--repeat" in flags else 1
+    min_pass = int(flags[flags.index("--min-pass") + 1]) if "--min-pass" in flags else repeat
+    return repeat, min_pass
+
+
+def report(name: str, flags: list[str], stable: Tally, regressed: Tally, n: int) -> None:
+    repeat, min_pass = plan_of(flags)
+    q = stable.fine_failed + regressed.fine_failed
+    q_n = stable.fine + regressed.fine
+    p_k, p_n = regressed.broken_scenario_passed, regressed.broken_scenario_runs
+    q_hat, (q_lo, q_hi) = q / max(1, q_n), clopper_pearson(q, q_n)
+    p_hat, (p_lo, p_hi) = p_k / max(1, p_n), clopper_pearson(p_k, p_n)
+    fb_lo, fb_hi = clopper_pearson(stable.blocked, stable.runs)
+    c_lo, c_hi = clopper_pearson(regressed.blocked, regressed.runs)
+    print(f"\n== {name}: {' '.join(flags) or '(no flags)'}  (repeat {repeat}, min-pass {min_pass})")
+    print(
+        f"  measured, suite runs: stable blocked {stable.blocked}/{stable.runs} = "
+        f"{pct(stable.blocked / stable.runs)} [95% {pct(fb_lo)}..{pct(fb_hi)}]; "
+        f"regressed blocked {regressed.blocked}/{regressed.runs} = "
+        f"{pct(regressed.blocked / regressed.runs)} [95% {pct(c_lo)}..{pct(c_hi)}]; "
+        f"regressed scenario reported failed {regressed.regressed_failed}/{regressed.runs}"
+    )
+    print(f"  exit codes: stable {stable.exit_codes}, regressed {regressed.exit_codes}")
+    print(
+        f"  measured, scenario runs: fine conversation failed q = {q}/{q_n} = {pct(q_hat)} "
+        f"[95% {pct(q_lo)}..{pct(q_hi)}]; regressed scenario run passed p = {p_k}/{p_n} = "
+        f"{pct(p_hat)} [95% {pct(p_lo)}..{pct(p_hi)}]"
+    )
+    fb = suite_blocks(q_hat, n, repeat, min_pass)
+    fb_bound = suite_blocks(q_hi, n, repeat, min_pass)
+    c = catch(p_hat, q_hat, n, repeat, min_pass)
+    c_bound = catch(p_hi, q_lo, n, repeat, min_pass)
+    own = 1 - scenario_fails(p_hat, repeat, min_pass)
+    print(
+        f"  derived, {n}-scenario suite: false blocks {pct(fb)} (<= {pct(fb_bound)}), "
+        f"regression caught {pct(c)} (>= {pct(c_bound)}); the regressed scenario itself "
+        f"slips through {pct(own)} of runs"
+    )
+    ok = fb_bound <= GOAL_FALSE_BLOCK and c_bound >= GOAL_CATCH
+    print(f"  goals (false blocks <= 1%, caught >= 99%): {'MET' if ok else 'NOT met'}")
+    plan = cheapest_plan(p_hat, q_hat, n)
+    if plan is not None:
+        print(
+            f"  at these rates both goals need --repeat {plan[0]} --min-pass {plan[1]} "
+            f"(false blocks {pct(suite_blocks(q_hat, n, *plan))}, regressed scenario slips "
+            f"{pct(1 - scenario_fails(p_hat, *plan))})"
+        )
+    print(f"  wall: {stable.seconds + regressed.seconds:.0f} s for {stable.runs + regressed.runs} suite runs")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10, help="suite runs per agent and config")
+    parser.add_argument("--scenarios", type=int, default=20)
+    parser.add_argument("--flip", type=float, default=0.1, help="judge verdicts flipped")
+    parser.add_argument("--fail-rate", type=float, default=0.9, help="regressed conversations")
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--only", choices=sorted(CONFIGS), help="one configuration")
+    args = parser.parse_args()
+    print(
+        f"verdict trust: {args.scenarios} scenarios, judge flips {pct(args.flip)}, regressed "
+        f"scenario broken in {pct(args.fail_rate)} of conversations, {args.runs} runs per agent"
+    )
+    configs = {args.only: CONFIGS[args.only]} if args.only else CONFIGS
+    with tempfile.TemporaryDirectory(prefix="verdict-trust-") as tmp:
+        for index, (name, flags) in enumerate(configs.items()):
+            quirks = {"noisy_verdicts": {"fraction": args.flip, "seed": args.seed + index}}
+            tallies = {False: Tally(), True: Tally()}
+            with LLMServer(RULES, quirks=quirks) as llm:
+                for run in range(args.runs):
+                    for regressed in (False, True):
+                        started = time.monotonic()
+                        work = Path(tmp) / f"{index}-{run}-{int(regressed)}"
+                        code, results = run_suite(work, llm, flags, regressed, args)
+                        tallies[regressed].seconds += time.monotonic() - started
+                        score(tallies[regressed], code, results, regressed)
+                noisy = llm.quirks.noisy_verdicts
+                assert noisy is not None
+                print(f"\n[{name}] judge verdicts seen {noisy.seen}, flipped {noisy.flipped}")
+            report(name, flags, tallies[False], tallies[True], args.scenarios)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
