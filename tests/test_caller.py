@@ -9,10 +9,13 @@ from typing import Any
 
 import pytest
 
-from lkeval.llm.caller import CallerTurn, SimulatedCaller
+from lkeval.llm.caller import CallerTurn, SimulatedCaller, caller_flag
 from lkeval.llm.client import LLMError
 from lkeval.llm.config import LLMSpec, build_llm, resolve_llm_spec
-from lkeval.results.model import TranscriptItem
+from lkeval.llm.evaluator import LLMEvaluator
+from lkeval.llm.judge import combine_verdicts
+from lkeval.results.model import TranscriptItem, Verdict
+from lkeval.scenarios.model import Scenario
 from lkeval.testing.llm_server import LLMServer
 
 INSTRUCTIONS = "You are Ana. Book a double room for May 3rd. Say goodbye once it is booked."
@@ -98,18 +101,89 @@ def test_caller_that_never_ends_keeps_producing_messages(srv: LLMServer) -> None
     assert len(srv.requests[-1].body["messages"]) == 1 + 1 + 2 * 3
 
 
+ASKED = [
+    GREETING,
+    TranscriptItem("message", 1, role="user", text="A double room for May 3rd, please."),
+    TranscriptItem("message", 1, role="assistant", text="Sorry, we are full."),
+]
+END = {"name": "end_call", "arguments": {"reason": "gave up"}}
+
+
 def test_end_call_without_a_message(srv: LLMServer) -> None:
-    srv.set_rules([{"tool_calls": [{"name": "end_call", "arguments": {"reason": "gave up"}}]}])
-    (turn,) = play(spec_for(srv), [[GREETING]])
+    srv.set_rules([{"tool_calls": [END]}])
+    (turn,) = play(spec_for(srv), [ASKED])
     assert (turn.text, turn.ended, turn.reason) == (None, True, "gave up")
 
 
+def test_the_caller_cannot_hang_up_before_it_has_tried_its_goal(srv: LLMServer) -> None:
+    srv.set_rules([{"tool_calls": [END], "times": 1}, {"text": "Hi, a double room please."}])
+    (turn,) = play(spec_for(srv), [[GREETING]])
+    assert (turn.text, turn.ended) == ("Hi, a double room please.", False)
+    first, second = (r.body["messages"][0]["content"] for r in srv.requests)
+    assert "cannot end now" not in first and "cannot end now" in second
+
+
+def test_a_caller_that_insists_on_hanging_up_at_once_ends_without_a_line(srv: LLMServer) -> None:
+    srv.set_rules([{"tool_calls": [END]}])
+    (turn,) = play(spec_for(srv), [[GREETING]])
+    assert (turn.text, turn.ended) == (None, True)
+    assert turn.reason == "gave up (before trying its goal)"
+    assert len(srv.requests) == 2
+
+
+def test_a_goodbye_with_an_early_end_call_is_said_and_the_call_goes_on(srv: LLMServer) -> None:
+    srv.set_rules([{"text": "Hi, is a room free?", "tool_calls": [END]}])
+    (turn,) = play(spec_for(srv), [[GREETING]])
+    assert (turn.text, turn.ended) == ("Hi, is a room free?", False)
+
+
+@pytest.mark.parametrize("style", ["json", "fenced"])
+def test_end_call_written_as_json_text_ends_the_call_and_is_never_said(
+    srv: LLMServer, style: str
+) -> None:
+    # a weak model on llama-server writes its tool call into the content
+    srv.set_rules([{"text": "Thanks, bye!", "tool_calls": [END], "tool_calls_as_text": style}])
+    (turn,) = play(spec_for(srv), [ASKED])
+    assert (turn.text, turn.ended, turn.reason) == ("Thanks, bye!", True, "gave up")
+
+
+@pytest.mark.parametrize(
+    ("text", "said", "reason"),
+    [
+        ('Okay, goodbye. end_call(reason="no rooms")', "Okay, goodbye.", "no rooms"),
+        ("[end_call]", None, "caller ended the call"),
+        ('{"name": "end_call", "arguments": "{\\"reason\\": \\"done\\"}"}', None, "done"),
+        ('{"function": {"name": "end_call", "arguments": {}}} Bye.', "Bye.", "caller ended"),
+    ],
+)
+def test_end_call_in_other_written_forms(
+    srv: LLMServer, text: str, said: str | None, reason: str
+) -> None:
+    srv.set_rules([{"text": text}])
+    (turn,) = play(spec_for(srv), [ASKED])
+    assert turn.ended and turn.text == said and turn.reason.startswith(reason)
+
+
 def test_caller_opens_when_the_agent_has_not_spoken(srv: LLMServer) -> None:
-    srv.set_rules([{"turn": 1, "text": "Hello?"}])
+    srv.set_rules([{"turn": 0, "text": "Hello?"}])
     (turn,) = play(spec_for(srv), [[]])
     assert turn.text == "Hello?"
     messages = srv.requests[0].body["messages"]
-    assert messages[1]["role"] == "user" and "Start the conversation" in messages[1]["content"]
+    # the opening note is in the system prompt: no invented user turn
+    assert [m["role"] for m in messages] == ["system"]
+    assert "you speak first" in messages[0]["content"]
+
+
+def test_the_caller_samples_at_a_temperature_above_zero_by_default(srv: LLMServer) -> None:
+    spec = resolve_llm_spec("caller", {"caller_model": "m", "caller_base_url": srv.base_url}, {})
+    assert spec.temperature is not None and spec.temperature > 0
+    play(spec_for(srv), [ASKED])
+    assert srv.requests[0].body["temperature"] == spec.temperature
+    flags = {"caller_model": "m", "caller_base_url": srv.base_url, "caller_temperature": 0.0}
+    assert resolve_llm_spec("caller", flags, {}).temperature == 0.0
+    env = {"LKEVAL_CALLER_TEMPERATURE": "1.1"}
+    assert resolve_llm_spec("caller", {"caller_model": "m"}, env).temperature == 1.1
+    assert resolve_llm_spec("judge", {"judge_model": "m"}, {}).temperature == 0.0
 
 
 def test_unanswered_caller_message_is_marked(srv: LLMServer) -> None:
@@ -131,3 +205,93 @@ def test_caller_llm_failure_is_an_llm_error(srv: LLMServer) -> None:
     srv.set_rules([{"status": 502}])
     with pytest.raises(LLMError, match=r"caller LLM lkeval-scripted .*HTTP 502"):
         play(spec_for(srv, max_retries=1), [[GREETING]])
+
+
+def convo(*lines: tuple[str, str]) -> list[TranscriptItem]:
+    """Alternating agent/caller lines; the caller's line of turn N is turn N."""
+    items, turn = [], 0
+    for role, text in lines:
+        turn += role == "user"
+        items.append(TranscriptItem("message", turn, role=role, text=text))
+    return items
+
+
+AGENT_SAYS = "Hotel Aurora, how can I help you today?"
+
+
+def test_a_caller_that_only_echoes_the_agent_is_flagged_as_not_a_pass() -> None:
+    echo = convo(
+        ("assistant", AGENT_SAYS),
+        ("user", "Hotel Aurora, how can I help you today?"),
+        ("assistant", "Sorry, could you repeat that?"),
+        ("user", "Sorry, could you repeat that"),
+    )
+    flag = caller_flag(echo, first_turn=1)
+    assert flag is not None and (flag.source, flag.verdict) == ("caller", "maybe")
+    assert "only echoed the agent in 2 of 2 message(s)" in flag.reason
+    assert not combine_verdicts([Verdict("judge", "pass"), flag])[0]
+
+
+def test_a_caller_sending_json_is_flagged_and_a_single_slip_only_noted() -> None:
+    slip = convo(
+        ("assistant", AGENT_SAYS),
+        ("user", '```json\n{"message": "I need a room"}\n```'),
+        ("assistant", "For which date?"),
+        ("user", "May 3rd, for two nights please."),
+    )
+    flag = caller_flag(slip, first_turn=1)
+    assert flag == Verdict(
+        "caller", "pass", "flag: the simulated caller sent JSON in 1 of 2 message(s)"
+    )
+    fine = convo(("assistant", AGENT_SAYS), ("user", "A double room for May 3rd, please."))
+    assert caller_flag(fine, first_turn=1) is None
+    # scripted lines (before first_turn) are the scenario author's, not the caller's
+    assert caller_flag([*fine[:1], *echo_line(1), *fine[1:]], first_turn=2) is None
+
+
+def echo_line(turn: int) -> list[TranscriptItem]:
+    return [TranscriptItem("message", turn, role="user", text=AGENT_SAYS)]
+
+
+def test_the_evaluator_records_the_flag_among_the_verdicts(srv: LLMServer) -> None:
+    srv.set_rules(
+        [
+            {
+                "tool_choice": "required",
+                "tool_calls": [
+                    {"name": "submit_verdict", "arguments": {"reasoning": "ok", "verdict": "pass"}}
+                ],
+            },
+        ]
+    )
+    flags = {
+        "caller_model": "c",
+        "caller_base_url": srv.base_url,
+        "judge_model": "j",
+        "judge_base_url": srv.base_url,
+    }
+    caller, judge = (resolve_llm_spec(r, flags, {}) for r in ("caller", "judge"))
+    evaluator = LLMEvaluator(caller, judge, judge_scripted=False, environ={})
+    scenario = Scenario(
+        id="s",
+        label="s",
+        instructions="Book a room.",
+        agent_expectations="Books it.",
+        group_id="g",
+        group_name="g",
+        file="f.yaml",
+        line=1,
+        id_derived=False,
+    )
+    echo = convo(("assistant", AGENT_SAYS), ("user", AGENT_SAYS))
+
+    async def main() -> list[Verdict]:
+        try:
+            return await evaluator.judge(scenario, echo, {})
+        finally:
+            await evaluator.aclose()
+
+    verdicts = asyncio.run(main())
+    assert [v.source for v in verdicts] == ["caller", "judge"]
+    passed, reason = evaluator.passes(verdicts)
+    assert not passed and reason.startswith("caller: maybe — the simulated caller only echoed")

@@ -12,6 +12,7 @@ import argparse
 
 from lkeval.llm.config import (
     BUILTIN_JUDGES,
+    DEFAULT_CALLER_TEMPERATURE,
     DEFAULT_MAX_TURNS,
     DEFAULT_MODEL,
     DEFAULT_TIMEOUT,
@@ -113,6 +114,15 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
         help="USD per 1M input,output tokens of MODEL (the agent's, the caller's or the "
         "judge's), over the maintained genai-prices table; repeatable. Models neither knows "
         "are reported as unpriced, never $0",
+    )
+    group.add_argument(
+        "--caller-temperature",
+        metavar="T",
+        type=float,
+        default=None,
+        help="sampling temperature of the simulated caller, 0-2 (env LKEVAL_CALLER_TEMPERATURE, "
+        f"default {DEFAULT_CALLER_TEMPERATURE:g}: --repeat samples other conversations; "
+        "the judge always uses 0)",
     )
     group.add_argument(
         "--judges",

@@ -6,8 +6,14 @@ the other party's (``user`` role in its context) and its own earlier messages ar
 caller would never see them, and showing them tempts the model to play the agent.
 
 It ends the call through an explicit ``end_call`` tool rather than a magic phrase, so
-"goodbye" inside a message never ends a call by accident, and the reason is recorded.
+"goodbye" inside a message never ends a call by accident, and the reason is recorded. A weak
+model that writes the call as text (JSON, ``end_call(...)``) is understood the same way, and
+that text is never spoken to the agent. The caller may not hang up before it has tried its
+goal: an ``end_call`` before the agent has answered any caller message is not honoured.
 How long a call may run is the engine's business (``--max-turns``), not the caller's.
+
+Notes about the call (it has just connected, the agent did not reply) are not written as
+messages of either party where that can be avoided: the opening note is in the system prompt.
 """
 
 from __future__ import annotations
@@ -16,21 +22,25 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from difflib import SequenceMatcher
+from typing import Any
 
 from livekit.agents.llm import LLM, ChatContext
 
 from lkeval.llm.client import LLMReply, call_llm, make_tool
 from lkeval.llm.config import LLMSpec
-from lkeval.results.model import TranscriptItem, Usage
+from lkeval.llm.textcalls import find_calls, looks_like_json, without
+from lkeval.results.model import TranscriptItem, Usage, Verdict
 
-__all__ = ["CallerTurn", "SimulatedCaller", "caller_chat_context"]
+__all__ = ["CallerTurn", "SimulatedCaller", "caller_chat_context", "caller_flag", "has_tried"]
 
 END_CALL = "end_call"
 _END_CALL_TOOL = make_tool(
     END_CALL,
-    "End the call. Use it when your goal is done, when it clearly cannot be done, when the "
-    "agent has ended the conversation, or when your instructions say to stop. You may still "
-    "say a short goodbye in the same turn.",
+    "End the call, only after you have asked for what you want and the agent has answered. "
+    "Use it when your goal is done, when it clearly cannot be done, when the agent has ended "
+    "the conversation, or when your instructions say to stop. You may still say a short "
+    "goodbye in the same turn.",
     {"reason": {"type": "string", "description": "Why the call ends, in a few words."}},
 )
 
@@ -57,11 +67,20 @@ instructions. Don't contradict them; if the agent asks for something they don't 
 plausibly in character.
 - Never play the agent: don't answer your own questions, don't describe what the agent does, \
 don't write the agent's lines.
-- When your goal is done, when it clearly cannot be done, when the agent ends the \
+- First ask for what you want. Only after you have tried your goal and the agent has \
+answered: when the goal is done, when it clearly cannot be done, when the agent ends the \
 conversation, or when your instructions say to stop, call the end_call tool with a short \
-reason. You may say a brief goodbye in that same turn. Otherwise keep going until then."""
+reason (never write it as text). You may say a brief goodbye in that same turn. Otherwise \
+keep going until then.{opening}"""
 
-_OPENING = "(The call has connected. The agent has not said anything yet. Start the conversation.)"
+_OPENING = """
+
+The call has just connected and the agent has not said anything yet: you speak first. Start \
+the conversation."""
+_TOO_EARLY = """
+
+You have not asked for what you want yet, so the call cannot end now. Say your first line \
+to the agent."""
 _SILENCE = "(The agent did not reply.)"
 _PREFIX = re.compile(r"^\s*(?:caller|user|customer|me)\s*:\s*", re.IGNORECASE)
 
@@ -76,16 +95,31 @@ class CallerTurn:
     usage: Usage
 
 
-def caller_chat_context(instructions: str, transcript: Sequence[TranscriptItem]) -> ChatContext:
+def caller_chat_context(
+    instructions: str, transcript: Sequence[TranscriptItem], *, too_early: bool = False
+) -> ChatContext:
     """The conversation as the caller sees it, roles flipped, tools and handoffs hidden.
 
     Consecutive agent messages are merged into one turn (an agent often speaks twice in a
     row, e.g. around a tool call), and a caller message left unanswered gets an explicit
-    note, so the roles alternate as chat models expect.
+    note, so the roles alternate as chat models expect. When nobody has spoken yet, the
+    system prompt says the caller speaks first (no invented user turn).
     """
+    turns = _turns(transcript)
+    note = _OPENING if not turns else ""
+    if too_early:
+        note += _TOO_EARLY
     ctx = ChatContext()
-    ctx.add_message(role="system", content=_SYSTEM.format(instructions=instructions.strip()))
-    turns: list[tuple[str, str]] = []  # (role in the caller's context, text)
+    system = _SYSTEM.format(instructions=instructions.strip(), opening=note)
+    ctx.add_message(role="system", content=system)
+    for role, text in turns:
+        ctx.add_message(role="user" if role == "user" else "assistant", content=text)
+    return ctx
+
+
+def _turns(transcript: Sequence[TranscriptItem]) -> list[tuple[str, str]]:
+    """(role in the caller's context, text) of each turn, merged so roles alternate."""
+    turns: list[tuple[str, str]] = []
     for item in transcript:
         if item.kind != "message" or not item.text.strip():
             continue
@@ -100,13 +134,22 @@ def caller_chat_context(instructions: str, transcript: Sequence[TranscriptItem])
             turns[-1] = (role, f"{turns[-1][1]}\n{text}")
         else:
             turns.append((role, text))
-    if not turns or turns[0][0] == "assistant":
-        turns.insert(0, ("user", _OPENING))
-    if turns[-1][0] == "assistant":
+    if turns and turns[-1][0] == "assistant":
         turns.append(("user", _SILENCE))
-    for role, text in turns:
-        ctx.add_message(role="user" if role == "user" else "assistant", content=text)
-    return ctx
+    return turns
+
+
+def has_tried(transcript: Sequence[TranscriptItem]) -> bool:
+    """Whether the agent has answered at least one caller message (the goal was tried)."""
+    asked = False
+    for item in transcript:
+        if item.kind != "message" or not item.text.strip():
+            continue
+        if item.role == "user":
+            asked = True
+        elif item.role == "assistant" and asked:
+            return True
+    return False
 
 
 def _clean(text: str) -> str:
@@ -116,16 +159,28 @@ def _clean(text: str) -> str:
     return text
 
 
-def _end_reason(reply: LLMReply) -> str | None:
-    call = next((c for c in reply.tool_calls if c.name == END_CALL), None)
-    if call is None:
-        return None
-    try:
-        args = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
-        args = {}
+def _reason(args: Any) -> str:
     reason = args.get("reason") if isinstance(args, dict) else None
     return reason.strip() if isinstance(reason, str) and reason.strip() else "caller ended the call"
+
+
+def _read(reply: LLMReply) -> tuple[str | None, str | None]:
+    """The line to say (or None) and the end-of-call reason (or None) of one reply.
+
+    ``end_call`` written as text counts as the call and is cut out of what is said.
+    """
+    call = next((c for c in reply.tool_calls if c.name == END_CALL), None)
+    reason: str | None = None
+    if call is not None:
+        try:
+            reason = _reason(json.loads(call.arguments or "{}"))
+        except json.JSONDecodeError:
+            reason = _reason({})
+    text = reply.text
+    if written := find_calls(text, END_CALL):
+        reason = reason or _reason(written[0].arguments)
+        text = without(text, written)
+    return _clean(text) or None, reason
 
 
 class SimulatedCaller:
@@ -139,19 +194,77 @@ class SimulatedCaller:
     async def next_message(self, transcript: Sequence[TranscriptItem]) -> CallerTurn:
         """The caller's next message given the conversation so far, or the end of the call.
 
-        A message together with ``end_call`` means: send it, then hang up. A reply with
-        neither a message nor ``end_call`` is asked once more, then taken as the caller
-        having nothing left to say. Raises :class:`lkeval.llm.client.LLMError`.
+        A message together with ``end_call`` means: send it, then hang up. An ``end_call``
+        before the goal was tried (:func:`has_tried`) is not honoured: a message with it is
+        sent and the call goes on; without one, the caller is asked once more with a note
+        that it cannot hang up yet. A reply with neither a message nor ``end_call`` is asked
+        once more, then taken as the caller having nothing left to say. Raises
+        :class:`lkeval.llm.client.LLMError`.
         """
-        ctx = caller_chat_context(self.instructions, transcript)
+        tried = has_tried(transcript)
         usage = Usage()
+        early: str | None = None  # the reason of an end_call that came too early
         for _ in range(2):
+            ctx = caller_chat_context(self.instructions, transcript, too_early=bool(early))
             reply = await call_llm(self.llm, self.spec, ctx, tools=[_END_CALL_TOOL])
             usage = usage + reply.usage
-            text = _clean(reply.text) or None
-            reason = _end_reason(reply)
+            text, reason = _read(reply)
+            if reason is not None and not tried:
+                if text:
+                    return CallerTurn(text, False, "", usage)
+                early = reason
+                continue
             if reason is not None:
                 return CallerTurn(text, True, reason, usage)
             if text:
                 return CallerTurn(text, False, "", usage)
+        if early:
+            return CallerTurn(None, True, f"{early} (before trying its goal)", usage)
         return CallerTurn(None, True, "the simulated caller had nothing more to say", usage)
+
+
+def _words(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+def _is_echo(said: str, heard: str) -> bool:
+    """The caller repeated what the agent just said (all of it, or a long part of it)."""
+    a, b = _words(said), _words(heard)
+    if not a or not b:
+        return False
+    return a == b or (len(a) >= 12 and a in b) or SequenceMatcher(None, a, b).ratio() >= 0.9
+
+
+def caller_flag(transcript: Sequence[TranscriptItem], first_turn: int) -> Verdict | None:
+    """A ``caller`` verdict when the simulated caller echoed the agent or sent JSON.
+
+    Only messages from turn ``first_turn`` on are the simulated caller's (earlier ones are
+    scripted). When every one of them is an echo or JSON, the scenario was not played as
+    written: the verdict is ``maybe`` (not a pass unless ``--maybe-is-pass``). When only
+    some are, the verdict passes but its reason flags them in the result.
+    """
+    heard, said, bad = "", 0, {"echoed the agent": 0, "sent JSON": 0}
+    for item in transcript:
+        if item.kind != "message" or not item.text.strip():
+            continue
+        if item.role == "assistant":
+            heard = f"{heard} {item.text}"
+        elif item.role == "user":
+            if item.turn >= first_turn:
+                said += 1
+                if looks_like_json(item.text):
+                    bad["sent JSON"] += 1
+                elif _is_echo(item.text, heard):
+                    bad["echoed the agent"] += 1
+            heard = ""
+    found = [f"{what} in {n} of {said} message(s)" for what, n in bad.items() if n]
+    if not found:
+        return None
+    if sum(bad.values()) == said:
+        return Verdict(
+            "caller",
+            "maybe",
+            f"the simulated caller only {' and '.join(found)}: the scenario was not played "
+            "as written (check --caller-model)",
+        )
+    return Verdict("caller", "pass", f"flag: the simulated caller {'; '.join(found)}")

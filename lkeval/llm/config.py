@@ -47,6 +47,10 @@ OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 # (it often is, for the agent under test).
 INFERENCE_BASE_URL_ALIASES = ("livekit", "inference")
 
+DEFAULT_CALLER_TEMPERATURE = 0.7
+"""Not 0: with ``--repeat`` each run should sample another conversation (another phrasing,
+another path through the scenario), not replay one; the judge stays at 0."""
+
 MAX_TOKENS: dict[Role, int] = {"caller": 400, "judge": 1500}
 """Cap of one reply: a caller says a sentence or two, a judge a short reasoning and a verdict.
 
@@ -270,6 +274,7 @@ def resolve_llm_spec(
 
     return LLMSpec(
         role=role,
+        temperature=_temperature(role, flags, env),
         model=model,
         backend=backend,
         base_url=base_url,
@@ -281,6 +286,28 @@ def resolve_llm_spec(
         price_in=price[0] if price else None,
         price_out=price[1] if price else None,
     )
+
+
+def _temperature(
+    role: Role, flags: argparse.Namespace | Mapping[str, Any] | None, env: Mapping[str, str]
+) -> float:
+    """The caller's sampling temperature (flag, env, default); the judge's is always 0."""
+    if role == "judge":
+        return 0.0
+    value = _flag(flags, "caller_temperature")
+    if value is None:
+        value = _env(env, "LKEVAL_CALLER_TEMPERATURE")
+    if value is None:
+        return DEFAULT_CALLER_TEMPERATURE
+    try:
+        temperature = float(value)
+        if not 0 <= temperature <= 2:
+            raise ValueError
+    except ValueError:
+        raise LLMConfigError(
+            f"--caller-temperature {value!r} is not a number from 0 to 2"
+        ) from None
+    return temperature
 
 
 def _is_local_host(host: str) -> bool:

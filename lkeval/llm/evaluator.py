@@ -114,16 +114,23 @@ class LLMEvaluator:
     async def judge(
         self, scenario: Scenario, transcript: Sequence[TranscriptItem], usage: dict[str, Usage]
     ) -> list[Verdict]:
-        """The conversation judge (when it applies) and the built-in judges asked for."""
+        """The conversation judge (when it applies), the built-in judges asked for, and a
+        ``caller`` verdict when the simulated caller echoed the agent or sent JSON."""
+        from lkeval.llm.caller import caller_flag
+
+        flagged: list[Verdict] = []
+        if self.caller_spec is not None and needs_caller(scenario):
+            first = 1 + sum(1 for t in scenario.turns if t.user is not None)
+            flagged = [f for f in [caller_flag(transcript, first)] if f is not None]
         spec = self.judge_spec
         if spec is None:
-            return []
+            return flagged
         from lkeval.llm.judge import judge_conversation, run_builtin_judges
 
         def add(used: Usage) -> None:
             usage["judge"] = usage.get("judge", Usage()) + used
 
-        verdicts: list[Verdict] = []
+        verdicts: list[Verdict] = flagged
         wants_main = needs_caller(scenario) or self.judge_scripted
         if wants_main and scenario.agent_expectations.strip():
             verdict, used = await judge_conversation(

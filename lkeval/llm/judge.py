@@ -37,6 +37,7 @@ from livekit.agents.llm import (
 
 from lkeval.llm.client import LLMError, LLMReply, MeteredLLM, call_llm, make_tool
 from lkeval.llm.config import BUILTIN_JUDGES, LLMSpec
+from lkeval.llm.textcalls import json_values
 from lkeval.results.model import TranscriptItem, Usage, Verdict, VerdictValue
 
 __all__ = [
@@ -157,27 +158,6 @@ def _verdict_args(arguments: Any, source: str) -> tuple[VerdictValue, str]:
     return cast(VerdictValue, value), reasoning.strip() if isinstance(reasoning, str) else ""
 
 
-def _json_objects(text: str) -> list[Any]:
-    """Every top-level JSON value that starts with ``{`` or ``[`` in a text, in order."""
-    decoder = json.JSONDecoder()
-    found: list[Any] = []
-    i = 0
-    while (i := _next_open(text, i)) >= 0:
-        try:
-            value, end = decoder.raw_decode(text, i)
-        except json.JSONDecodeError:
-            i += 1
-            continue
-        found.append(value)
-        i = end
-    return found
-
-
-def _next_open(text: str, start: int) -> int:
-    hits = [p for p in (text.find("{", start), text.find("[", start)) if p >= 0]
-    return min(hits) if hits else -1
-
-
 def _text_candidates(value: Any) -> list[Any]:
     """Verdict arguments inside one JSON value a model wrote as text.
 
@@ -202,7 +182,7 @@ def _verdict_from_text(text: str, source: str) -> tuple[VerdictValue, str] | Non
     the same verdict. Anything else (prose, two different verdicts, a value outside the
     enum) is not guessed at: the judge is asked again.
     """
-    candidates = [c for v in _json_objects(text) for c in _text_candidates(v)]
+    candidates = [c for v in json_values(text) for c in _text_candidates(v)]
     try:
         parsed = [_verdict_args(c, source) for c in candidates]
     except JudgeError:
