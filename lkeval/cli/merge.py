@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from typing import Any
 
 from lkeval.cli import UsageError
@@ -20,11 +21,36 @@ def add_merge_command(sub: Any) -> None:
     )
     parser.add_argument("files", nargs="+", metavar="RESULTS.json")
     parser.add_argument("-o", "--output", required=True, metavar="PATH")
+    parser.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="merge even when some shards of the run are missing; the merged results say "
+        "so and their gate never passes",
+    )
     parser.set_defaults(handler=merge_main)
 
 
-def merge_results(parts: list[tuple[str, RunResults]]) -> RunResults:
-    """One run from several shards: every scenario once, in file and line order."""
+def missing_shards(parts: list[tuple[str, RunResults]]) -> list[str]:
+    """The shards ``I/N`` of the run that none of the files holds (empty when complete or
+    when the files are not shards)."""
+    shards = {source: r.metadata.shard for source, r in parts if r.metadata.shard}
+    totals = {shard.split("/")[1] for shard in shards.values()}
+    if len(totals) > 1:
+        listed = ", ".join(f"{src} ({shard})" for src, shard in shards.items())
+        raise UsageError(f"the files are shards of different splits: {listed}")
+    if not totals:
+        return []
+    total = int(totals.pop())
+    present = {int(shard.split("/")[0]) for shard in shards.values()}
+    return [f"{i}/{total}" for i in range(1, total + 1) if i not in present]
+
+
+def merge_results(parts: list[tuple[str, RunResults]], allow_partial: bool = False) -> RunResults:
+    """One run from several shards: every scenario once, in file and line order.
+
+    A missing shard is refused (a gate on part of the suite passes what never ran) unless
+    ``allow_partial``; then the merged metadata names the missing shards.
+    """
     seen: dict[str, str] = {}
     scenarios = []
     for source, results in parts:
@@ -37,6 +63,12 @@ def merge_results(parts: list[tuple[str, RunResults]]) -> RunResults:
             seen[scenario.scenario_id] = source
             scenarios.append(scenario)
     scenarios.sort(key=lambda s: (s.file, s.line))
+    missing = missing_shards(parts)
+    if missing and not allow_partial:
+        raise UsageError(
+            f"shard(s) {', '.join(missing)} missing from the merge; pass every shard's "
+            "results file, or --allow-partial to merge anyway (the gate then fails)"
+        )
     metas = [r.metadata for _, r in parts]
     files = tuple(dict.fromkeys(f for m in metas for f in m.scenario_files))
     first = metas[0]
@@ -48,6 +80,7 @@ def merge_results(parts: list[tuple[str, RunResults]]) -> RunResults:
         duration_seconds=max(m.duration_seconds for m in metas),
         shard=None,
         interrupted=any(m.interrupted for m in metas),
+        missing_shards=tuple(missing),
     )
     return RunResults(metadata=merged, scenarios=tuple(scenarios))
 
@@ -55,7 +88,10 @@ def merge_results(parts: list[tuple[str, RunResults]]) -> RunResults:
 def merge_main(args: argparse.Namespace) -> int:
     """Merge and write; bad inputs exit 2 through the CLI boundary."""
     parts = [(path, load_results(path)) for path in args.files]
-    merged = merge_results(parts)
+    merged = merge_results(parts, allow_partial=args.allow_partial)
     write_results(merged, args.output)
     print(f"merged {len(parts)} file(s), {len(merged.scenarios)} scenario(s) into {args.output}")
+    if merged.metadata.missing_shards:
+        missing = ", ".join(merged.metadata.missing_shards)
+        print(f"lk-eval: partial merge: shard(s) {missing} missing", file=sys.stderr)
     return 0

@@ -24,7 +24,13 @@ from lkeval.agents.agent_host import SUPPORTED_RANGE
 from lkeval.agents.cold import python_problem
 from lkeval.agents.process import AgentLaunch, agent_env, kill_all_now
 from lkeval.cli import EXIT_USAGE, UsageError
-from lkeval.run.engine import Engine, EngineOptions, Selection, default_concurrency, parse_tag_selector
+from lkeval.run.engine import (
+    Engine,
+    EngineOptions,
+    Selection,
+    default_concurrency,
+    parse_tag_selector,
+)
 from lkeval.cli.llm_flags import positive_float, positive_int
 from lkeval.results.masking import Masker, redact_argv
 from lkeval.results.model import (
@@ -37,6 +43,7 @@ from lkeval.results.model import (
 from lkeval.scenarios.model import Scenario
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.run.attempt import RunSettings
+from lkeval.run.systemic import DEFAULT_MAX_ERRORS
 from lkeval.scenarios.selection import parse_shard, select_shard
 from lkeval.agents.fork_client import open_launcher
 
@@ -131,6 +138,15 @@ def add_run_command(sub: Any) -> None:
         help="passes a repeated scenario needs (default: all of its runs)",
     )
     limits.add_argument(
+        "--max-errors",
+        type=_non_negative_int,
+        default=DEFAULT_MAX_ERRORS,
+        metavar="N",
+        help="when the first N scenarios all fail with the same agent-side error (a dead "
+        f"LLM URL, a missing key), do not boot the rest: they are reported not run "
+        f"(default {DEFAULT_MAX_ERRORS}; 0 never stops)",
+    )
+    limits.add_argument(
         "--cold-start",
         action="store_true",
         help="start every agent in a fresh interpreter (default: fork agents from a preloaded "
@@ -201,6 +217,7 @@ def run_main(args: argparse.Namespace) -> int:
         min_pass=args.min_pass,
         quarantine=tuple(args.quarantine),
         selection=Selection(tags=tuple(args.tag), patterns=tuple(args.match)),
+        max_errors=args.max_errors,
     )
     selected = [s for s in scenarios if options.selection.selects(s)]
     problem = python_problem(args.python)  # before anything boots: one line, not N failures
@@ -263,6 +280,14 @@ def run_main(args: argparse.Namespace) -> int:
     write_results(results, results_path)
     print(f"results: {results_path}")
     if stopped_by is not None:
+        # JUnit and Markdown too (an interrupted run is still a complete report), but no
+        # GitHub comment or summary: a cancelled job has seconds left, not a network round.
+        publish(
+            results,
+            str(results_path),
+            argparse.Namespace(**{**vars(args), "github": False}),
+            sys.stdout,
+        )
         print(
             f"lk-eval: interrupted by {stopped_by.name}; partial results written", file=sys.stderr
         )
@@ -335,6 +360,16 @@ def _parse_env(item: str) -> tuple[str, str]:
     if not sep or not key:
         raise UsageError(f"--env {item!r}: expected KEY=VALUE")
     return key, value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
 
 
 def _tag(text: str) -> tuple[str, str]:

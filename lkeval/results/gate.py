@@ -137,7 +137,9 @@ def evaluate_gate(
     reason; with ``--fail-on never`` it is reported and does not block.
     """
     ran = [s for s in results.scenarios if s.status != "skipped"]
-    if ran and all(s.status == "error" for s in ran):
+    # Exit 3 is for a broken setup: nothing could even be talked to. Once a conversation
+    # happened, errors (a judge down, a failed turn) are the gate failing (exit 1).
+    if ran and all(s.status == "error" and not conversed(s) for s in ran):
         return GateOutcome(
             passed=False,
             exit_code=EXIT_NOTHING_RAN,
@@ -197,6 +199,7 @@ def evaluate_gate(
     for miss in misses:
         (notes if fail_on == "never" else failures).append(f"budget missed: {miss.text}")
 
+    failures.extend(incomplete_run(results))
     if failures:
         return GateOutcome(False, EXIT_FAILED, tuple(failures + notes), misses)
     if not counted:
@@ -204,6 +207,29 @@ def evaluate_gate(
     elif not bad:
         notes.insert(0, f"all {_count(counted)} passed")
     return GateOutcome(True, EXIT_PASSED, tuple(notes), misses)
+
+
+def conversed(scenario: ScenarioResult) -> bool:
+    """Did any attempt get as far as a caller turn?"""
+    return any(
+        item.kind == "message" and item.role == "user"
+        for attempt in scenario.attempts
+        for item in attempt.transcript
+    )
+
+
+def incomplete_run(results: RunResults) -> list[str]:
+    """Why these results cannot pass whatever they hold: the run was interrupted, or a merge
+    lacks shards. Scenarios that never ran are not failures, but a gate that passes on part
+    of the suite would hide the rest."""
+    out = []
+    if results.metadata.interrupted:
+        not_run = sum(1 for s in results.scenarios if s.reason == "not run (interrupted)")
+        out.append(f"the run was interrupted ({_count(range(not_run))} not run)")
+    if results.metadata.missing_shards:
+        missing = ", ".join(results.metadata.missing_shards)
+        out.append(f"partial results: shard(s) {missing} missing (merged with --allow-partial)")
+    return out
 
 
 def _count(items: Sized) -> str:

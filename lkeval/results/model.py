@@ -226,6 +226,9 @@ class RunMetadata:
     git_branch: str | None = None
     shard: str | None = None
     interrupted: bool = False
+    # A merge of shard results that lacks some shards (``lkeval merge --allow-partial``):
+    # the missing ones as "I/N". The gate never passes such a file.
+    missing_shards: tuple[str, ...] = ()
     argv: tuple[str, ...] = ()
     # "warm", "cold", or "mixed" (some agents fell back to cold starts): from the attempts,
     # which each say how their agent started and, when cold, why.

@@ -94,6 +94,9 @@ class Slot(Protocol):
         ...
 
 
+NOT_RUN_INTERRUPTED = "not run (interrupted)"
+
+
 class AttemptError(Exception):
     """An infrastructure fault that makes the attempt an ``error`` result."""
 
@@ -171,6 +174,8 @@ class ScenarioAttempt:
         self.log_path = settings.logs_dir / f"{stem}.log"
         self.p = _AttemptState()
         self.interrupted: Attempt | None = None
+        # The agent's own failure, when the attempt ended in one (for --max-errors).
+        self.agent_cause: str | None = None
         self.caller: Caller | None = None
 
     @property
@@ -192,22 +197,30 @@ class ScenarioAttempt:
         dispatch = dispatch_json(self.scenario, self.run_id, self.job_id)
         agent = AgentProcess(launch, dispatch, self.log_path)
         conn: SessionConnection | None = None
+        conversing = False
         try:
             boot_timeout = self.scenario.limits.boot_timeout or self.settings.boot_timeout
             try:
                 # The agent is prepared now; its session starts only once the slot opens.
                 conn = await agent.start(boot_timeout, slot.converse if slot else None)
             except AgentFailure as exc:
+                self.agent_cause = exc.reason
                 return self._attempt("error", exc.reason, started, agent, exc.log_tail)
             conv = Conversation(conn, agent, self.turn_timeout)
             if slot is not None:
                 started = time.monotonic()  # the wait for a slot is not the scenario's time
+            conversing = True
             return await self._converse(conv, agent, started)
         except asyncio.CancelledError:
-            # Ctrl-C / SIGTERM: keep what this attempt saw so far for the partial results.
-            self.interrupted = self._attempt(
-                "error", "interrupted", started, agent, agent.log_tail()
-            )
+            # Ctrl-C / SIGTERM: keep what this attempt saw so far for the partial results; one
+            # whose conversation never began did not run (its agent only booted).
+            if conversing:
+                self.p.transcript.extend(conv.take_partial())
+                self.interrupted = self._attempt(
+                    "error", "interrupted", started, agent, agent.log_tail()
+                )
+            else:
+                self.interrupted = Attempt(status="skipped", reason=NOT_RUN_INTERRUPTED)
             raise
         finally:
             if slot is not None:
@@ -231,17 +244,19 @@ class ScenarioAttempt:
             return self._ended_early(conv, agent, started, str(exc))
         except AgentFailure as exc:
             p.transcript.extend(conv.take_partial())
-            reason = self._agent_reason(exc.reason, conv, agent)
+            reason = self.agent_cause = self._agent_reason(exc.reason, conv, agent)
             return self._attempt("error", reason, started, agent, exc.log_tail)
         except (ProtocolError, AttemptError) as exc:
             if isinstance(exc, TurnFailed):
                 p.transcript.extend(exc.items)
             reason = self._agent_reason(str(exc), conv, agent)
+            if isinstance(exc, ProtocolError):
+                self.agent_cause = reason
             await self._finalize(conv, False, reason)  # lets the agent clean up; not a verdict
             return self._decided([], False, "", [reason], started, agent, agent.log_tail())
         silent = no_conversation(p.transcript, p.expectations, self._unplayed_turns(), p.end_reason)
         if silent:
-            reason = self._agent_reason(silent, conv, agent)
+            reason = self.agent_cause = self._agent_reason(silent, conv, agent)
             await self._finalize(conv, False, reason)
             return self._attempt("error", reason, started, agent, agent.log_tail())
         return await self._judge_and_finalize(conv, agent, started)
@@ -258,15 +273,11 @@ class ScenarioAttempt:
         if not caller_turns(p.transcript):
             reason = f"{ended} before the caller's first turn"
         else:
-            played = caller_turns(p.transcript)
-            reason = (
-                f"{ended} after {played} caller turn(s); its own verdict "
-                "(finalize_simulation / on_simulation_end) could not be asked"
-            )
+            reason = self._unasked(ended)
             remaining = self._unplayed_turns()
             if remaining:
                 reason += f"; {remaining} scripted turn(s) never played"
-        reason = self._agent_reason(reason, conv, agent)
+        reason = self.agent_cause = self._agent_reason(reason, conv, agent)
         return self._decided([], False, "", [reason], started, agent, agent.log_tail())
 
     def _unplayed_turns(self) -> int:
@@ -363,10 +374,20 @@ class ScenarioAttempt:
         self, conv: Conversation, ok: bool, reason: str
     ) -> tuple[Verdict | None, str]:
         """Ask the agent for its own verdict: (its veto or None, why it could not be had)."""
-        if conv.conn.closed_reason is not None:
-            why = f"the agent's own verdict could not be asked: {conv.conn.closed_reason}"
-            return None, why
-        return await conv.finalize(ok, reason)
+        verdict, error = (None, "")
+        if conv.conn.closed_reason is None:
+            verdict, error = await conv.finalize(ok, reason)
+        if conv.conn.closed_reason is not None:  # before or while asking: the same outcome
+            ended = f"the agent ended the session ({conv.conn.closed_reason})"
+            return None, self._unasked(ended)
+        return verdict, error
+
+    def _unasked(self, ended: str) -> str:
+        played = caller_turns(self.p.transcript)
+        return (
+            f"{ended} after {played} caller turn(s); its own verdict "
+            "(finalize_simulation / on_simulation_end) could not be asked"
+        )
 
     def _decided(
         self,

@@ -271,9 +271,7 @@ class Conversation:
         self._turn_no, self._turn_items = turn_no, []
         request = pb.SessionRequest(run_input=pb.SessionRequest.RunInput(text=text))
         try:
-            # Our own timeout (the request's is a backstop), so a timeout is told apart.
-            pending = self.conn.request_raw(request, self.turn_timeout + 5.0)
-            response = await self._race(asyncio.wait_for(pending, self.turn_timeout))
+            response = await self._race(self._request_in_time(request))
             if response.HasField("error") and response.error:
                 raise ProtocolError(f"the agent answered with an error: {response.error}")
         except BaseException as exc:
@@ -299,6 +297,18 @@ class Conversation:
             if converted is not None and not (converted.role == "user" and converted.text == text):
                 items.append(converted)
         return items, elapsed
+
+    async def _request_in_time(self, request: pb.SessionRequest) -> pb.SessionResponse:
+        """The request under our own turn timeout (the connection's is a backstop), so a
+        timeout is told apart from a broken connection."""
+        pending = asyncio.ensure_future(self.conn.request_raw(request, self.turn_timeout + 5.0))
+        try:
+            return await asyncio.wait_for(asyncio.shield(pending), self.turn_timeout)
+        finally:
+            if not pending.done():
+                pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending  # retrieve its outcome: no "exception never retrieved"
 
     def take_partial(self) -> list[TranscriptItem]:
         """What the unfinished greeting or turn produced (once; empty when all finished)."""

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lkeval.results.model import Attempt, ScenarioResult, Status
+from lkeval.run.attempt import NOT_RUN_INTERRUPTED, Evaluator, RunSettings, ScenarioAttempt
+from lkeval.run.systemic import DEFAULT_MAX_ERRORS, ErrorBrake
 from lkeval.scenarios.model import Scenario
-from lkeval.run.attempt import Evaluator, RunSettings, ScenarioAttempt
 
 
 class ProgressObserver(Protocol):
@@ -70,6 +71,7 @@ class EngineOptions:
     min_pass: int | None = None
     quarantine: tuple[tuple[str, str], ...] = ()
     selection: Selection = Selection()
+    max_errors: int = DEFAULT_MAX_ERRORS  # 0: never stop early (lkeval.run.systemic)
 
 
 def parse_tag_selector(text: str) -> tuple[str, str]:
@@ -143,6 +145,7 @@ class Engine:
         self._started: dict[str, float] = {}
         self._results: dict[str, ScenarioResult] = {}
         self._scenarios: list[Scenario] = []
+        self._brake = ErrorBrake(options.max_errors)
 
     def plan(self, scenario: Scenario) -> tuple[int, int]:
         """(repeat, min_pass) for a scenario: its own settings, else the run's, else 1."""
@@ -168,23 +171,36 @@ class Engine:
             repeat, _ = self.plan(scenario)
             self._attempts[scenario.id] = [None] * repeat
             jobs.extend(self._attempt(scenario, n, slots) for n in range(1, repeat + 1))
-        await asyncio.gather(*jobs)
+        tasks = [asyncio.ensure_future(job) for job in jobs]
+        try:
+            await asyncio.gather(*tasks)
+        except asyncio.CancelledError:
+            # gather gives up at the first cancelled job; the others are still unwinding and
+            # recording what they saw (results(interrupted=True) reads it): wait for them.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         return self.results()
 
     async def _attempt(self, scenario: Scenario, attempt_no: int, slots: AgentSlots) -> None:
         async with slots.attempt() as slot:
-            if scenario.id not in self._started:
-                self._started[scenario.id] = time.monotonic()
-                self.progress.scenario_started(scenario.id, scenario.label)
-            runner = ScenarioAttempt(
-                scenario, self.settings, self.evaluator, self.run_id, attempt_no
-            )
-            try:
-                attempt = await runner.run(slot)
-            except asyncio.CancelledError:
-                if runner.interrupted is not None:  # kept for results(interrupted=True)
-                    self._attempts[scenario.id][attempt_no - 1] = runner.interrupted
-                raise
+            if self._brake.cause is not None:  # a systemic failure: do not boot the rest
+                attempt = Attempt(status="skipped", reason=self._brake.not_run_reason())
+            else:
+                if scenario.id not in self._started:
+                    self._started[scenario.id] = time.monotonic()
+                    self.progress.scenario_started(scenario.id, scenario.label)
+                runner = ScenarioAttempt(
+                    scenario, self.settings, self.evaluator, self.run_id, attempt_no
+                )
+                try:
+                    attempt = await runner.run(slot)
+                except asyncio.CancelledError:
+                    if runner.interrupted is not None:  # kept for results(interrupted=True)
+                        self._attempts[scenario.id][attempt_no - 1] = runner.interrupted
+                    raise
+                self._brake.record(runner.agent_cause)
         attempts = self._attempts[scenario.id]
         attempts[attempt_no - 1] = attempt
         if all(a is not None for a in attempts):
@@ -203,7 +219,12 @@ class Engine:
                 out.append(self._results[scenario.id])
             elif interrupted:
                 kept = [a for a in self._attempts.get(scenario.id, []) if a is not None]
-                finished = sum(1 for a in kept if a.reason != "interrupted")
+                if all(a.reason == NOT_RUN_INTERRUPTED for a in kept):  # none had begun
+                    out.append(self._skipped(scenario, NOT_RUN_INTERRUPTED))
+                    continue
+                finished = sum(
+                    1 for a in kept if a.status != "skipped" and a.reason != "interrupted"
+                )
                 planned = len(self._attempts.get(scenario.id, [])) or 1
                 reason = f"interrupted: {finished}/{planned} attempt(s) finished"
                 out.append(self._scenario_result(scenario, "error", reason, kept))

@@ -1,0 +1,48 @@
+"""``--max-errors``: a systemic failure ends the run in seconds, not in an hour.
+
+A wrong LLM URL or a missing key breaks every scenario the same way. When the first N attempts
+to finish all failed with the same agent-side cause, the rest are not booted: they are reported
+"not run" with that cause (like pytest's ``--maxfail``, but only for one repeated cause, so a
+suite with a few unrelated broken scenarios still runs to the end).
+"""
+
+from __future__ import annotations
+
+import re
+
+DEFAULT_MAX_ERRORS = 3
+_NUMBERS = re.compile(r"\d+")
+
+
+def cause_key(reason: str) -> str:
+    """What makes two failures "the same cause": the reason without its numbers (ports,
+    timestamps, turn counts, exit codes differ between scenarios hit by the same fault)."""
+    return _NUMBERS.sub("#", reason).strip()
+
+
+class ErrorBrake:
+    """Watches the first ``limit`` finished attempts; trips when they share one cause."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._first: list[str | None] = []
+        self.cause: str | None = None  # the reason of the first such failure, once tripped
+
+    def record(self, agent_cause: str | None) -> None:
+        """One finished attempt: its agent-side error reason, or None (passed, failed, or an
+        error that was not the agent's, such as the judge being down)."""
+        if self.limit <= 0 or self.cause is not None or len(self._first) >= self.limit:
+            return
+        self._first.append(agent_cause)
+        if len(self._first) < self.limit or any(c is None for c in self._first):
+            return
+        keys = {cause_key(c) for c in self._first if c is not None}
+        if len(keys) == 1:
+            self.cause = self._first[0]
+
+    def not_run_reason(self) -> str:
+        """Why an attempt was not booted."""
+        return (
+            f"not run: the first {self.limit} scenario(s) failed with the same agent-side "
+            f"cause (--max-errors {self.limit}): {self.cause}"
+        )

@@ -1,0 +1,375 @@
+"""The false-pass matrix: broken agents and setups, each asserted NOT to pass the gate.
+
+A merge gate is worth exactly as much as its green. Every case below once passed (or could
+pass) while the agent or the setup was broken. The judge here passes everything it is asked
+to judge unless a marker says otherwise, the worst judge a gate can have, so any conversation
+that reaches it unguarded would show up as a pass.
+
+One ``lkeval run`` plays most cases at once: tests/agents/broken_agent.py picks its breakage
+from the scenario's userdata. Two controls pass (a healthy agent, and a silent agent whose
+scripted expectations ask for exactly that silence), so the run can tell a pass from a block.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import TEST_AGENTS, clean_env, read_json, run_argv, run_lkeval
+
+from lkeval.results.model import RunMetadata, RunResults, ScenarioResult, write_results
+from lkeval.testing.llm_server import LLMServer
+
+pytestmark = pytest.mark.e2e
+
+BROKEN = TEST_AGENTS / "broken_agent.py"
+TURN_TIMEOUT = "8"
+
+
+def verdict(value: str) -> dict[str, Any]:
+    return {"name": "submit_verdict", "arguments": {"reasoning": "as seen", "verdict": value}}
+
+
+JUDGE = {"model": "judge", "has_tool": "submit_verdict"}
+RULES = [
+    {"model": "caller", "last_user": "said: thanks, bye", "tool_calls": [{"name": "end_call"}]},
+    {"model": "caller", "last_user": "said:", "text": "Thanks, bye"},
+    {"model": "caller", "text": "Hello, I need a room please."},
+    {**JUDGE, "last_user": "JUDGE_DOWN", "status": 500, "text": "judge exploded"},
+    {**JUDGE, "last_user": "JUDGE_TWICE", "tool_calls": [verdict("pass"), verdict("fail")]},
+    {**JUDGE, "last_user": "JUDGE_TEXT", "text": "Looks fine to me, I suppose."},
+    {**JUDGE, "tool_calls": [verdict("pass")]},  # everything else passes: the worst judge
+]
+
+
+def simulated(sid: str, broken: str, marker: str = "", **extra: Any) -> dict[str, Any]:
+    return {
+        "id": sid,
+        "label": sid,
+        "instructions": "You are Ada. Ask for a room.",
+        "agent_expectations": f"The agent helps the caller. {marker}".strip(),
+        "userdata": {"broken": broken},
+        **extra,
+    }
+
+
+def scripted(sid: str, broken: str, turns: list[dict[str, Any]], marker: str = "") -> dict:
+    return simulated(sid, broken, marker, turns=turns)
+
+
+def bare(sid: str, broken: str) -> dict[str, Any]:
+    """A scripted scenario that needs no LLM at all (no judge, no simulated user)."""
+    turn = {"user": "hi", "expect": [{"message": {"role": "assistant"}}]}
+    return {"id": sid, "label": sid, "userdata": {"broken": broken}, "turns": [turn]}
+
+
+SCENARIOS = [
+    simulated("control-healthy", "healthy"),
+    scripted(
+        "control-silence-asked-for",
+        "silent",
+        [{"user": "hello", "expect": [{"no_more_events": True}]}],
+    ),
+    simulated("dead-llm-close", "dead_llm_close"),
+    simulated("dead-llm-stay", "dead_llm_stay"),
+    simulated("silent", "silent"),
+    simulated("crash-after-greeting", "crash_after_greeting"),
+    simulated("crash-in-turn", "crash_in_turn"),
+    simulated("sim-end-raises", "sim_end_raises"),
+    simulated("shutdown-mid", "shutdown_mid", repeat=10, min_pass=1),
+    scripted(
+        "finalize-unreachable",
+        "shutdown_mid",
+        [{"user": "bye", "expect": [{"message": {"contains": "bye"}}]}],
+    ),
+    simulated("hang-after-tool", "hang_after_tool"),
+    simulated("veto", "veto"),
+    scripted(
+        "judge-down-scripted-fail",
+        "healthy",
+        [{"user": "hello", "expect": [{"message": {"contains": "zebra"}}]}],
+        marker="JUDGE_DOWN",
+    ),
+    simulated("judge-down", "healthy", "JUDGE_DOWN"),
+    simulated("judge-votes-twice", "healthy", "JUDGE_TWICE"),
+    simulated("judge-answers-in-text", "healthy", "JUDGE_TEXT"),
+]
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """One run of the whole matrix; its results, stdout and reports."""
+    tmp = tmp_path_factory.mktemp("matrix")
+    path = tmp / "scenarios.yaml"
+    path.write_text(yaml.safe_dump({"name": "Broken", "scenarios": SCENARIOS}, sort_keys=False))
+    with LLMServer(RULES) as llm:
+        proc = run_lkeval(
+            [
+                *run_argv(BROKEN, path, tmp / "results.json"),
+                *("--junit", str(tmp / "junit.xml"), "--markdown", str(tmp / "report.md")),
+                *("--caller-model", "caller", "--caller-base-url", llm.base_url),
+                *("--judge-model", "judge", "--judge-base-url", llm.base_url),
+                *("--turn-timeout", TURN_TIMEOUT, "--max-turns", "4", "--concurrency", "4"),
+                *("--llm-retries", "0", "--max-errors", "0"),
+            ],
+            clean_env(OPENAI_API_KEY="not-a-key"),
+            timeout=600,
+        )
+    results = read_json(tmp / "results.json")
+    yield {
+        "proc": proc,
+        "by_id": {s["scenario_id"]: s for s in results["scenarios"]},
+        "junit": ET.parse(tmp / "junit.xml"),
+        "markdown": (tmp / "report.md").read_text(),
+    }
+
+
+def _case(matrix: dict[str, Any], sid: str) -> dict[str, Any]:
+    result: dict[str, Any] = matrix["by_id"][sid]
+    return result
+
+
+def _transcript(result: dict[str, Any], attempt: int = 0) -> list[str]:
+    items = result["attempts"][attempt]["transcript"]
+    return [
+        f"{i['turn']}:{i['kind']}:{i.get('role') or i.get('name') or ''}"
+        for i in items
+        if i["kind"] != "agent_handoff"
+    ]
+
+
+def test_the_gate_fails_and_only_the_controls_pass(matrix: dict[str, Any]) -> None:
+    proc = matrix["proc"]
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # conversations happened: not 3
+    passed = sorted(s for s, r in matrix["by_id"].items() if r["status"] == "passed")
+    assert passed == ["control-healthy", "control-silence-asked-for"], proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("sid", "status", "reason"),
+    [
+        (
+            "dead-llm-close",
+            "error",
+            "the agent ended the session (the agent closed the connection) before the caller's "
+            "first turn: AgentSession is closing due to unrecoverable error: Connection error.",
+        ),
+        (
+            "dead-llm-stay",
+            "error",
+            "turn 1: the agent answered with an error: failed to generate LLM completion",
+        ),
+        (
+            "silent",
+            "error",
+            "the agent never produced an assistant message in 2 caller turn(s) "
+            "(the agent stayed silent for 2 turn(s) in a row)",
+        ),
+        ("crash-after-greeting", "error", "agent died: agent process exited with code 70"),
+        ("crash-in-turn", "error", "agent died: agent process exited with code 3"),
+        (
+            "sim-end-raises",
+            "error",
+            "on_simulation_end raised: grading failed: no such table: bookings",
+        ),
+        (
+            "finalize-unreachable",
+            "error",
+            "the agent ended the session (the agent closed the connection) after 1 caller "
+            "turn(s); its own verdict (finalize_simulation / on_simulation_end) could not be "
+            "asked",
+        ),
+        (
+            "hang-after-tool",
+            "error",
+            f"turn 1 got no answer within {TURN_TIMEOUT}s (--turn-timeout, or the scenario's "
+            "limits.turn_timeout)",
+        ),
+        ("veto", "failed", "agent veto: the booking was never written"),
+        (
+            "judge-down-scripted-fail",
+            "failed",
+            "scripted: fail — turn 1: assistant message containing 'zebra': message does not "
+            "contain 'zebra': 'You said: hello'; judge failed: ",
+        ),
+        ("judge-down", "error", "judge failed: "),
+    ],
+)
+def test_a_broken_agent_or_setup_does_not_pass(
+    matrix: dict[str, Any], sid: str, status: str, reason: str
+) -> None:
+    result = _case(matrix, sid)
+    assert result["status"] == status, result
+    assert result["reason"].startswith(reason), result["reason"]
+
+
+def test_a_judge_that_cannot_decide_never_passes(matrix: dict[str, Any]) -> None:
+    for sid in ("judge-votes-twice", "judge-answers-in-text"):
+        result = _case(matrix, sid)
+        assert result["status"] in ("error", "failed"), result
+        assert "judge" in result["reason"], result["reason"]
+
+
+def test_the_agents_own_verdict_failing_is_shown_everywhere(matrix: dict[str, Any]) -> None:
+    """Console line, Markdown, JUnit message and the scenario-level reason (item 2)."""
+    said = "on_simulation_end raised: grading failed: no such table: bookings"
+    assert _case(matrix, "sim-end-raises")["reason"].startswith(said)
+    line = next(ln for ln in matrix["proc"].stdout.splitlines() if "sim-end-raises" in ln)
+    assert line.startswith("! sim-end-raises") and said in line
+    assert said in matrix["markdown"]
+    case = next(c for c in matrix["junit"].iter("testcase") if c.get("name") == "sim-end-raises")
+    assert said in (case.find("error").get("message") or "")  # type: ignore[union-attr]
+
+
+def test_failed_turns_keep_what_they_produced(matrix: dict[str, Any]) -> None:
+    hang = _case(matrix, "hang-after-tool")
+    assert _transcript(hang)[-3:] == [
+        "1:message:user",
+        "1:function_call:lookup",
+        "1:function_call_output:lookup",
+    ]
+    crash = _case(matrix, "crash-in-turn")
+    assert _transcript(crash)[-1] == "1:message:user"
+
+
+def test_shutdown_mid_conversation_gives_the_same_status_every_time(
+    matrix: dict[str, Any],
+) -> None:
+    result = _case(matrix, "shutdown-mid")
+    outcomes = {(a["status"], a["reason"]) for a in result["attempts"]}
+    assert len(result["attempts"]) == 10
+    assert len(outcomes) == 1, outcomes
+    status, reason = outcomes.pop()
+    assert status == "error" and "could not be asked" in reason
+    assert result["status"] == "error"
+
+
+def test_a_dead_agent_llm_stops_the_suite_early(tmp_path: Path) -> None:
+    """--max-errors: the same agent-side cause in the first N scenarios boots no more."""
+    path = tmp_path / "scenarios.yaml"
+    scenarios = [bare(f"s{i}", "dead_llm_close") for i in range(6)]
+    path.write_text(yaml.safe_dump({"name": "Dead", "scenarios": scenarios}))
+    proc = run_lkeval(
+        [*run_argv(BROKEN, path, tmp_path / "r.json"), "--max-errors", "2", "--concurrency", "1"],
+        clean_env(),
+        timeout=300,
+    )
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # nothing could be talked to
+    by_id = {s["scenario_id"]: s for s in read_json(tmp_path / "r.json")["scenarios"]}
+    statuses = [by_id[f"s{i}"]["status"] for i in range(6)]
+    # Agents already booting when the brake trips still run (up to two at concurrency 1).
+    booted = statuses.count("error")
+    assert 2 <= booted <= 4 and statuses == ["error"] * booted + ["skipped"] * (6 - booted)
+    not_run = by_id["s5"]["reason"]
+    assert not_run.startswith(
+        "not run: the first 2 scenario(s) failed with the same agent-side cause "
+        "(--max-errors 2): the agent ended the session"
+    )
+    assert "unrecoverable error" in not_run
+
+
+def _shard(tmp_path: Path, shard: str, results: list[ScenarioResult]) -> Path:
+    meta = RunMetadata(
+        lkeval_version="0",
+        livekit_agents_version="1.8.9",
+        agent="agent.py",
+        scenario_files=("s.yaml",),
+        started_at="2026-11-25T08:00:00+00:00",
+        shard=shard,
+    )
+    path = tmp_path / f"shard-{shard.replace('/', 'of')}.json"
+    write_results(RunResults(meta, tuple(results)), path)
+    return path
+
+
+def test_a_missing_shard_does_not_pass(tmp_path: Path) -> None:
+    one = ScenarioResult("a", "A", "G", "Group", "s.yaml", 3, "passed")
+    three = ScenarioResult("c", "C", "G", "Group", "s.yaml", 9, "passed")
+    parts = [str(_shard(tmp_path, "1/3", [one])), str(_shard(tmp_path, "3/3", [three]))]
+    merged = tmp_path / "merged.json"
+
+    refused = run_lkeval(["merge", *parts, "-o", str(merged)], clean_env(), timeout=60)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        "lk-eval: shard(s) 2/3 missing from the merge; pass every shard's results file, or "
+        "--allow-partial to merge anyway (the gate then fails)"
+    ]
+    assert not merged.exists()
+
+    allowed = run_lkeval(
+        ["merge", *parts, "-o", str(merged), "--allow-partial"], clean_env(), timeout=60
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    assert "partial merge: shard(s) 2/3 missing" in allowed.stderr
+    report = run_lkeval(["report", "--results", str(merged)], clean_env(), timeout=60)
+    assert report.returncode == 1, report.stdout + report.stderr
+    assert "partial results: shard(s) 2/3 missing" in report.stdout
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_an_interrupted_run_writes_every_report_and_passes_nothing(tmp_path: Path) -> None:
+    """SIGTERM after the first scenario: JSON, JUnit and Markdown are written; the scenarios
+    that never started are "not run (interrupted)", not errors; `report` does not pass it."""
+    path = tmp_path / "scenarios.yaml"
+    later = [bare(f"later-{i}", "healthy") for i in range(3)]
+    scenarios = [bare("quick", "healthy"), bare("stuck", "hang_after_tool"), *later]
+    path.write_text(yaml.safe_dump({"name": "Stop", "scenarios": scenarios}))
+    out = tmp_path / "out"
+    argv = [
+        *run_argv(BROKEN, path, out / "results.json"),
+        *("--junit", str(out / "junit.xml"), "--markdown", str(out / "report.md")),
+        *("--concurrency", "1", "--turn-timeout", "120"),
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lkeval", *argv],
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    stuck_log = out / "logs" / "stuck.log"
+    deadline = time.monotonic() + 180  # until "stuck" hangs in its turn, after its tool call
+    while '"function": "lookup"' not in _read(stuck_log) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr
+
+    results = json.loads((out / "results.json").read_text())
+    assert results["metadata"]["interrupted"] is True
+    by_id = {s["scenario_id"]: s for s in results["scenarios"]}
+    assert by_id["quick"]["status"] == "passed"
+    stuck = by_id["stuck"]
+    assert stuck["status"] == "error" and "interrupted" in stuck["reason"]
+    for i in range(3):
+        assert by_id[f"later-{i}"]["status"] == "skipped"
+        assert by_id[f"later-{i}"]["reason"] == "not run (interrupted)"
+    junit = ET.parse(out / "junit.xml")
+    skipped = [c.get("name") for c in junit.iter("testcase") if c.find("skipped") is not None]
+    assert skipped == ["later-0", "later-1", "later-2"]
+    assert "the run was interrupted (3 scenarios not run)" in (out / "report.md").read_text()
+    kept = [
+        f"{i['kind']}:{i.get('name') or i.get('text')}" for i in stuck["attempts"][0]["transcript"]
+    ]
+    assert kept[-3:] == ["message:hi", "function_call:lookup", "function_call_output:lookup"]
+
+    report = run_lkeval(["report", "--results", str(out / "results.json")], clean_env(), timeout=60)
+    assert report.returncode == 1, report.stdout + report.stderr
+    assert "the run was interrupted (3 scenarios not run)" in report.stdout
