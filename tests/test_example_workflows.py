@@ -50,6 +50,15 @@ def test_comment_workflow_is_triggered_by_the_eval_and_never_runs_pr_code() -> N
     assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}"
 
 
+def test_comment_jobs_of_one_pr_branch_never_race_on_the_comment() -> None:
+    comment = load("eval-comment.yml")
+    group = comment["concurrency"]["group"]
+    assert "workflow_run.head_repository.full_name" in group
+    assert "workflow_run.head_branch" in group
+    (post,) = action_steps(comment)
+    assert post["if"] == "steps.pr.outputs.number != ''"  # a stale run posts nothing
+
+
 @pytest.mark.parametrize("name", ["eval-pr.yml", "eval-comment.yml"])
 def test_no_expression_is_templated_into_a_shell_script(name: str) -> None:
     for step in steps(load(name)):

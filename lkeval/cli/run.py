@@ -16,8 +16,9 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lkeval import __version__
 from lkeval.agents.agent_host import SUPPORTED_RANGE
@@ -46,6 +47,9 @@ from lkeval.run.attempt import RunSettings
 from lkeval.run.systemic import DEFAULT_MAX_ERRORS
 from lkeval.scenarios.selection import parse_shard, select_shard
 from lkeval.agents.fork_client import open_launcher
+
+if TYPE_CHECKING:
+    from lkeval.llm.config import MissingCredentialsError
 
 DEFAULT_RESULTS = "lkeval-results/results.json"
 
@@ -190,7 +194,9 @@ def add_run_command(sub: Any) -> None:
 
 def run_main(args: argparse.Namespace) -> int:
     """The ``run`` subcommand."""
+    from lkeval.llm.config import MissingCredentialsError
     from lkeval.llm.evaluator import build_evaluator
+    from lkeval.publish.github.context import read_context
     from lkeval.publish.progress import make_progress
     from lkeval.publish.github.checkout import recorded_commit
     from lkeval.publish.outputs import publish
@@ -223,7 +229,12 @@ def run_main(args: argparse.Namespace) -> int:
     problem = python_problem(args.python)  # before anything boots: one line, not N failures
     if problem is not None:
         raise UsageError(f"--python: {problem}")
-    evaluator = build_evaluator(args, selected)  # checks credentials before anything boots
+    try:
+        evaluator = build_evaluator(args, selected)  # checks credentials before anything boots
+    except MissingCredentialsError as exc:
+        if not (github and read_context().fork):
+            raise
+        return _fork_without_secrets(args, scenarios, options.selection.selects, exc)
     # the first lines name the caller and judge; a judge that cannot give a verdict stops here
     judge_check = evaluator.preflight(sys.stdout) if evaluator is not None else None
     started_at = dt.datetime.now(dt.timezone.utc)
@@ -294,6 +305,33 @@ def run_main(args: argparse.Namespace) -> int:
         return 128 + int(stopped_by)
     outcome = publish(results, str(results_path), args, sys.stdout)
     return outcome.exit_code
+
+
+def _fork_without_secrets(
+    args: argparse.Namespace,
+    scenarios: list[Scenario],
+    selects: Callable[[Scenario], bool],
+    exc: MissingCredentialsError,
+) -> int:
+    """A fork's PR has no secrets: write results saying so, publish them, exit by the gate."""
+    from lkeval.publish.github.checkout import recorded_commit
+    from lkeval.publish.github.fork import fork_error, not_run_reason, not_run_results
+    from lkeval.publish.outputs import publish
+
+    print(fork_error(str(exc), os.environ, exc.variables), flush=True)
+    results = not_run_results(
+        scenarios,
+        selects,
+        not_run_reason(os.environ, exc.variables),
+        agent=str(args.agent),
+        scenario_files=args.scenarios,
+        commit=recorded_commit(),
+        shard=f"{args.shard[0]}/{args.shard[1]}" if args.shard else None,
+        argv=sys.argv[1:],
+    )
+    write_results(results, Path(args.results))
+    print(f"results: {args.results}")
+    return publish(results, args.results, args, sys.stdout).exit_code
 
 
 def _run_until_signal(

@@ -73,6 +73,14 @@ class LLMConfigError(Exception):
     """The caller or judge LLM is misconfigured; the message is one line naming what to set."""
 
 
+class MissingCredentialsError(LLMConfigError):
+    """No credentials for an LLM; ``variables`` names what would do (a fork PR has none)."""
+
+    def __init__(self, message: str, variables: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.variables = variables
+
+
 @dataclass(frozen=True)
 class LLMSpec:
     """Everything needed to build and call one LLM, with no secret in it.
@@ -343,17 +351,19 @@ def check_credentials(spec: LLMSpec) -> None:
             if found is None
         ]
         if missing:
-            raise LLMConfigError(
+            raise MissingCredentialsError(
                 f"{spec.role} LLM {spec.model} uses LiveKit Inference: set "
                 f"{' and '.join(missing)}, or use another provider with --{spec.role}-model / "
-                f"{flag} and LKEVAL_{up}_API_KEY or OPENAI_API_KEY"
+                f"{flag} and LKEVAL_{up}_API_KEY or OPENAI_API_KEY",
+                (*missing, f"LKEVAL_{up}_API_KEY", "OPENAI_API_KEY"),
             )
         return
     if spec.api_key_env is None and not _is_local_host(urlsplit(spec.base_url).hostname or ""):
         names = " or ".join(_key_envs(spec.role, spec.base_url))
-        raise LLMConfigError(
+        raise MissingCredentialsError(
             f"{spec.role} LLM {spec.model} at {spec.host} needs an API key: set {names} "
-            "(any value if the endpoint needs none)"
+            "(any value if the endpoint needs none)",
+            tuple(_key_envs(spec.role, spec.base_url)),
         )
 
 

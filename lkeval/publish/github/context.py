@@ -50,6 +50,8 @@ class GitHubContext:
     output: str | None = None
     workspace: str | None = None
     token: str | None = None
+    #: A pull request from another repository (a fork): GitHub gives its runs no secrets.
+    fork: bool = False
 
     @property
     def run_url(self) -> str | None:
@@ -81,6 +83,7 @@ def read_context(
     head_sha = sha
     number: int | None = None
     evaluated_run_url: str | None = None
+    fork = False
 
     pull = payload.get("pull_request")
     if event_name in PR_EVENTS and isinstance(pull, dict):
@@ -88,6 +91,7 @@ def read_context(
         head = pull.get("head")
         if isinstance(head, dict) and isinstance(head.get("sha"), str):
             head_sha = head["sha"]
+        fork = _from_fork(pull)
     elif event_name == "workflow_run" and isinstance(payload.get("workflow_run"), dict):
         run = payload["workflow_run"]
         if isinstance(run.get("head_sha"), str):
@@ -114,6 +118,7 @@ def read_context(
         output=env.get("GITHUB_OUTPUT") or None,
         workspace=env.get("GITHUB_WORKSPACE") or None,
         token=token or env.get("GITHUB_TOKEN") or None,
+        fork=fork,
     )
 
 
@@ -145,6 +150,18 @@ def find_pull_request(api: GitHubApi, repository: str, sha: str) -> int | None:
         if number is not None:
             return number
     return None
+
+
+def _from_fork(pull: dict[str, Any]) -> bool:
+    """Whether a PR's head lives in another repository than its base (a deleted fork too)."""
+    head, base = pull.get("head"), pull.get("base")
+    head_repo = head.get("repo") if isinstance(head, dict) else None
+    base_repo = base.get("repo") if isinstance(base, dict) else None
+    if not isinstance(head_repo, dict):
+        return isinstance(head, dict) and "repo" in head  # `"repo": null`: the fork is gone
+    if isinstance(base_repo, dict) and base_repo.get("full_name"):
+        return bool(head_repo.get("full_name") != base_repo.get("full_name"))
+    return head_repo.get("fork") is True  # no base in the payload: the repo's own word
 
 
 def _payload(path: str | None) -> dict[str, Any]:
