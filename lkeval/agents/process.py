@@ -73,6 +73,10 @@ class AgentLaunch:
     cwd: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     launcher: Launcher | None = field(default=None, compare=False, repr=False)
+    #: Applied to the agent's log before it is published (lk-eval's masking of secrets).
+    log_filter: Callable[[str], str] | None = field(default=None, compare=False, repr=False)
+    #: Where the agent writes its raw log (the run's private work dir); None: in place.
+    raw_log_dir: Path | None = field(default=None, compare=False, repr=False)
 
 
 # lk-eval's own credentials, which the agent under test has no use for: the CI token (it can
@@ -123,6 +127,10 @@ class AgentProcess:
         self.launch = launch
         self.dispatch = dispatch
         self.log_path = log_path
+        # The agent writes its raw output into the run's private work dir; only the filtered
+        # copy reaches ``log_path`` when it stops (see :func:`publish_log`).
+        raw_dir = launch.raw_log_dir
+        self.raw_log_path = raw_dir / log_path.name if raw_dir is not None else log_path
         self.agent_dir = log_path.with_name(log_path.stem + ".files")
         self.proc: AgentProc | None = None
         self.boot_seconds: float | None = None
@@ -195,11 +203,11 @@ class AgentProcess:
             ),
             env=self._env(),
             cwd=self.agent_dir,
-            log_path=self.log_path,
+            log_path=self.raw_log_path,
             control_fd=control_fd,
         )
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.log_path.write_bytes(b"")
+        self.raw_log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.raw_log_path.write_bytes(b"")
         prepare_agent_dir(self.agent_dir, self.launch.cwd or Path.cwd())
         launcher = self.launch.launcher or ColdLauncher(self.launch.python)
         try:
@@ -210,7 +218,7 @@ class AgentProcess:
             if launcher.mode == "cold":
                 raise AgentFailure(str(exc)) from None
             why = f"warm start failed: {exc}"
-        with self.log_path.open("ab") as log:
+        with self.raw_log_path.open("ab") as log:
             log.write(f"lk-eval: {why}; starting cold\n".encode())
         self.started = StartMode("cold", why)
         try:
@@ -291,7 +299,7 @@ class AgentProcess:
 
     def _scan_log_for_crash(self) -> str | None:
         try:
-            with self.log_path.open("rb") as fh:
+            with self.raw_log_path.open("rb") as fh:
                 fh.seek(self._log_offset)
                 chunk = fh.read()
         except OSError:
@@ -309,7 +317,7 @@ class AgentProcess:
 
     def log_tail(self, lines: int = 30) -> tuple[str, ...]:
         """The last lines of this agent's log."""
-        return read_log_tail(self.log_path, lines)
+        return read_log_tail(self.raw_log_path, lines)
 
     async def stop(self, grace: float = 5.0) -> None:
         """SIGTERM the agent's group, SIGKILL it after ``grace`` seconds, then kill whatever
@@ -332,6 +340,9 @@ class AgentProcess:
                 _signal_group(proc.pid, signal.SIGKILL)  # what it left behind in its group
         finally:
             self._release()
+            await asyncio.to_thread(
+                publish_log, self.raw_log_path, self.log_path, self.launch.log_filter
+            )
 
     def _release(self) -> None:
         """Close the control channel (a host still alive then kills itself) and clean up."""
@@ -348,6 +359,40 @@ class AgentProcess:
             _signal_group(self.proc.pid, signal.SIGKILL)
             agent_host.kill_processes(tree)
         self._release()
+
+
+def publish_log(raw: Path, target: Path, log_filter: Callable[[str], str] | None) -> None:
+    """Move an agent's raw log to ``target`` without ANSI colours, through ``log_filter``.
+
+    A log that cannot be filtered is not published (a note says so): it may hold the secrets
+    the filter was there to mask. The raw file is removed either way.
+    """
+    try:
+        text = raw.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return
+    try:
+        text = _ANSI.sub("", text)
+        if log_filter is not None:
+            text = log_filter(text)
+    except Exception as exc:  # never leave an unmasked log where reports are kept
+        text = f"lk-eval: this log could not be masked and was dropped ({type(exc).__name__})\n"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    finally:
+        if raw.resolve() != target.resolve():  # the same file when a test keeps both together
+            with contextlib.suppress(OSError):
+                raw.unlink()
+
+
+def publish_pending_logs(
+    work_dir: Path, logs_dir: Path, log_filter: Callable[[str], str] | None
+) -> None:
+    """Publish every raw agent log still in ``work_dir`` (agents killed on an interrupt)."""
+    for raw in sorted(work_dir.glob("*.log")):
+        with contextlib.suppress(OSError):
+            publish_log(raw, logs_dir / raw.name, log_filter)
 
 
 def prepare_agent_dir(path: Path, project: Path) -> None:

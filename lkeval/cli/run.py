@@ -13,8 +13,10 @@ import contextlib
 import dataclasses
 import datetime as dt
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +35,10 @@ from lkeval.run.engine import (
     parse_tag_selector,
 )
 from lkeval.cli.llm_flags import positive_float, positive_int
-from lkeval.results.masking import Masker, redact_argv
+from lkeval.agents.process import publish_log, publish_pending_logs
+from lkeval.cli.secrets import add_secret_arguments, register_run_secrets
+from lkeval.publish.github.workflow import inert_line
+from lkeval.results.masking import mask, process_masker, redact_argv
 from lkeval.results.model import (
     RunMetadata,
     RunResults,
@@ -103,6 +108,7 @@ def add_run_command(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="extra environment variable for the agent (repeatable)",
     )
+    add_secret_arguments(parser)
     limits = parser.add_argument_group("limits and scale")
     limits.add_argument(
         "--boot-timeout",
@@ -202,20 +208,22 @@ def run_main(args: argparse.Namespace) -> int:
     from lkeval.publish.outputs import publish
     from lkeval.results.pricing import PriceTable
 
+    env = dict(_parse_env(item) for item in args.env)
+    github = args.github if args.github is not None else os.environ.get("GITHUB_ACTIONS") == "true"
+    # Before anything else is printed: every secret known, and in Actions masked by the runner.
+    register_run_secrets(env, args.secret_env, args.github_token, github, sys.stdout)
     agent = Path(args.agent)
     if not agent.is_file():
         raise UsageError(f"--agent {args.agent}: no such file")
     args.scenarios = [_relative_to_cwd(path) for path in args.scenarios]
     groups, warnings = load_or_raise(args.scenarios)
     for warning in warnings:
-        print(warning, file=sys.stderr)
+        print(inert_line(str(warning)), file=sys.stderr)  # may quote the scenario file
     scenarios = [s for g in groups for s in g.scenarios]
     if args.shard is not None:
         scenarios = select_shard(scenarios, *args.shard)
     results_path = Path(args.results)
     logs_dir = Path(args.logs_dir) if args.logs_dir else results_path.parent / "logs"
-    env = dict(_parse_env(item) for item in args.env)
-    github = args.github if args.github is not None else os.environ.get("GITHUB_ACTIONS") == "true"
     progress = make_progress(sys.stdout, github=github)
     options = EngineOptions(
         concurrency=args.concurrency or default_concurrency(),
@@ -239,7 +247,7 @@ def run_main(args: argparse.Namespace) -> int:
     judge_check = evaluator.preflight(sys.stdout) if evaluator is not None else None
     started_at = dt.datetime.now(dt.timezone.utc)
     started = time.monotonic()
-    launch = AgentLaunch(agent=agent.resolve(), python=args.python, env=env)
+    launch = AgentLaunch(agent=agent.resolve(), python=args.python, env=env, log_filter=mask)
     launcher, start_line = open_launcher(
         launch.python,
         agent_env(launch),
@@ -249,11 +257,14 @@ def run_main(args: argparse.Namespace) -> int:
         log_path=logs_dir / "fork-server.log",
     )
     print(start_line, flush=True)
+    # Agents write their raw logs here (private, 0700), never into the results dir: logs/
+    # only gets masked copies. The one temp dir of a run; a SIGKILL of lk-eval leaves it.
+    raw_logs = Path(tempfile.mkdtemp(prefix="lkeval-raw-logs-"))
     try:
-        # No temp dir: the scenario reaches each agent over its control channel, and each
-        # agent's own directory sits beside its log (nothing is left in /tmp, even on SIGKILL).
+        # The scenario reaches each agent over its control channel, and each agent's own
+        # directory sits beside its log.
         settings = RunSettings(
-            launch=dataclasses.replace(launch, launcher=launcher),
+            launch=dataclasses.replace(launch, launcher=launcher, raw_log_dir=raw_logs),
             logs_dir=logs_dir,
             work_dir=logs_dir,
             boot_timeout=args.boot_timeout,
@@ -265,6 +276,10 @@ def run_main(args: argparse.Namespace) -> int:
         scenario_results, stopped_by = _run_until_signal(engine, scenarios)
     finally:
         launcher.close()
+        # Agents killed on an interrupt: their logs are masked here, or never reach logs/.
+        publish_pending_logs(raw_logs, logs_dir, mask)
+        publish_log(logs_dir / "fork-server.log", logs_dir / "fork-server.log", mask)
+        shutil.rmtree(raw_logs, ignore_errors=True)
 
     commit = recorded_commit()  # no git binary needed (the Action's image has none)
     metadata = RunMetadata(
@@ -279,7 +294,7 @@ def run_main(args: argparse.Namespace) -> int:
         git_branch=commit[1],
         shard=f"{args.shard[0]}/{args.shard[1]}" if args.shard else None,
         interrupted=stopped_by is not None,
-        argv=tuple(redact_argv(sys.argv[1:])),
+        argv=redact_argv(sys.argv[1:], process_masker()),
         start_mode=run_start_mode(scenario_results),
         llms=evaluator.llms_in_use() if evaluator is not None else (),
         judge_check=judge_check,
@@ -287,7 +302,7 @@ def run_main(args: argparse.Namespace) -> int:
     results = RunResults(metadata=metadata, scenarios=tuple(scenario_results))
     # Log tails and transcripts can echo a key (an HTTP error with a URL, a debug print):
     # the results file is a report too, so it gets the same masking as the others.
-    results = Masker.from_environ().mask_results(results)
+    results = process_masker().mask_results(results)
     write_results(results, results_path)
     print(f"results: {results_path}")
     if stopped_by is not None:
