@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from livekit.agents.llm import LLM
 
+from lkeval.llm.builtin_judges import run_builtin_judges
 from lkeval.llm.client import LLMError
 from lkeval.llm.config import LLMSpec, build_llm, resolve_llm_spec
 from lkeval.llm.judge import (
@@ -25,8 +28,8 @@ from lkeval.llm.judge import (
     judge_conversation,
     judge_intent,
     render_transcript,
-    run_builtin_judges,
 )
+from lkeval.llm.logs import route_livekit_logs
 from lkeval.results.model import TranscriptItem, Usage, Verdict
 from lkeval.testing.llm_server import LLMServer
 
@@ -467,3 +470,45 @@ def test_an_error_inside_a_200_stream_is_an_llm_error_tried_once(srv: LLMServer)
     assert "the model crashed" in str(info.value)
     assert "attempts" not in str(info.value)
     assert len(srv.requests) == 1
+
+
+def test_livekit_log_lines_go_to_a_masked_file_not_the_terminal(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LKEVAL_JUDGE_API_KEY", "sk-livekit-log-canary-123")
+    path = tmp_path / "logs" / "livekit-in-lkeval.log"
+    route_livekit_logs(path)
+    try:
+        assert not path.exists()  # nothing logged, no file
+        logging.getLogger("livekit.agents").warning(
+            "task_completion_judge: no instructions found (key sk-livekit-log-canary-123)"
+        )
+    finally:
+        route_livekit_logs(None)
+    out, err = capfd.readouterr()
+    assert "no instructions found" not in out + err
+    text = path.read_text()
+    assert "WARNING livekit.agents: task_completion_judge: no instructions found" in text
+    assert "sk-livekit-log-canary-123" not in text
+
+
+def test_a_builtin_judge_voting_twice_differently_is_asked_again_not_taken_first(
+    srv: LLMServer,
+) -> None:
+    twice = [
+        {"name": "submit_verdict", "arguments": {"reasoning": "ok", "verdict": "pass"}},
+        {"name": "submit_verdict", "arguments": {"reasoning": "no", "verdict": "fail"}},
+    ]
+    srv.set_rules([{"tool_calls": twice, "times": 1}, verdict_rule("fail", "unsafe", "required")])
+    spec = spec_for(srv)
+    (verdict,) = run(spec, lambda llm: run_builtin_judges(["safety"], llm, TRANSCRIPT, spec=spec))
+    assert (verdict.source, verdict.verdict) == ("judge:safety", "fail")
+    assert len(srv.requests) == 2
+
+
+def test_a_builtin_judge_verdict_written_as_json_text_is_read(srv: LLMServer) -> None:
+    rule = verdict_rule("fail", "rude", "required")
+    srv.set_rules([{**rule, "tool_calls_as_text": "json"}])
+    spec = spec_for(srv)
+    (verdict,) = run(spec, lambda llm: run_builtin_judges(["safety"], llm, TRANSCRIPT, spec=spec))
+    assert (verdict.verdict, verdict.reason) == ("fail", "rude")

@@ -244,6 +244,10 @@ def run_main(args: argparse.Namespace) -> int:
             raise
         return _fork_without_secrets(args, scenarios, options.selection.selects, exc)
     # the first lines name the caller and judge; a judge that cannot give a verdict stops here
+    if evaluator is not None:
+        from lkeval.llm.logs import route_livekit_logs
+
+        route_livekit_logs(logs_dir / "livekit-in-lkeval.log")  # not into the progress display
     judge_check = evaluator.preflight(sys.stdout) if evaluator is not None else None
     started_at = dt.datetime.now(dt.timezone.utc)
     started = time.monotonic()

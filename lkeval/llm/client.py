@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import os
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -284,11 +284,21 @@ class MeteredLLM(LLM):
     the engine count their tokens per scenario: create one per scenario, read ``usage``.
     """
 
-    def __init__(self, inner: LLM, spec: LLMSpec) -> None:
+    def __init__(
+        self,
+        inner: LLM,
+        spec: LLMSpec,
+        check: Callable[[LLMReply], LLMReply] | None = None,
+        retries: int = 0,
+    ) -> None:
+        """``check`` may turn a reply into the one the caller should see, or raise to have
+        the call asked again (up to ``retries`` times, then its last exception stands)."""
         super().__init__()
         self.inner = inner
         self.spec = spec
         self.usage = Usage()
+        self.check = check
+        self.retries = retries
 
     @property
     def model(self) -> str:
@@ -338,14 +348,23 @@ class _MeteredStream(LLMStream):
 
     async def _run(self) -> None:
         owner = self._owner
-        reply = await call_llm(
-            owner.inner,
-            owner.spec,
-            self._chat_ctx,
-            tools=self._tools,
-            tool_choice=self._tool_choice,
-        )
-        owner.usage = owner.usage + reply.usage
+        for attempt in range(owner.retries + 1):
+            reply = await call_llm(
+                owner.inner,
+                owner.spec,
+                self._chat_ctx,
+                tools=self._tools,
+                tool_choice=self._tool_choice,
+            )
+            owner.usage = owner.usage + reply.usage
+            if owner.check is None:
+                break
+            try:
+                reply = owner.check(reply)
+                break
+            except Exception:
+                if attempt == owner.retries:
+                    raise
         self._event_ch.send_nowait(
             ChatChunk(
                 id="lkeval-metered",

@@ -112,7 +112,11 @@ class LLMEvaluator:
         return judge
 
     async def judge(
-        self, scenario: Scenario, transcript: Sequence[TranscriptItem], usage: dict[str, Usage]
+        self,
+        scenario: Scenario,
+        transcript: Sequence[TranscriptItem],
+        usage: dict[str, Usage],
+        agent_instructions: str | None = None,
     ) -> list[Verdict]:
         """The conversation judge (when it applies), the built-in judges asked for, and a
         ``caller`` verdict when the simulated caller echoed the agent or sent JSON."""
@@ -125,7 +129,8 @@ class LLMEvaluator:
         spec = self.judge_spec
         if spec is None:
             return flagged
-        from lkeval.llm.judge import judge_conversation, run_builtin_judges
+        from lkeval.llm.builtin_judges import run_builtin_judges
+        from lkeval.llm.judge import judge_conversation
 
         def add(used: Usage) -> None:
             usage["judge"] = usage.get("judge", Usage()) + used
@@ -147,7 +152,12 @@ class LLMEvaluator:
         if names:
             verdicts.extend(
                 await run_builtin_judges(
-                    names, self._llm(spec), transcript, spec=spec, on_usage=add
+                    names,
+                    self._llm(spec),
+                    transcript,
+                    spec=spec,
+                    agent_instructions=agent_instructions,
+                    on_usage=add,
                 )
             )
         return verdicts

@@ -20,22 +20,15 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
 from livekit.agents.llm import (
     LLM,
-    AgentConfigUpdate,
-    AgentHandoff,
     ChatContext,
-    ChatItem,
-    ChatMessage,
-    FunctionCall,
-    FunctionCallOutput,
-    ToolError,
 )
 
-from lkeval.llm.client import LLMError, LLMReply, MeteredLLM, call_llm, make_tool
+from lkeval.llm.client import LLMReply, call_llm, make_tool
 from lkeval.llm.config import BUILTIN_JUDGES, LLMSpec
 from lkeval.llm.textcalls import json_values
 from lkeval.results.model import TranscriptItem, Usage, Verdict, VerdictValue
@@ -46,9 +39,8 @@ __all__ = [
     "combine_verdicts",
     "judge_conversation",
     "judge_intent",
+    "parse_verdict",
     "render_transcript",
-    "run_builtin_judges",
-    "to_chat_context",
 ]
 
 VERDICTS: tuple[VerdictValue, ...] = ("fail", "maybe", "pass")
@@ -192,7 +184,7 @@ def _verdict_from_text(text: str, source: str) -> tuple[VerdictValue, str] | Non
     return parsed[0]
 
 
-def _parse_verdict(reply: LLMReply, source: str) -> tuple[VerdictValue, str]:
+def parse_verdict(reply: LLMReply, source: str) -> tuple[VerdictValue, str]:
     """The one verdict of a reply; :class:`JudgeError` if there is none or more than one."""
     calls = [c for c in reply.tool_calls if c.name == _SUBMIT]
     if calls:
@@ -232,7 +224,7 @@ async def _vote(
         reply = await call_llm(llm, spec, ctx, tools=[_SUBMIT_TOOL], tool_choice="required")
         usage = usage + reply.usage
         try:
-            verdict, reasoning = _parse_verdict(reply, source)
+            verdict, reasoning = parse_verdict(reply, source)
         except JudgeError as exc:
             problems.append(str(exc).removeprefix(f"{source}: "))
             continue
@@ -305,103 +297,6 @@ async def judge_intent(
     )
     verdict, reasoning, usage = await _vote(llm, spec, _INTENT_SYSTEM, prompt, "intent")
     return Verdict("intent", verdict, reasoning), usage
-
-
-def to_chat_context(
-    transcript: Sequence[TranscriptItem], agent_instructions: str | None = None
-) -> ChatContext:
-    """Our transcript as a livekit ``ChatContext``, for livekit's own judges.
-
-    ``agent_instructions`` becomes a leading ``AgentConfigUpdate``: that is where
-    ``task_completion`` looks for the agent's goal.
-    """
-    items: list[ChatItem] = []
-    if agent_instructions:
-        items.append(AgentConfigUpdate(instructions=agent_instructions))
-    for n, item in enumerate(transcript):
-        call_id = item.call_id or f"call_{n}"
-        if item.kind == "message" and item.role in ("user", "assistant", "system", "developer"):
-            role = cast(Any, item.role)
-            items.append(ChatMessage(role=role, content=[item.text], interrupted=item.interrupted))
-        elif item.kind == "function_call":
-            items.append(
-                FunctionCall(call_id=call_id, name=item.name or "", arguments=item.arguments or "")
-            )
-        elif item.kind == "function_call_output":
-            items.append(
-                FunctionCallOutput(
-                    call_id=call_id,
-                    name=item.name or "",
-                    output=item.output or "",
-                    is_error=bool(item.is_error),
-                )
-            )
-        elif item.kind == "agent_handoff" and item.new_agent:
-            items.append(AgentHandoff(old_agent_id=item.old_agent, new_agent_id=item.new_agent))
-    return ChatContext(items)
-
-
-def _builtin_factories() -> dict[str, Callable[[], Any]]:
-    from livekit.agents import evals
-
-    return {
-        "task_completion": evals.task_completion_judge,
-        "tool_use": evals.tool_use_judge,
-        "accuracy": evals.accuracy_judge,
-        "safety": evals.safety_judge,
-        "relevancy": evals.relevancy_judge,
-        "coherence": evals.coherence_judge,
-        "conciseness": evals.conciseness_judge,
-        "handoff": evals.handoff_judge,
-    }
-
-
-async def run_builtin_judges(
-    names: Sequence[str],
-    llm: LLM,
-    transcript: Sequence[TranscriptItem],
-    *,
-    spec: LLMSpec,
-    agent_instructions: str | None = None,
-    on_usage: Callable[[Usage], None] | None = None,
-) -> list[Verdict]:
-    """Run livekit.agents.evals' built-in judges by name; one ``judge:<name>`` verdict each.
-
-    Their prompts are livekit's, unchanged (the vocabulary users know); their LLM calls go
-    through :class:`MeteredLLM`, so they get our timeout, retries and error messages and
-    their tokens reach ``on_usage``. Raises :class:`JudgeError` (unusable answer) or
-    :class:`LLMError`, after every judge has finished.
-    """
-    factories = _builtin_factories()
-    unknown = [n for n in names if n not in factories]
-    if unknown:
-        raise ValueError(f"unknown judge(s) {', '.join(unknown)}; known: {', '.join(factories)}")
-    chat_ctx = to_chat_context(transcript, agent_instructions)
-    metered = MeteredLLM(llm, spec)
-
-    async def one(name: str) -> Verdict:
-        try:
-            result = await factories[name]().evaluate(chat_ctx=chat_ctx, llm=metered)
-        except (LLMError, JudgeError):
-            raise
-        except (ValueError, TypeError, ToolError) as exc:  # livekit's parse of a bad verdict
-            text = " ".join(str(exc).split())[:200]
-            raise JudgeError(f"judge:{name}: unusable verdict ({text})") from None
-        if result.verdict not in VERDICTS:
-            raise JudgeError(f"judge:{name}: unknown verdict {result.verdict!r}")
-        return Verdict(f"judge:{name}", result.verdict, result.reasoning)
-
-    try:
-        outcomes = await asyncio.gather(*(one(n) for n in names), return_exceptions=True)
-    finally:
-        if on_usage is not None and metered.usage != Usage():
-            on_usage(metered.usage)
-    verdicts: list[Verdict] = []
-    for outcome in outcomes:
-        if isinstance(outcome, BaseException):
-            raise outcome
-        verdicts.append(outcome)
-    return verdicts
 
 
 def combine_verdicts(verdicts: Sequence[Verdict], maybe_is_pass: bool = False) -> tuple[bool, str]:

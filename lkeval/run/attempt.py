@@ -72,9 +72,14 @@ class Evaluator(Protocol):
         ...
 
     async def judge(
-        self, scenario: Scenario, transcript: Sequence[TranscriptItem], usage: dict[str, Usage]
+        self,
+        scenario: Scenario,
+        transcript: Sequence[TranscriptItem],
+        usage: dict[str, Usage],
+        agent_instructions: str | None = None,
     ) -> list[Verdict]:
-        """Judge the whole conversation (may be empty when no judge is configured)."""
+        """Judge the whole conversation (may be empty when no judge is configured);
+        ``agent_instructions`` are the agent's own, which LiveKit's built-in judges need."""
         ...
 
     def passes(self, verdicts: Sequence[Verdict]) -> tuple[bool, str]:
@@ -352,7 +357,10 @@ class ScenarioAttempt:
             )
         if self.evaluator is not None:
             try:
-                verdicts.extend(await self.evaluator.judge(self.scenario, p.transcript, p.usage))
+                instructions = await conv.agent_instructions()  # for LiveKit's judges
+                verdicts.extend(
+                    await self.evaluator.judge(self.scenario, p.transcript, p.usage, instructions)
+                )
             except Exception as exc:  # the judge is down: an error of the judge, not a pass
                 faults.append(f"judge failed: {exc}")
         ok, reason = self.evaluator.passes(verdicts) if self.evaluator else _all_pass(verdicts)

@@ -333,6 +333,22 @@ class Conversation:
                 total = total + prices.usage(llm.model, llm.input_tokens, llm.output_tokens)
         return total
 
+    async def agent_instructions(self) -> str | None:
+        """The agent's instructions, for LiveKit's built-in judges (``task_completion``
+        judges blind without them): ``get_agent_info``, else the history's system message."""
+        info = pb.SessionRequest(get_agent_info=pb.SessionRequest.GetAgentInfo())
+        history = pb.SessionRequest(get_chat_history=pb.SessionRequest.GetChatHistory())
+        with contextlib.suppress(ProtocolError, AgentFailure, AgentEndedSession):
+            response = await self._race(self.conn.request(info, 5.0))
+            if response.get_agent_info.instructions.strip():
+                return response.get_agent_info.instructions
+            response = await self._race(self.conn.request(history, 5.0))
+            for item in response.get_chat_history.items:
+                found = chat_item_to_transcript(item, 0)
+                if found and found.role in ("system", "developer") and found.text.strip():
+                    return found.text
+        return None
+
     async def finalize(self, success: bool, reason: str) -> tuple[Verdict | None, str]:
         """Call ``finalize_simulation`` (exactly once per scenario: it runs
         ``on_simulation_end`` every time). Returns the agent's veto, if any, and an error note.
