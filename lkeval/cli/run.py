@@ -202,10 +202,10 @@ def run_main(args: argparse.Namespace) -> int:
     """The ``run`` subcommand."""
     from lkeval.llm.config import MissingCredentialsError
     from lkeval.llm.evaluator import build_evaluator
-    from lkeval.publish.github.context import read_context
-    from lkeval.publish.progress import make_progress
     from lkeval.publish.github.checkout import recorded_commit
+    from lkeval.publish.github.context import read_context
     from lkeval.publish.outputs import publish
+    from lkeval.publish.progress import make_progress
     from lkeval.results.pricing import PriceTable
 
     env = dict(_parse_env(item) for item in args.env)
