@@ -222,6 +222,7 @@ class Server:
     def __init__(self, fd_channel: socket.socket | None = None) -> None:
         self.fd_channel = fd_channel
         self.children: dict[int, str] = {}  # pid -> spawn id
+        self.agent_dirs: dict[int, str] = {}  # pid -> the agent's own directory
         self._buf = b""
         self._wake_r, wake_w = os.pipe()
         for fd in (self._wake_r, wake_w):
@@ -240,10 +241,14 @@ class Server:
                 pass
         finally:
             tree = agent_host.process_tree(os.getpid())  # children, and what they started
+            agent_dirs = list(self.agent_dirs.values())
             for pid in list(self.children):
                 _kill_group(pid)
             agent_host.kill_processes(tree)
             self._reap()
+            # a child killed here may not have finished cleaning up after itself
+            for agent_dir in agent_dirs:
+                agent_host.clean_agent_dir(agent_dir)
 
     def _step(self) -> bool:
         readable, _, _ = select.select([0, self._wake_r], [], [])
@@ -318,6 +323,8 @@ class Server:
             pass
         os.close(sync_r)
         self.children[pid] = spawn_id
+        if env.get(agent_host.AGENT_DIR_ENV):
+            self.agent_dirs[pid] = env[agent_host.AGENT_DIR_ENV]
         emit("spawned", id=spawn_id, pid=pid)
 
     def _receive_control(self, spawn_id: str) -> int | None:
@@ -342,6 +349,7 @@ class Server:
                 return
             if pid == 0:
                 return
+            self.agent_dirs.pop(pid, None)  # the runner cleans up after agents that exited
             if self.children.pop(pid, None) is None:
                 continue
             if os.WIFSIGNALED(status):

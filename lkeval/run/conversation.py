@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from livekit.protocol.agent_pb import agent_session as pb
 
@@ -393,6 +393,9 @@ class Conversation:
             watch.cancel()
             if not task.done():
                 task.cancel()
+            # an interrupted request can still end with the connection's error: read it, so
+            # asyncio does not print "Task exception was never retrieved" on Ctrl-C
+            task.add_done_callback(_retrieve)
 
     async def _raise_closed(self) -> None:
         """The connection closed: decide whether the agent crashed or hung up."""
@@ -409,3 +412,8 @@ class Conversation:
 
 def _state_name(state: int) -> str:
     return str(pb.AgentState.Name(state)).removeprefix("AS_").lower()
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()

@@ -1,0 +1,54 @@
+"""A test agent that gets stuck in a tool after starting a process that escapes its group.
+
+The ``hang`` tool starts a helper that starts a sleeper with ``setsid`` (its own session and
+process group, so signalling the agent's group misses it) and exits at once: the sleeper is the
+agent's orphaned grandchild. Then the tool blocks the event loop for good (``time.sleep``), so
+the agent cannot shut down gracefully either. With ``HUNG_PIDS_DIR`` set, the agent writes its
+own pid (``<pid>.agent``) and the sleeper's (``<pid>.grandchild``) there once the tool runs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from livekit.agents import Agent, AgentServer, AgentSession, JobContext, function_tool
+from livekit.plugins import openai
+
+SPAWN_SLEEPER = (
+    "import subprocess, sys\n"
+    "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'],\n"
+    "                     start_new_session=True, stdin=subprocess.DEVNULL,\n"
+    "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+    "print(p.pid)\n"
+)
+
+
+class Stuck(Agent):
+    def __init__(self) -> None:
+        super().__init__(instructions="You are a terse test agent.")
+
+    @function_tool
+    async def hang(self) -> str:
+        """Do something that never finishes."""
+        helper = subprocess.run(
+            [sys.executable, "-c", SPAWN_SLEEPER], capture_output=True, text=True, check=True
+        )
+        pids_dir = os.environ.get("HUNG_PIDS_DIR")
+        if pids_dir:
+            Path(pids_dir, f"{helper.stdout.strip()}.grandchild").touch()
+            Path(pids_dir, f"{os.getpid()}.agent").touch()
+        time.sleep(600)  # blocks the event loop: no graceful shutdown either
+        return "done"
+
+
+server = AgentServer()
+
+
+@server.rtc_session()
+async def entrypoint(ctx: JobContext) -> None:
+    session: AgentSession[None] = AgentSession(llm=openai.LLM(model="hung-agent"))
+    await session.start(agent=Stuck(), room=ctx.room)
