@@ -48,7 +48,10 @@ def slow_llm() -> Iterator[LLMServer]:
 
 
 def _scenarios(tmp_path: Path) -> Path:
-    turn = {"user": "please book for Ada", "expect": [{"message": {}}]}
+    turn = {
+        "user": "please book for Ada",
+        "expect": [{"contains": {"function_call": {"name": "book_appointment"}}}],
+    }
     scenarios = [{"id": f"book{n}", "label": f"Book {n}", "turns": [turn]} for n in range(6)]
     path = tmp_path / "scenarios.yaml"
     path.write_text(yaml.safe_dump({"name": "Load", "scenarios": scenarios}))
@@ -68,9 +71,7 @@ def _transcripts(results: list[ScenarioResult]) -> dict[str, list[tuple[Any, ...
 
 
 @pytest.mark.e2e
-def test_transcripts_are_the_same_at_every_concurrency(
-    tmp_path: Path, slow_llm: LLMServer
-) -> None:
+def test_transcripts_are_the_same_at_every_concurrency(tmp_path: Path, slow_llm: LLMServer) -> None:
     env = {
         "LIVEKIT_INFERENCE_URL": slow_llm.base_url,
         "LIVEKIT_API_KEY": "devkey",
