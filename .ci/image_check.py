@@ -8,9 +8,11 @@ GITHUB_STEP_SUMMARY), the GITHUB_* context, the step's env, every input as INPUT
 arguments the runner passes (none: action.yml declares ``args: []``). The example agent talks
 to lk-eval's scripted LLM server, run from the same image on the host's loopback.
 
-Checked: the exit code, the outputs, the summary, the results; every file in the workspace
-owned by uid 1001, lk-eval's reports 0644 and their folders 0755, no bytecode or build litter;
-``extra-args`` reaching lkeval; the old ``args`` input refused by name; and a stop (SIGTERM,
+Checked: the exit code, the outputs, the summary, the results; the PR's head sha recorded
+with no git in the image, JUnit ``file`` relative to the repository (not working-directory);
+every file in the workspace owned by uid 1001, lk-eval's reports 0644 and their folders 0755,
+no bytecode or build litter; ``extra-args`` reaching lkeval; the old ``args`` input refused by
+name; a fork's PR with no secrets ending in results that say so (exit 3); and a stop (SIGTERM,
 as when a job is cancelled) mid-run giving exit 143 with partial results.
 """
 
@@ -116,6 +118,16 @@ def llm_server(engine: Engine, rules: Path, name: str) -> Iterator[str]:
         engine("stop", "--time", "5", name, timeout=60)
 
 
+HEAD_SHA = "a1" * 20
+
+
+def pr_event(head_repo: str) -> dict[str, object]:
+    """A pull_request payload; ``head_repo`` other than acme/hotel makes it a fork's PR."""
+    head = {"sha": HEAD_SHA, "repo": {"full_name": head_repo}}
+    pull = {"number": 7, "head": head, "base": {"repo": {"full_name": "acme/hotel"}}}
+    return {"number": 7, "pull_request": pull}
+
+
 class Runner:
     """One job's worth of runner directories, and Docker action steps run in them."""
 
@@ -133,8 +145,7 @@ class Runner:
             HOTEL, self.workspace / "agent", ignore=shutil.ignore_patterns("__pycache__")
         )
         (self.workspace / "agent" / "requirements.txt").write_text("pyyaml\n")
-        event = {"number": 7, "pull_request": {"number": 7, "head": {"sha": "a1" * 20}}}
-        (self.workflow / "event.json").write_text(json.dumps(event))
+        (self.workflow / "event.json").write_text(json.dumps(pr_event("acme/hotel")))
         for path in (self.workspace, *self.workspace.rglob("*")):
             os.lchown(path, RUNNER_UID, RUNNER_GID)
 
@@ -254,6 +265,10 @@ def check_run(runner: Runner, base_url: str) -> None:
         f"extra-args did not reach lkeval last: {argv}",
     )
     check(any((agent / "agent logs").iterdir()), "--logs-dir from extra-args not used")
+    sha = results["metadata"]["git_sha"]
+    check(sha == HEAD_SHA, f"git_sha {sha!r}: not the PR's head (the image has no git)")
+    junit = (agent / "lkeval-results" / "junit.xml").read_text()
+    check('file="agent/scenarios.yaml"' in junit, "JUnit file is not relative to the repository")
     reports = [agent / "lkeval-results" / n for n in ("results.json", "junit.xml", "report.md")]
     check_handed_back(runner.workspace, reports)
 
@@ -263,6 +278,21 @@ def check_old_args_input(runner: Runner) -> None:
     proc = runner.step("lkeval-check-args", {**HOTEL_INPUTS, "args": "--llm-timeout 30"}, {})
     check(proc.returncode == 2, f"args: exit {proc.returncode}")
     check("input `args`: renamed to `extra-args`" in proc.stdout, proc.stdout[-2000:])
+
+
+def check_fork(runner: Runner) -> None:
+    """A fork's PR has no secrets: no agent boots, results say why, exit 3, handed back."""
+    (runner.workflow / "event.json").write_text(json.dumps(pr_event("mallory/hotel")))
+    env = {"OPENAI_API_KEY": "", "HOTEL_AGENT_MODEL": "hotel-agent"}
+    inputs = {k: v for k, v in HOTEL_INPUTS.items() if not k.endswith("-model")}
+    proc = runner.step("lkeval-check-fork", inputs, env)
+    check(proc.returncode == 3, f"fork: exit {proc.returncode}\n{proc.stdout[-2000:]}")
+    check("could not run: OPENAI_API_KEY is empty" in proc.stdout, proc.stdout[-2000:])
+    results = runner.workspace / "agent" / "lkeval-results" / "results.json"
+    data = json.loads(results.read_text())
+    check({s["status"] for s in data["scenarios"]} == {"error"}, "fork: not all not-run errors")
+    check(runner.outputs().get("exit-code") == "3", f"fork outputs {runner.outputs()}")
+    check_handed_back(runner.workspace, [results])
 
 
 def check_stop(runner: Runner, engine: Engine, base_url: str) -> None:
@@ -312,6 +342,8 @@ def main() -> int:
                 checks += 1
                 check_old_args_input(Runner(engine, root / "args"))
                 checks += 1
+                check_fork(Runner(engine, root / "fork"))
+                checks += 1
             with llm_server(engine, slow_rules, "lkeval-check-slow-llm") as url:
                 check_stop(Runner(engine, root / "stop"), engine, url)
                 checks += 1
@@ -321,7 +353,8 @@ def main() -> int:
             return 1
     print(
         "== image-check: the image runs as a Docker action: outputs, summary, results, "
-        "ownership and modes, extra-args, args refused, stop → 143 with partial results"
+        "ownership and modes, head sha and JUnit paths, extra-args, args refused, a fork's PR "
+        "(exit 3 with results), stop → 143 with partial results"
     )
     print(f"{checks} passed, 0 failed")
     return 0
