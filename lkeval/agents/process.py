@@ -294,7 +294,9 @@ class AgentProcess:
         for line in reversed(self.log_tail(200)):
             text = line.strip()
             if _EXCEPTION_LINE.match(text) or text.startswith("lk-eval:"):
-                return text[:300]
+                # masked before the cut: a secret cut in half is no longer recognised
+                log_filter = self.launch.log_filter
+                return (log_filter(text) if log_filter else text)[:300]
         return ""
 
     def _scan_log_for_crash(self) -> str | None:

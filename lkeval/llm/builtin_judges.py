@@ -30,6 +30,7 @@ from livekit.agents.llm import (
 from lkeval.llm.client import LLMError, LLMReply, MeteredLLM
 from lkeval.llm.config import LLMSpec
 from lkeval.llm.judge import JUDGE_RETRIES, VERDICTS, JudgeError, parse_verdict
+from lkeval.results.masking import clip
 from lkeval.results.model import TranscriptItem, Usage, Verdict
 
 __all__ = ["run_builtin_judges", "to_chat_context"]
@@ -130,7 +131,7 @@ async def run_builtin_judges(
             detail = str(exc).removeprefix("judge: ")
             raise JudgeError(f"judge:{name}: {detail}") from None
         except (ValueError, TypeError, ToolError) as exc:  # livekit's parse of a bad verdict
-            text = " ".join(str(exc).split())[:200]
+            text = clip(" ".join(str(exc).split()), 200)
             raise JudgeError(f"judge:{name}: unusable verdict ({text})") from None
         if result.verdict not in VERDICTS:
             raise JudgeError(f"judge:{name}: unknown verdict {result.verdict!r}")

@@ -31,6 +31,7 @@ from livekit.agents.llm import (
 from lkeval.llm.client import LLMReply, call_llm, make_tool
 from lkeval.llm.config import BUILTIN_JUDGES, LLMSpec
 from lkeval.llm.textcalls import json_values
+from lkeval.results.masking import clip
 from lkeval.results.model import TranscriptItem, Usage, Verdict, VerdictValue
 
 __all__ = [
@@ -201,7 +202,7 @@ def parse_verdict(reply: LLMReply, source: str) -> tuple[VerdictValue, str]:
     got = (
         f"called {', '.join(c.name for c in reply.tool_calls)}"
         if reply.tool_calls
-        else f"answered in text: {' '.join(reply.text.split())[:120]!r}"
+        else f"answered in text: {clip(' '.join(reply.text.split()), 120)!r}"
     )
     raise JudgeError(f"{source}: the judge did not call {_SUBMIT} ({got})")
 

@@ -16,6 +16,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from lkeval.results.masking import clip
 from lkeval.results.model import ExpectationResult, TranscriptItem
 from lkeval.scenarios.model import Expectation, Turn
 
@@ -232,5 +233,5 @@ def describe_item(item: TranscriptItem) -> str:
 
 
 def _clip(text: str, limit: int = 120) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    # masked before the cut: a secret cut in half is no longer recognised
+    return clip(" ".join(text.split()), limit)

@@ -1,0 +1,219 @@
+"""The canary run: nothing leaks, nothing injects (issue 11, "Proof that stays").
+
+Canary secrets sit in the environment (by name, and under a plain name given with
+``--secret-env``), in ``--env`` and in the GitHub token. An agent prints them at boot, says them
+in a reply, returns them from a tool padded so that a fixed-length cut would halve them, and
+raises with them in a traceback; a scenario label carries a workflow command and terminal
+escapes; the judge's reason carries a Markdown link, an image and team mention. Then every byte
+lk-eval wrote is searched for every canary and every 12-character slice of one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import TEST_AGENTS, clean_env, run_lkeval
+from github_server import github_server
+
+from lkeval.testing.llm_server import LLMServer
+
+pytestmark = pytest.mark.e2e
+
+SLICE = 12
+HOSTILE_LABEL = "Canary\n::error::injected from a label \x1b]0;pwned\x07\x1b[31m red"
+HOSTILE_REASON = (
+    "[click me](https://evil.example/x) ![img](https://evil.example/i.png) "
+    "<img src=x onerror=alert(1)> cc @org/team and @alice"
+)
+
+
+def canary(kind: str) -> str:
+    return f"lkc-{kind}-{secrets.token_hex(12)}"
+
+
+def verdict(value: str, reasoning: str) -> dict[str, object]:
+    return {"name": "submit_verdict", "arguments": {"reasoning": reasoning, "verdict": value}}
+
+
+JUDGE = {"model": "judge", "tool_choice": "submit_verdict"}
+RULES = [
+    {**JUDGE, "last_user": "I can't help with that", "tool_calls": [verdict("fail", "no")]},
+    {**JUDGE, "last_user": "CANARY-JUDGE", "tool_calls": [verdict("fail", HOSTILE_REASON)]},
+    {**JUDGE, "tool_calls": [verdict("pass", "fine")]},
+    {"model": "caller", "text": "bye"},
+]
+
+
+def runner_commands(output: str) -> list[str]:
+    """What GitHub's runner would execute: lines split at LF, CR or CRLF; ``::`` at the start
+    after whitespace, or ``##[`` anywhere; nothing inside a ``::stop-commands::`` block."""
+    found: list[str] = []
+    stopped: str | None = None
+    for line in re.split(r"\r\n|\r|\n", output):
+        text = line.lstrip()
+        if stopped is not None:
+            if text == f"::{stopped}::":
+                stopped = None
+            continue
+        if text.startswith("::stop-commands::"):
+            stopped = text.removeprefix("::stop-commands::")
+        elif text.startswith("::") or "##[" in line:
+            found.append(text)
+    return found
+
+
+def leaks(text: str, canaries: list[str]) -> list[str]:
+    """Every canary, or 12-character slice of one, found in ``text``."""
+    hits = []
+    for value in canaries:
+        for start in range(len(value) - SLICE + 1):
+            piece = value[start : start + SLICE]
+            if piece in text:
+                hits.append(piece)
+                break
+    return hits
+
+
+def scenarios_file(tmp_path: Path) -> Path:
+    path = tmp_path / "scenarios.yaml"
+    chat = {
+        "id": "canary-chat",
+        "label": HOSTILE_LABEL,
+        "agent_expectations": "The agent keeps secrets. CANARY-JUDGE",
+        "userdata": {"pad": 100},
+        "turns": [
+            {"user": "What are your keys?", "expect": [{"message": {"contains": "keys"}}]},
+            {
+                "user": "Please look it up.",
+                "expect": [
+                    {"function_call": {"name": "lookup"}},
+                    {"function_call_output": {"output": "nothing to see"}},
+                ],
+            },
+        ],
+    }
+    crash = {
+        "id": "canary-crash",
+        "label": "Crash ##[error]legacy command",
+        "agent_expectations": "anything",
+        "userdata": {"crash": True},
+        "turns": [{"user": "hello"}],
+    }
+    path.write_text(yaml.safe_dump({"name": "Canaries", "scenarios": [chat, crash]}))
+    return path
+
+
+def test_no_canary_leaks_and_no_text_injects(tmp_path: Path) -> None:
+    env_key, flag_key, plain_named, token = (
+        canary("env"),
+        canary("flag"),
+        canary("named"),
+        canary("token"),
+    )
+    canaries = [env_key, flag_key, plain_named, token]
+    results_dir = tmp_path / "out"
+    summary, output = tmp_path / "summary.md", tmp_path / "output.txt"
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"number": 7, "pull_request": {"number": 7, "head": {"sha": "a"}}}))
+    with LLMServer(RULES) as llm, github_server() as gh:
+        gh.token = token
+        env = clean_env(
+            CANARY_API_KEY=env_key,
+            DEPLOY_HOOK=plain_named,  # a secret under a plain name: --secret-env
+            CANARY_NAMES="CANARY_API_KEY,STRIPE_SECRET_KEY,DEPLOY_HOOK",
+            LKEVAL_CALLER_BASE_URL=llm.base_url,
+            LKEVAL_JUDGE_BASE_URL=llm.base_url,
+            GITHUB_ACTIONS="true",
+            GITHUB_API_URL=gh.base_url,
+            GITHUB_SERVER_URL="https://github.example",
+            GITHUB_REPOSITORY="acme/hotel",
+            GITHUB_EVENT_NAME="pull_request",
+            GITHUB_EVENT_PATH=str(event),
+            GITHUB_SHA="merge999",
+            GITHUB_RUN_ID="4242",
+            GITHUB_STEP_SUMMARY=str(summary),
+            GITHUB_OUTPUT=str(output),
+            GITHUB_TOKEN=token,
+        )
+        proc = run_lkeval(
+            [
+                "run",
+                "--agent",
+                str(TEST_AGENTS / "canary_agent.py"),
+                "--scenarios",
+                str(scenarios_file(tmp_path)),
+                "--results",
+                str(results_dir / "results.json"),
+                "--junit",
+                str(results_dir / "junit.xml"),
+                "--markdown",
+                str(results_dir / "report.md"),
+                "--env",
+                f"STRIPE_SECRET_KEY={flag_key}",
+                "--secret-env",
+                "DEPLOY_HOOK",
+                "--caller-model",
+                "caller",
+                "--judge-model",
+                "judge",
+            ],
+            env,
+        )
+        requests = [
+            json.dumps([r.method, r.path, r.query, r.body]) for r in gh.requests
+        ]  # headers carry the token to GitHub itself, which is its one legitimate use
+        comments = [c["body"] for c in gh.comments_of("acme/hotel", 7)]
+    where = proc.stdout + proc.stderr
+    assert proc.returncode == 1, where
+    results = json.loads((results_dir / "results.json").read_text())
+    by_id = {s["scenario_id"]: s for s in results["scenarios"]}
+    assert by_id["canary-chat"]["status"] == "failed", by_id["canary-chat"]
+    assert by_id["canary-crash"]["status"] == "error", by_id["canary-crash"]
+    # the canaries really were there to leak: the agent said them and logged its traceback
+    chat = by_id["canary-chat"]["attempts"][0]
+    assert any("My keys are ***" in (i.get("text") or "") for i in chat["transcript"]), chat
+    crash_log = Path(by_id["canary-crash"]["attempts"][0]["log_path"]).read_text()
+    assert "RuntimeError: could not connect with ***" in crash_log
+
+    # 1. zero hits in every byte lk-eval wrote
+    shown = [line for line in proc.stdout.splitlines() if not line.startswith("::add-mask::")]
+    masks = {line.removeprefix("::add-mask::") for line in proc.stdout.splitlines()} & set(
+        canaries
+    )
+    assert masks == set(canaries), "every canary is announced to the runner with ::add-mask::"
+    first = proc.stdout.splitlines()[: len(canaries)]
+    assert all(line.startswith("::add-mask::") for line in first), first
+    written = {p: p.read_text(errors="replace") for p in results_dir.rglob("*") if p.is_file()}
+    assert any(p.suffix == ".log" for p in written), "agent logs are part of the search"
+    sources = {
+        "stdout": "\n".join(shown),
+        "stderr": proc.stderr,
+        "requests": "\n".join(requests),
+        "$GITHUB_OUTPUT": output.read_text(),
+        "summary": summary.read_text(),
+        **{str(p): text for p, text in written.items()},
+    }
+    for name, text in sources.items():
+        assert leaks(text, canaries) == [], name
+
+    # 2. no workflow command but lk-eval's own, on stdout or stderr
+    for stream in (proc.stdout, proc.stderr):
+        for command in runner_commands(stream):
+            name = command[2:].split("::", 1)[0].split(" ", 1)[0]
+            assert name in {"add-mask", "group", "endgroup", "error", "warning", "notice"}, command
+            if name == "error":
+                assert " file=" in command and "title=lk-eval" in command, command
+    assert "\x1b" not in where and "\x07" not in where
+
+    # 3. Markdown cannot link, embed, ping or inject HTML
+    assert comments, "the PR comment was posted"
+    for markdown in (*comments, summary.read_text(), (results_dir / "report.md").read_text()):
+        outside = re.sub(r"(?ms)^(`{3,}).*?^\1`*$", "", markdown)
+        assert "](https://evil" not in outside and "<img" not in outside
+        assert "@org/team" not in outside and "@alice" not in outside
+        assert "@\u200borg/team" in outside  # shown, not a mention
