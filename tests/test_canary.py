@@ -182,9 +182,7 @@ def test_no_canary_leaks_and_no_text_injects(tmp_path: Path) -> None:
 
     # 1. zero hits in every byte lk-eval wrote
     shown = [line for line in proc.stdout.splitlines() if not line.startswith("::add-mask::")]
-    masks = {line.removeprefix("::add-mask::") for line in proc.stdout.splitlines()} & set(
-        canaries
-    )
+    masks = {line.removeprefix("::add-mask::") for line in proc.stdout.splitlines()} & set(canaries)
     assert masks == set(canaries), "every canary is announced to the runner with ::add-mask::"
     first = proc.stdout.splitlines()[: len(canaries)]
     assert all(line.startswith("::add-mask::") for line in first), first

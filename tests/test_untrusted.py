@@ -102,3 +102,24 @@ def test_code_block_fence_outgrows_any_backtick_run() -> None:
     inner = block.splitlines()[1:-1]
     assert all(not line.startswith(fence) for line in inner)
     assert "\x1b" not in block and "\\x1b" in block
+
+
+def test_a_huge_hostile_label_is_bounded_and_inert_in_every_report() -> None:
+    from report_fixtures import results_of, scenario
+
+    from lkeval.publish.outputs import gate_line
+    from lkeval.reporters import REPORTER_BY_NAME, build_report
+    from lkeval.results.gate import evaluate_gate
+
+    huge = "[x](https://e.example) @team " + "L" * 10_000
+    results = results_of(scenario(huge, "failed"))
+    gate = evaluate_gate(results, None)
+    report = build_report(results, None, gate)
+    for name, cls in REPORTER_BY_NAME.items():
+        if name == "json":
+            continue  # the results file keeps the data itself
+        out = cls().format(report)
+        assert "L" * (LABEL_CHARS + 1) not in out, name
+    markdown = REPORTER_BY_NAME["markdown"]().format(report)
+    assert "](https://" not in markdown and "@team" not in markdown
+    assert len(gate_line(gate)) <= 4000 and runner_commands(gate_line(gate)) == []

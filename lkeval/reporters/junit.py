@@ -27,6 +27,7 @@ from junit_xml import TestCase, TestSuite
 
 from lkeval.reporters.interface import Report, Reporter
 from lkeval.results.model import RunResults, ScenarioResult
+from lkeval.results.untrusted import label
 from lkeval.results.wording import (
     attempt_to_show,
     failure_reasons,
@@ -123,8 +124,8 @@ def _groups(results: RunResults) -> Iterable[tuple[str, list[ScenarioResult]]]:
 
 def _testcase(scenario: ScenarioResult, root: str | None) -> TestCase:
     case = TestCase(
-        xml_text(scenario.label),
-        classname=xml_text(scenario.group_name or scenario.file),
+        xml_text(label(scenario.label)),  # bounded: a huge label must not swamp the report
+        classname=xml_text(label(scenario.group_name or scenario.file)),
         elapsed_sec=scenario.duration_seconds,
         stdout=xml_text(_system_out(scenario)) or None,
         file=xml_text(repo_path(scenario.file, root)) or None,

@@ -30,7 +30,13 @@ from lkeval.results.wording import (
 )
 from lkeval.reporters.interface import Report, Reporter
 from lkeval.results.model import RunResults, ScenarioResult, Usage
-from lkeval.results.untrusted import md_cell, md_code_block, md_text
+from lkeval.results.untrusted import (
+    LABEL_CHARS,
+    REASON_CHARS,
+    md_cell,
+    md_code_block,
+    md_text,
+)
 
 #: Transcript items shown per failing scenario, tried in order until the report fits.
 TRANSCRIPT_LEVELS = (16, 6, 2, 0)
@@ -47,9 +53,9 @@ CHANGE_TEXT = {
 PARTY_ORDER = ("agent", "caller", "judge")
 
 
-def text(value: str) -> str:
-    """Untrusted text for Markdown/HTML context: no tags, links, images or mentions."""
-    return md_text(plain(value))
+def text(value: str, limit: int = REASON_CHARS) -> str:
+    """Untrusted text for Markdown/HTML context: no tags, links, images or mentions; bounded."""
+    return md_text(plain(value), limit)
 
 
 def cell(value: str) -> str:
@@ -314,7 +320,7 @@ def _removed_row(change: ScenarioChange) -> _Row:
 def _details(scenario: ScenarioResult, transcript_items: int) -> str:
     quarantined = " (quarantined)" if scenario.quarantined else ""
     summary = (
-        f"{_icon(scenario)} <b>{text(scenario.label)}</b>{quarantined} — "
+        f"{_icon(scenario)} <b>{text(scenario.label, LABEL_CHARS)}</b>{quarantined} — "
         f"{text(scenario.group_name)}: {text(outcome_line(scenario))}"
     )
     parts = [f"<details><summary>{summary}</summary>"]

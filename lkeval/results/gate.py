@@ -24,6 +24,7 @@ from typing import Literal
 from lkeval.results.baseline import Comparison
 from lkeval.results.budgets import BudgetMiss, Budgets, check_budgets
 from lkeval.results.model import RunResults, ScenarioResult
+from lkeval.results.untrusted import label
 
 FailOn = Literal["any", "regression", "never"]
 FAIL_ON_CHOICES: tuple[FailOn, ...] = ("any", "regression", "never")
@@ -174,7 +175,7 @@ def evaluate_gate(
         quarantined = {s.scenario_id for s in results.scenarios if s.quarantined}
         regressed = [c for c in comparison.regressions if c.scenario_id not in quarantined]
         if regressed:
-            names = ", ".join(c.label for c in regressed[:5])
+            names = ", ".join(label(c.label) for c in regressed[:5])
             more = f" and {len(regressed) - 5} more" if len(regressed) > 5 else ""
             failures.append(f"{_count(regressed)} regressed vs the baseline: {names}{more}")
         elif bad:
@@ -238,7 +239,7 @@ def _count(items: Sized) -> str:
 
 
 def _labels(scenarios: list[ScenarioResult], limit: int = 5) -> str:
-    names = ", ".join(s.label for s in scenarios[:limit])
+    names = ", ".join(label(s.label) for s in scenarios[:limit])  # bounded, one line each
     if len(scenarios) > limit:
         names += f" and {len(scenarios) - limit} more"
     return names
