@@ -53,6 +53,7 @@ from lkeval_action.processes import (
     run_lkeval,
     wait_for,
 )
+from lkeval_action.secrets import mask_commands, redacted, secret_values
 from lkeval_action.workspace import hand_back, report_paths
 
 __all__ = [
@@ -93,9 +94,15 @@ def run_action(environ: Mapping[str, str]) -> int:
     then the workspace handed back to its owner whatever happened."""
     workspace = Path(environ.get("GITHUB_WORKSPACE") or Path.cwd())
     plan: Plan | None = None
+    masked = secret_values(environ)
+    for line in mask_commands(masked):  # before anything else is printed
+        log(line)
     with SignalRelay() as relay, tempfile.TemporaryDirectory(prefix="lkeval-") as scratch:
         try:
             plan = build_plan(environ)
+            more = [v for v in secret_values(environ, plan.argv) if v not in masked]
+            for line in mask_commands(more):  # --env, --secret-env, --github-token values
+                log(line)
             return _run(plan, environ, workspace, Path(scratch), relay)
         except (InputError, InstallError) as exc:
             log(workflow_command("error", f"lk-eval: {exc}"))
@@ -142,7 +149,8 @@ def _run(
         if install.in_copy and install.commands:
             where = copy_checkout(Path.cwd(), workspace, scratch)
         run_install(install, action_environment(environ, {}), log, relay, cwd=where)
-    log(f"lk-eval: {shlex.join(['lkeval', *plan.argv])}  (in {Path.cwd()})")
+    shown = redacted(plan.argv, secret_values(environ, plan.argv))
+    log(f"lk-eval: {shlex.join(['lkeval', *shown])}  (in {Path.cwd()})")
     return run_lkeval(plan.argv, env, relay)
 
 

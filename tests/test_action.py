@@ -614,7 +614,10 @@ def test_report_command_comments_summarises_and_writes_every_output(
     assert set(outputs) == set(action()["outputs"]), "action.yml outputs differ from publish's"
     assert outputs["gate"] == "fail" and outputs["exit-code"] == "1"
     assert outputs["comment-url"] == comment["html_url"]
-    assert "not-the-token-input" not in proc.stdout + proc.stderr
+    # ``::add-mask::`` lines are consumed by the runner, never shown: every other line counts
+    shown = [line for line in proc.stdout.splitlines() if not line.startswith("::add-mask::")]
+    assert "not-the-token-input" not in "\n".join(shown) + proc.stderr
+    assert "::add-mask::not-the-token-input" in proc.stdout.splitlines()[:2]
 
 
 @pytest.mark.e2e
@@ -774,3 +777,42 @@ def test_docs_local_docker_command_is_what_the_entrypoint_passes_on() -> None:
     args = build_parser().parse_args(after_image.split())
     assert (args.command, args.agent, args.scenarios) == ("run", "agent.py", ["scenarios.yaml"])
 
+
+
+def test_the_entrypoint_masks_first_and_never_echoes_a_secret(tmp_path: Path) -> None:
+    token, key, hook = "ghs_entrypoint_token_1", "sk_live_extra_args_2", "plain-named-hook-3"
+    env = container_env(
+        tmp_path,
+        DEPLOY_HOOK=hook,
+        **inputs(
+            agent="agent.py",
+            scenarios="s.yaml",
+            github_token=token,
+            install="none",
+            extra_args=f"--env STRIPE_SECRET_KEY={key} --env MODE=fast "
+            "--secret-env DEPLOY_HOOK --help",
+        ),
+    )
+    proc = run_entrypoint(env, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    masks = [line for line in lines if line.startswith("::add-mask::")]
+    assert {token, key, hook} <= {m.removeprefix("::add-mask::") for m in masks}
+    first_other = next(i for i, line in enumerate(lines) if not line.startswith("::add-mask::"))
+    assert all(not line.startswith("::add-mask::") or i < first_other for i, line in
+               enumerate(lines[: first_other + 1]))
+    assert all(i < first_other for i, line in enumerate(lines) if token in line or key in line)
+    echoed = next(line for line in lines if line.startswith("lk-eval: lkeval "))
+    assert "STRIPE_SECRET_KEY=***" in echoed and "MODE=fast" in echoed
+    shown = "\n".join(lines[first_other:]) + proc.stderr
+    for secret in (token, key, hook):
+        assert secret not in shown
+
+
+def test_the_entrypoint_uses_lkevals_secret_name_rule() -> None:
+    from lkeval_action import secrets as action_secrets
+
+    from lkeval.results import masking
+
+    assert action_secrets.SECRET_NAME_PARTS == masking.SECRET_NAME_PARTS
+    assert action_secrets.MIN_SECRET_LENGTH == masking.MIN_SECRET_LENGTH
