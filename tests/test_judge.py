@@ -512,3 +512,21 @@ def test_a_builtin_judge_verdict_written_as_json_text_is_read(srv: LLMServer) ->
     spec = spec_for(srv)
     (verdict,) = run(spec, lambda llm: run_builtin_judges(["safety"], llm, TRANSCRIPT, spec=spec))
     assert (verdict.verdict, verdict.reason) == ("fail", "rude")
+
+
+def test_max_tokens_is_renamed_once_the_provider_rejects_it(srv: LLMServer) -> None:
+    refusal = (
+        "Unsupported parameter: 'max_tokens' is not supported with this model. "
+        "Use 'max_completion_tokens' instead."
+    )
+    srv.set_rules([{"status": 400, "times": 1, "text": refusal}, verdict_rule("pass")])
+    spec = spec_for(srv, max_retries=0)
+
+    async def twice(llm: LLM) -> None:
+        for _ in range(2):
+            v, _ = await judge_conversation(llm, spec, TRANSCRIPT, EXPECTATIONS, INSTRUCTIONS)
+            assert v.verdict == "pass"
+
+    run(spec, twice)
+    keys = [("max_tokens" in r.body, "max_completion_tokens" in r.body) for r in srv.requests]
+    assert keys == [(True, False), (False, True), (False, True)]

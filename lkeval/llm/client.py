@@ -58,6 +58,8 @@ from lkeval.results.model import Usage
 _MAX_MESSAGE = 300
 # LLMs that rejected a temperature once; weak so a closed LLM is forgotten with it.
 _NO_TEMPERATURE: weakref.WeakSet[LLM] = weakref.WeakSet()
+# LLMs that refused the older ``max_tokens`` (Azure's reasoning deployments): the newer name.
+_NEW_MAX_TOKENS: weakref.WeakSet[LLM] = weakref.WeakSet()
 # The OpenAI SDK's longest backoff step (openai._constants.MAX_RETRY_DELAY), for the deadline.
 _MAX_BACKOFF = 8.0
 
@@ -99,19 +101,25 @@ async def call_llm(
     """Run one chat completion under the spec's timeout/retry policy; raise :class:`LLMError`.
 
     Transient failures are retried below this function, by kept machinery (see the module
-    docstring); the only repeat here is the provider quirk of a rejected temperature.
+    docstring); the only repeats here are provider quirks: a rejected temperature (sent
+    again without it) and a rejected ``max_tokens`` (sent again as ``max_completion_tokens``),
+    each remembered for that LLM.
     """
     while True:
         with_temperature = spec.temperature is not None and llm not in _NO_TEMPERATURE
+        key = "max_completion_tokens" if llm in _NEW_MAX_TOKENS else _max_tokens_key(spec)
         try:
-            return await _attempt(llm, spec, chat_ctx, tools, tool_choice, with_temperature)
+            return await _attempt(llm, spec, chat_ctx, tools, tool_choice, with_temperature, key)
         except (asyncio.TimeoutError, APITimeoutError):
             failure = _Failure(f"no answer within {spec.timeout:g}s", retryable=True)
         except APIError as exc:
             exc = _root(exc)
             if isinstance(exc, APIStatusError):
-                if with_temperature and _rejects_temperature(exc):
+                if with_temperature and _rejects(exc, "temperature"):
                     _NO_TEMPERATURE.add(llm)  # the provider's quirk, not a failure: once more
+                    continue
+                if key == "max_tokens" and spec.max_tokens and _rejects(exc, "max_tokens"):
+                    _NEW_MAX_TOKENS.add(llm)
                     continue
                 failure = _status_failure(exc)
             elif isinstance(exc, APITimeoutError):
@@ -173,10 +181,11 @@ async def _attempt(
     tools: Sequence[Tool],
     tool_choice: NotGivenOr[ToolChoice],
     with_temperature: bool,
+    max_tokens_key: str,
 ) -> LLMReply:
     extra: dict[str, Any] = {"temperature": spec.temperature} if with_temperature else {}
     if spec.max_tokens:
-        extra[_max_tokens_key(spec)] = spec.max_tokens
+        extra[max_tokens_key] = spec.max_tokens
     kwargs: dict[str, Any] = {}
     if isinstance(llm, InferenceLLM) and spec.role == "judge":
         # As livekit's JudgeGroup: judging is batch work nobody waits on, so it must not
@@ -208,8 +217,9 @@ def _max_tokens_key(spec: LLMSpec) -> str:
     return "max_tokens"
 
 
-def _rejects_temperature(exc: APIStatusError) -> bool:
-    return exc.status_code in (400, 422) and "temperature" in f"{exc.message} {exc.body}".lower()
+def _rejects(exc: APIStatusError, parameter: str) -> bool:
+    """A 400/422 whose message names the parameter: the provider does not take it."""
+    return exc.status_code in (400, 422) and parameter in f"{exc.message} {exc.body}".lower()
 
 
 def _status_failure(exc: APIStatusError) -> _Failure:
