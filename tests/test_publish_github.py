@@ -343,7 +343,11 @@ def test_baseline_regression_fixed_new_removed(
     assert actions.outputs()["regressions"] == "1"
     body = str(mine(actions.gh)[0]["body"])
     assert "1 regressed, 1 fixed, 1 new, 1 removed vs baseline" in body
-    for row in ("Cancel a booking | Room booking |  | 4.5s | 🔻 regression", "🟢 fixed", "🆕 new"):
+    for row in (
+        "Cancel a booking | Room booking | 1 | 0 |  | $0.0025 | 🔻 regression",
+        "🟢 fixed",
+        "🆕 new",
+    ):
         assert row in body
     assert "| ➖ | Parking question |" in body
     gate_line = capsys.readouterr().out.splitlines()[-1]

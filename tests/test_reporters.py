@@ -172,24 +172,34 @@ def test_junit_empty_run_is_valid(schema: xmlschema.XMLSchema) -> None:
 def test_markdown_headline_counts_and_usage() -> None:
     out = MarkdownReporter().format(make_report())
     first = out.splitlines()[0]
-    assert first == "## lk-eval: ❌ gate failed"
+    assert first == "## lk-eval: ❌ gate failed — 3 scenarios failed or errored"
     assert "2 passed · 2 failed · 1 errored · 1 skipped · 1 quarantined" in out
     assert "pass rate 40.0% (2/5)" in out
     assert "1 regressed, 1 fixed, 1 new, 1 removed vs baseline `fedcba987654`" in out
     assert "agent 3,000 in / 350 out ($0.0021)" in out
-    assert "| ❌ | Cancel a booking | Room booking |  | 4.5s | 🔻 regression |" in out
+    assert "| ❌ | Cancel a booking | Room booking | 1 | 0 |  | $0.0025 | 🔻 regression |" in out
     assert "| ❌ | Suite booking (repeated) | Room booking | 2/3 (needs 3) |" in out
     assert "| ➖ | Parking question |" in out
-    assert out.count("<details>") == 4  # failed, repeated, error, quarantined failure
+    # failed, repeated, error (its log), quarantined failure; then the table of all scenarios
+    assert out.count("<details>") == 5
+    table = out.index("<summary>All 8 scenarios")
+    for label in (
+        "Cancel a booking",
+        "Suite booking (repeated)",
+        "Late check-out",
+        "Greets by name",
+    ):
+        assert -1 < out.index(f"{label}**") < table  # every failure's details before any row
 
 
 def test_markdown_passing_headline() -> None:
     results = results_of(scenario("a"), scenario("b"))
     report = build_report(results, None, evaluate_gate(results, None))
     out = MarkdownReporter().format(report)
-    assert out.startswith("## lk-eval: ✅ gate passed")
+    assert out.startswith("## lk-eval: ✅ gate passed — all 2 scenarios passed\n")
     assert "vs baseline" not in out
-    assert "<details>" not in out
+    assert "Transcript" not in out and "### " not in out  # no failure sections
+    assert "| Runs |" not in out  # no empty Runs column without --repeat
 
 
 def test_markdown_escapes_cells_and_details() -> None:
@@ -203,7 +213,7 @@ def test_markdown_escapes_cells_and_details() -> None:
     row = next(line for line in out.splitlines() if line.startswith("| ❌"))
     assert "pipe &#124; and newline &lt;b&gt;x&lt;/b&gt;" in row
     assert "G&#124;H" in row
-    assert len(re.findall(r"(?<!\\)\|", row)) == 7  # 6 cells: no pipe leaked from the text
+    assert len(re.findall(r"(?<!\\)\|", row)) == 8  # 7 cells: no pipe leaked from the text
     assert "<b>x</b>" not in outside_code_blocks(out)
 
 
@@ -254,28 +264,30 @@ def test_markdown_never_exceeds_budget(limit: int) -> None:
     assert len(out) <= limit
 
 
-def test_markdown_trims_transcripts_first_then_details_then_rows() -> None:
+def test_markdown_trims_passing_rows_then_transcripts_never_reasons() -> None:
     full = MarkdownReporter().format(make_report(_big_run(6)))
-    assert "(last 16 of 40)" in full
+    assert "(last 16 of 40)" in full and full.count("| ✅ |") == 4
 
-    # A little short: transcripts shrink, every detail and row stays.
+    # A little short: passing rows go first; transcripts and every failure stay.
     out = MarkdownReporter().format(make_report(_big_run(6), max_chars=len(full) - 200))
-    assert "(last 16 of 40)" not in out and out.count("<details>") == 2
-    assert "left out" not in out
+    assert "(last 16 of 40)" in out and "| ✅ |" not in out and out.count("| ❌ |") == 2
+    assert (
+        "row(s) of passing, skipped or removed scenarios left out to fit; see the [full results]("
+        + RUN_URL
+        in out
+    )
 
-    # Shorter still: details go (last first) before any row.
+    # Shorter still: transcripts shrink, then go; every failure's reason stays.
     run = _big_run(6, reason="the judge disagreed " * 20)
-    rows_only = len(MarkdownReporter().format(make_report(run, details=False)))
-    out = MarkdownReporter().format(make_report(run, max_chars=rows_only + 1000))
-    assert "Details of 1 more scenario(s) left out to fit; see the [full results](" in out
-    assert out.count("<details>") == 1 and "scenario 0000</b>" in out
-    assert out.count("| ✅ |") == 4 and out.count("| ❌ |") == 2
+    out = MarkdownReporter().format(make_report(run, max_chars=len(full) // 3))
+    assert "(last 16 of 40)" not in out and out.count("- the judge disagreed") == 2
+    assert "scenario 0000**" in out and "scenario 0003**" in out
 
-    # Tiny: rows go, failing rows last.
+    # Tiny: reasons are cut to a line, and only then do whole failures go, last first.
     out = MarkdownReporter().format(make_report(_big_run(60), max_chars=2500))
-    assert "more row(s) left out to fit; see the [full results](" + RUN_URL in out
-    assert out.count("| ❌ |") == 20  # every failing row kept
-    assert out.count("| ✅ |") < 40 and "| ➖ |" not in out
+    assert len(out) <= 2500 and "scenario 0000**" in out
+    assert "more failures left out to fit; see the [full results](" + RUN_URL in out
+    assert "| ✅ |" not in out
 
 
 def test_markdown_byte_budget_counts_utf8() -> None:

@@ -131,6 +131,9 @@ class Attempt:
     boot_seconds: float | None = None
     turn_seconds: tuple[float, ...] = ()
     turns: tuple[TurnMetrics, ...] = ()
+    # The agent's own on_simulation_end check: "passed (no veto)", "vetoed: ...", "error: ...",
+    # "not run: ..."; empty when the attempt ended before it could be asked.
+    agent_check: str = ""
     duration_seconds: float = 0.0
     log_path: str | None = None
     log_tail: tuple[str, ...] = ()

@@ -46,6 +46,11 @@ def repeat_summary(scenario: ScenarioResult) -> str | None:
     return f"{scenario.passes}/{ran} runs passed, needs {scenario.min_pass}"
 
 
+def count(n: int, noun: str) -> str:
+    """``1 scenario``, ``2 scenarios``: no more "1 scenarios"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def seconds(value: float) -> str:
     """A duration as ``1.2s``."""
     return f"{value:.1f}s"
@@ -145,7 +150,10 @@ def format_item(item: TranscriptItem) -> str:
         flag = " ERROR" if item.is_error else ""
         body = f"← {item.name or 'output'}{flag}: {item.output if item.output is not None else ''}"
     elif item.kind == "agent_handoff":
-        body = f"⇄ handoff {item.old_agent or '?'} → {item.new_agent or '?'}"
+        if item.old_agent:
+            body = f"⇄ handoff {item.old_agent} → {item.new_agent or '(unnamed agent)'}"
+        else:  # the session-start handoff of turn 0: none -> the first agent
+            body = f"▶ session starts with agent {item.new_agent or '(unnamed)'}"
     elif item.kind == "agent_config_update":
         body = "⚙ agent config update" + (f": {item.text}" if item.text else "")
     else:

@@ -156,6 +156,7 @@ class _AttemptState:
     usage: dict[str, Usage] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     end_reason: str = ""
+    agent_check: str = ""
 
 
 class ScenarioAttempt:
@@ -387,7 +388,10 @@ class ScenarioAttempt:
             verdict, error = await conv.finalize(ok, reason)
         if conv.conn.closed_reason is not None:  # before or while asking: the same outcome
             ended = f"the agent ended the session ({conv.conn.closed_reason})"
-            return None, self._unasked(ended)
+            unasked = self._unasked(ended)
+            self.p.agent_check = f"not run: {unasked}"
+            return None, unasked
+        self.p.agent_check = agent_check_text(verdict, error)
         return verdict, error
 
     def _unasked(self, ended: str) -> str:
@@ -433,6 +437,7 @@ class ScenarioAttempt:
             boot_seconds=agent.boot_seconds,
             turn_seconds=tuple(p.turn_seconds),
             turns=tuple(p.turns),
+            agent_check=p.agent_check,
             duration_seconds=time.monotonic() - started,
             log_path=str(self.log_path),
             log_tail=tuple(log_tail),
@@ -453,3 +458,14 @@ def _add_usage(usage: dict[str, Usage], party: str, more: Usage) -> None:
 
 def _file_stem(scenario_id: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in scenario_id)[:120]
+
+
+def agent_check_text(verdict: Verdict | None, error: str) -> str:
+    """How the agent's own ``on_simulation_end`` check went, for reports to state it."""
+    if error:
+        return f"not run: {error}" if "could not" in error else f"error: {error}"
+    if verdict is None:
+        return "passed (no veto)"
+    if verdict.verdict == "fail":
+        return f"vetoed: {verdict.reason}" if verdict.reason else "vetoed"
+    return "passed" + (f": {verdict.reason}" if verdict.reason else "")
