@@ -94,12 +94,12 @@ def _latency_misses(metrics: Metrics, budget: dict[str, float]) -> list[str]:
 def _cost_miss(suite: Metrics, limit: float) -> list[str]:
     if suite.unpriced:
         return [
-            f"cost cannot be checked against --max-cost ${limit:g}: "
+            f"cost cannot be checked against --max-cost {format_cost(limit)}: "
             f"{format_cost(suite.cost_usd, suite.unpriced)} (give --price MODEL=IN,OUT)"
         ]
     cost = suite.cost_usd or 0.0
     if cost > limit:
-        return [f"cost {format_cost(cost)} is over the budget ${limit:g}"]
+        return [f"cost {format_cost(cost)} is over the budget {format_cost(limit)}"]
     return []
 
 
