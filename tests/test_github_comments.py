@@ -168,10 +168,11 @@ def test_each_comment_heading_names_its_comment_id_or_title(
         cid: str(mine(actions.gh, cid)[0]["body"]).splitlines()[1]
         for cid in ("default", "voice", "chat")
     }
+    why = " — all 2 scenarios passed"  # the first line says the verdict and why
     assert headings == {
-        "default": "## lk-eval: ✅ gate passed",
-        "voice": "## lk-eval · voice: ✅ gate passed",
-        "chat": "## Chat agent evals: ✅ gate passed",
+        "default": "## lk-eval: ✅ gate passed" + why,
+        "voice": "## lk-eval · voice: ✅ gate passed" + why,
+        "chat": "## Chat agent evals: ✅ gate passed" + why,
     }
     assert "## Chat agent evals: ✅" in actions.summary.read_text(encoding="utf-8")
 
