@@ -45,15 +45,20 @@ def hotel_fork_server() -> Iterator[tuple[Any, Any, Path]]:
 
 def hotel_env(base_url: str) -> dict[str, str]:
     """The example agent's environment: its LLM is the local scripted server."""
-    return {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "bench-key-not-secret",
-            "HOTEL_AGENT_MODEL": "hotel-agent"}
+    return {
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_KEY": "bench-key-not-secret",
+        "HOTEL_AGENT_MODEL": "hotel-agent",
+    }
 
 
 def stats(values: Sequence[float]) -> str:
     """``median (min-max, n)`` in milliseconds."""
     ms = [v * 1000 for v in values]
-    return (f"median {statistics.median(ms):8.1f} ms  (min {min(ms):7.1f}, max {max(ms):7.1f}, "
-            f"n={len(ms)})")
+    return (
+        f"median {statistics.median(ms):8.1f} ms  (min {min(ms):7.1f}, max {max(ms):7.1f}, "
+        f"n={len(ms)})"
+    )
 
 
 def machine() -> str:
@@ -72,8 +77,10 @@ def machine() -> str:
     except OSError:
         pass
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    return (f"{os.cpu_count()} CPUs ({cpu}), {mem}, load average {load}, "
-            f"Python {platform.python_version()}, {platform.system()} {platform.release()}")
+    return (
+        f"{os.cpu_count()} CPUs ({cpu}), {mem}, load average {load}, "
+        f"Python {platform.python_version()}, {platform.system()} {platform.release()}"
+    )
 
 
 def mib(kib: float) -> str:
@@ -100,11 +107,15 @@ def llm_server_process(rules: Path) -> Iterator[str]:
     kept-alive connection Nagle's algorithm meets the client's delayed ACK, adding ~40 ms to
     every request after the first, which would swamp the turn times measured here.
     """
-    serve = ("import sys, lkeval.testing.llm_server as m; "
-             "m._Handler.disable_nagle_algorithm = True; sys.exit(m.main(sys.argv[1:]))")
+    serve = (
+        "import sys, lkeval.testing.llm_server as m; "
+        "m._Handler.disable_nagle_algorithm = True; sys.exit(m.main(sys.argv[1:]))"
+    )
     proc = subprocess.Popen(
         [sys.executable, "-c", serve, "--rules", str(rules)],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
     )
     try:
         assert proc.stdout is not None

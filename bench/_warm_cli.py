@@ -19,8 +19,9 @@ from lkeval.agents.fork_client import open_launcher
 
 def _launch_with_server(*args: Any, **kwargs: Any) -> AgentLaunch:
     launch = AgentLaunch(*args, **kwargs)
-    server, line = open_launcher(launch.python, agent_env(launch), agent=launch.agent,
-                                 cwd=launch.cwd)
+    server, line = open_launcher(
+        launch.python, agent_env(launch), agent=launch.agent, cwd=launch.cwd
+    )
     print(line, file=sys.stderr, flush=True)
     if server.mode == "cold":
         return launch

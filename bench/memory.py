@@ -37,6 +37,7 @@ async def measure(
         agents.append(AgentProcess(launch, dispatch, work / f"{k}.log"))
     conns = await asyncio.gather(*(a.start(120) for a in agents))
     try:
+
         async def talk(agent: AgentProcess, conn: SessionConnection) -> None:
             conv = Conversation(conn, agent, 30)
             await conv.wait_for_greeting(30)
@@ -57,10 +58,12 @@ def report(name: str, rows: list[dict[str, int]], extra_pss: int = 0) -> float:
     pss = [r["Pss"] for r in rows]
     rss = statistics.median(r["Rss"] for r in rows)
     total = sum(pss) + extra_pss
-    print(f"  {name}: USS per agent median {mib(statistics.median(uss))} "
-          f"(min {mib(min(uss))}, max {mib(max(uss))}); PSS per agent median "
-          f"{mib(statistics.median(pss))}; RSS median {mib(rss)}; "
-          f"all {len(rows)} agents{' + server' if extra_pss else ''}: PSS {mib(total)}")
+    print(
+        f"  {name}: USS per agent median {mib(statistics.median(uss))} "
+        f"(min {mib(min(uss))}, max {mib(max(uss))}); PSS per agent median "
+        f"{mib(statistics.median(pss))}; RSS median {mib(rss)}; "
+        f"all {len(rows)} agents{' + server' if extra_pss else ''}: PSS {mib(total)}"
+    )
     return statistics.median(uss) / 1024
 
 
@@ -76,11 +79,15 @@ def main() -> int:
     print(f"\nmemory of {args.agents} concurrent agents (each after its greeting and a tool turn)")
     cold_uss = report("cold", cold)
     warm_uss = report("warm", warm, server_mem["Pss"])
-    print(f"  fork server: RSS {mib(server_mem['Rss'])}, PSS {mib(server_mem['Pss'])}, "
-          f"USS {mib(server_mem['Uss'])} while the agents run (once per run)")
-    print(f"  each extra warm agent costs {warm_uss:.1f} MiB USS vs {cold_uss:.1f} MiB cold "
-          f"({cold_uss / warm_uss:.1f}x less); target <= 50 MiB: "
-          f"{'met' if warm_uss <= 50 else 'NOT met'}")
+    print(
+        f"  fork server: RSS {mib(server_mem['Rss'])}, PSS {mib(server_mem['Pss'])}, "
+        f"USS {mib(server_mem['Uss'])} while the agents run (once per run)"
+    )
+    print(
+        f"  each extra warm agent costs {warm_uss:.1f} MiB USS vs {cold_uss:.1f} MiB cold "
+        f"({cold_uss / warm_uss:.1f}x less); target <= 50 MiB: "
+        f"{'met' if warm_uss <= 50 else 'NOT met'}"
+    )
     return 0
 
 

@@ -68,8 +68,10 @@ def main() -> int:
     for name in ("cold", "warm"):
         print(f"  {name}: {stats(ready[name])}")
     ratio = statistics.median(ready["cold"]) / statistics.median(ready["warm"])
-    print(f"  warm is {ratio:.1f}x faster than cold (median; target >= 15x: "
-          f"{'met' if ratio >= 15 else 'NOT met'})")
+    print(
+        f"  warm is {ratio:.1f}x faster than cold (median; target >= 15x: "
+        f"{'met' if ratio >= 15 else 'NOT met'})"
+    )
     print("\nexit after SIGTERM (signal -> exit observed by the runner)")
     for name in ("cold", "warm"):
         print(f"  {name}: {stats(exits[name])}")

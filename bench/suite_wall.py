@@ -33,66 +33,122 @@ LLM_SECONDS = SCENARIOS * (TURNS + 1) * DELAY  # a greeting and one answer per t
 
 def write_inputs(work: Path) -> tuple[Path, Path]:
     rules = work / "rules.yaml"
-    rules.write_text(yaml.safe_dump({"rules": [
-        {"model": "hotel-agent", "system": "Greet the guest", "text": "Welcome!", "delay": DELAY},
-        {"model": "hotel-agent", "text": "Noted: {last_user}", "delay": DELAY},
-    ]}))
+    rules.write_text(
+        yaml.safe_dump(
+            {
+                "rules": [
+                    {
+                        "model": "hotel-agent",
+                        "system": "Greet the guest",
+                        "text": "Welcome!",
+                        "delay": DELAY,
+                    },
+                    {"model": "hotel-agent", "text": "Noted: {last_user}", "delay": DELAY},
+                ]
+            }
+        )
+    )
     scenarios = work / "scenarios.yaml"
-    scenarios.write_text(yaml.safe_dump({"name": "Suite bench", "scenarios": [
-        {"id": f"bench-{k:02d}", "label": f"Scenario {k}", "turns": [
-            {"user": f"request {t} of scenario {k}",
-             "expect": [{"message": {"contains": "Noted"}}]} for t in range(TURNS)]}
-        for k in range(SCENARIOS)]}, sort_keys=False))
+    scenarios.write_text(
+        yaml.safe_dump(
+            {
+                "name": "Suite bench",
+                "scenarios": [
+                    {
+                        "id": f"bench-{k:02d}",
+                        "label": f"Scenario {k}",
+                        "turns": [
+                            {
+                                "user": f"request {t} of scenario {k}",
+                                "expect": [{"message": {"contains": "Noted"}}],
+                            }
+                            for t in range(TURNS)
+                        ],
+                    }
+                    for k in range(SCENARIOS)
+                ],
+            },
+            sort_keys=False,
+        )
+    )
     return rules, scenarios
 
 
 def has_cold_start_flag() -> bool:
-    out = subprocess.run([sys.executable, "-m", "lkeval", "run", "--help"],
-                         capture_output=True, text=True, cwd=ROOT).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "lkeval", "run", "--help"], capture_output=True, text=True, cwd=ROOT
+    ).stdout
     return "--cold-start" in out
 
 
-def run_suite(mode: str, concurrency: int, scenarios: Path, env: dict[str, str],
-              work: Path, flag: bool) -> dict[str, float]:
+def run_suite(
+    mode: str, concurrency: int, scenarios: Path, env: dict[str, str], work: Path, flag: bool
+) -> dict[str, float]:
     results = work / f"{mode}-{concurrency}" / "results.json"
-    args = ["run", "--agent", str(HOTEL_AGENT), "--scenarios", str(scenarios),
-            "--results", str(results), "--concurrency", str(concurrency),
-            "--comment", "off", "--no-github"]
+    args = [
+        "run",
+        "--agent",
+        str(HOTEL_AGENT),
+        "--scenarios",
+        str(scenarios),
+        "--results",
+        str(results),
+        "--concurrency",
+        str(concurrency),
+        "--comment",
+        "off",
+        "--no-github",
+    ]
     if mode == "cold" and flag:
         args.append("--cold-start")
     entry = ["-m", "lkeval"] if (flag or mode == "cold") else [str(ROOT / "bench" / "_warm_cli.py")]
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, *entry, *args], env=env, capture_output=True,
-                          text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, *entry, *args], env=env, capture_output=True, text=True, cwd=ROOT
+    )
     wall = time.monotonic() - started
     if not results.is_file():
         raise RuntimeError(f"lkeval run failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     data = json.loads(results.read_text())
-    boots = [a["boot_seconds"] for s in data["scenarios"] for a in s["attempts"]
-             if a["boot_seconds"] is not None]
+    boots = [
+        a["boot_seconds"]
+        for s in data["scenarios"]
+        for a in s["attempts"]
+        if a["boot_seconds"] is not None
+    ]
     failed = [s for s in data["scenarios"] if s["status"] != "passed"]
     for s in failed:  # reported, not hidden: a wall time with failures is not comparable
         print(f"    ! {mode} c={concurrency}: {s['scenario_id']} {s['status']}: {s['reason']}")
     ready = re.search(r"fork server ready in ([0-9.]+)s", proc.stdout + proc.stderr)
-    return {"wall": wall, "engine": data["metadata"]["duration_seconds"],
-            "boot": statistics.median(boots), "failed": len(failed),
-            "server": float(ready.group(1)) if ready else 0.0}
+    return {
+        "wall": wall,
+        "engine": data["metadata"]["duration_seconds"],
+        "boot": statistics.median(boots),
+        "failed": len(failed),
+        "server": float(ready.group(1)) if ready else 0.0,
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default="warm,cold")
     parser.add_argument("--concurrency", default="1,2,4,8")
-    parser.add_argument("--one-start", type=float, default=None,
-                        help="seconds of one cold start (default: measured here, cold c=1 "
-                        "boot median, else a separate cold run at c=1)")
+    parser.add_argument(
+        "--one-start",
+        type=float,
+        default=None,
+        help="seconds of one cold start (default: measured here, cold c=1 "
+        "boot median, else a separate cold run at c=1)",
+    )
     args = parser.parse_args()
     modes = args.modes.split(",")
     levels = [int(c) for c in args.concurrency.split(",")]
     print(f"machine: {machine()}")
     flag = has_cold_start_flag()
-    print(f"lkeval run {'has' if flag else 'lacks'} --cold-start; warm runs use "
-          f"{'the CLI default' if flag else 'bench/_warm_cli.py'}")
+    print(
+        f"lkeval run {'has' if flag else 'lacks'} --cold-start; warm runs use "
+        f"{'the CLI default' if flag else 'bench/_warm_cli.py'}"
+    )
     rows: dict[tuple[str, int], dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -102,32 +158,44 @@ def main() -> int:
             env.pop("GITHUB_ACTIONS", None)
             for concurrency in levels:
                 for mode in modes:
-                    rows[(mode, concurrency)] = run_suite(mode, concurrency, scenarios, env,
-                                                          work, flag)
+                    rows[(mode, concurrency)] = run_suite(
+                        mode, concurrency, scenarios, env, work, flag
+                    )
                     r = rows[(mode, concurrency)]
-                    print(f"  {mode} c={concurrency}: wall {r['wall']:.2f}s engine "
-                          f"{r['engine']:.2f}s boot median {r['boot'] * 1000:.0f} ms"
-                          + (f", fork server ready in {r['server']:.1f}s" if r["server"] else "")
-                          + (f", {r['failed']:.0f} FAILED" if r["failed"] else ""), flush=True)
+                    print(
+                        f"  {mode} c={concurrency}: wall {r['wall']:.2f}s engine "
+                        f"{r['engine']:.2f}s boot median {r['boot'] * 1000:.0f} ms"
+                        + (f", fork server ready in {r['server']:.1f}s" if r["server"] else "")
+                        + (f", {r['failed']:.0f} FAILED" if r["failed"] else ""),
+                        flush=True,
+                    )
             one_start = args.one_start
             if one_start is None:
                 if ("cold", 1) not in rows:
                     rows[("cold", 1)] = run_suite("cold", 1, scenarios, env, work, flag)
                 one_start = rows[("cold", 1)]["boot"]
-    print(f"\nsuite of {SCENARIOS} scenarios x {TURNS} turns, LLM answers after "
-          f"{DELAY * 1000:.0f} ms: {LLM_SECONDS:.0f} s of LLM time; one start = "
-          f"{one_start:.2f}s (cold start-to-connect)")
-    print(f"  {'mode':5s} {'c':>2s} {'ideal':>7s} {'wall':>7s} {'x ideal':>8s} "
-          f"{'engine':>7s} {'x ideal':>8s}")
+    print(
+        f"\nsuite of {SCENARIOS} scenarios x {TURNS} turns, LLM answers after "
+        f"{DELAY * 1000:.0f} ms: {LLM_SECONDS:.0f} s of LLM time; one start = "
+        f"{one_start:.2f}s (cold start-to-connect)"
+    )
+    print(
+        f"  {'mode':5s} {'c':>2s} {'ideal':>7s} {'wall':>7s} {'x ideal':>8s} "
+        f"{'engine':>7s} {'x ideal':>8s}"
+    )
     for (mode, concurrency), r in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         ideal = LLM_SECONDS / concurrency + one_start
-        print(f"  {mode:5s} {concurrency:2d} {ideal:6.2f}s {r['wall']:6.2f}s "
-              f"{r['wall'] / ideal:7.2f}x {r['engine']:6.2f}s {r['engine'] / ideal:7.2f}x")
+        print(
+            f"  {mode:5s} {concurrency:2d} {ideal:6.2f}s {r['wall']:6.2f}s "
+            f"{r['wall'] / ideal:7.2f}x {r['engine']:6.2f}s {r['engine'] / ideal:7.2f}x"
+        )
     if ("warm", 4) in rows:
         r = rows[("warm", 4)]
         ratio = r["wall"] / (LLM_SECONDS / 4 + one_start)
-        print(f"  target: warm at c=4 within 1.15x of ideal: {ratio:.2f}x "
-              f"({'met' if ratio <= 1.15 else 'NOT met'})")
+        print(
+            f"  target: warm at c=4 within 1.15x of ideal: {ratio:.2f}x "
+            f"({'met' if ratio <= 1.15 else 'NOT met'})"
+        )
     return 0
 
 

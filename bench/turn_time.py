@@ -101,7 +101,9 @@ def main() -> int:
     args = parser.parse_args()
     print(f"machine: {machine()}")
     results: dict[str, dict[str, list[float]]] = {
-        "in-process": {"text": [], "tool": []}, "console": {"text": [], "tool": []}}
+        "in-process": {"text": [], "tool": []},
+        "console": {"text": [], "tool": []},
+    }
     with llm_server_process(HOTEL_RULES) as base_url, tempfile.TemporaryDirectory() as tmp:
         os.environ.update(hotel_env(base_url))  # the in-process agent reads them like the child
         launch0 = AgentLaunch(HOTEL_AGENT, env=hotel_env(base_url))
@@ -119,15 +121,20 @@ def main() -> int:
                         results[name][kind] += got[kind]
         finally:
             server.close()
-    print(f"\nper-turn time, {args.sessions} sessions x {args.turns * 2} turns "
-          "(text and tool alternating), zero-latency scripted LLM")
+    print(
+        f"\nper-turn time, {args.sessions} sessions x {args.turns * 2} turns "
+        "(text and tool alternating), zero-latency scripted LLM"
+    )
     for kind in ("text", "tool"):
         for name in ("in-process", "console"):
             print(f"  {kind:4s} {name:10s}: {stats(results[name][kind])}")
-        ratio = (statistics.median(results["console"][kind])
-                 / statistics.median(results["in-process"][kind]))
-        print(f"  {kind:4s} console / in-process = {ratio:.2f}x (target <= 1.25x: "
-              f"{'met' if ratio <= 1.25 else 'NOT met'})")
+        ratio = statistics.median(results["console"][kind]) / statistics.median(
+            results["in-process"][kind]
+        )
+        print(
+            f"  {kind:4s} console / in-process = {ratio:.2f}x (target <= 1.25x: "
+            f"{'met' if ratio <= 1.25 else 'NOT met'})"
+        )
     return 0
 
 

@@ -6,8 +6,9 @@ catch rate of a real regression, through the real CLI.
 Setup (nothing reaches the internet): the local scripted LLM server plays the agent's LLM and
 the judge, and flips ``--flip`` of the judge's pass/fail verdicts at random (its
 ``noisy_verdicts`` quirk). The agent (bench/agents/verdict_agent.py) is fine in every
-conversation, except the one *regressed* scenario of a regressed suite, where it is broken in
-``--fail-rate`` of its conversations. Each conversation's truth is known, so besides the gate's
+conversation, except in the ``--regressed`` scenarios of a regressed suite, where it is broken in
+``--fail-rate`` of its conversations (several regressed scenarios per suite measure their rate
+faster; the catch rate is stated for one). Each conversation's truth is known, so besides the gate's
 exit code every verdict can be scored.
 
 For each configuration (the defaults, and ``--repeat 3 --min-pass 2 --rejudge 2``) it runs the
@@ -86,7 +87,8 @@ class Tally:
     runs: int = 0
     blocked: int = 0
     exit_codes: dict[int, int] = field(default_factory=dict)
-    regressed_failed: int = 0  # suite runs whose regressed scenario was reported failed
+    regressed_scenarios: int = 0  # regressed scenarios over the suite runs ...
+    regressed_failed: int = 0  # ... and how many of them were reported failed
     # per scenario run (attempt), by truth: fine conversations failed / broken ones passed
     fine: int = 0
     fine_failed: int = 0
@@ -95,12 +97,12 @@ class Tally:
     seconds: float = 0.0
 
 
-def suite(path: Path, n: int, regressed: bool, fail_rate: float) -> None:
-    """``n`` one-turn scripted scenarios judged on agent_expectations; the first one is the
-    regressed scenario of a regressed suite."""
+def suite(path: Path, n: int, regressed: int, fail_rate: float) -> None:
+    """``n`` one-turn scripted scenarios judged on agent_expectations; the first ``regressed``
+    of them are broken in ``fail_rate`` of their conversations."""
     lines = ["name: Verdict trust", "scenarios:"]
     for i in range(n):
-        rate = fail_rate if (regressed and i == 0) else 0.0
+        rate = fail_rate if i < regressed else 0.0
         lines += [
             f"  - id: SCN_trust{i:02d}",
             f"    label: Helps caller {i:02d}",
@@ -118,7 +120,7 @@ def run_suite(
     """One suite run through the real CLI; (exit code, results)."""
     work.mkdir(parents=True, exist_ok=True)
     scenarios = work / "scenarios.yaml"
-    suite(scenarios, args.scenarios, regressed, args.fail_rate)
+    suite(scenarios, args.scenarios, args.regressed if regressed else 0, args.fail_rate)
     results = work / "results.json"
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "OPENAI_", "LKEVAL_"))
@@ -135,20 +137,19 @@ def run_suite(
     return proc.returncode, json.loads(results.read_text(encoding="utf-8"))
 
 
-def score(tally: Tally, code: int, results: dict[str, object], regressed: bool) -> None:
+def score(tally: Tally, code: int, results: dict[str, object], regressed: int) -> None:
     """Add one suite run: the gate, and every scenario run scored against its truth."""
     tally.runs += 1
     tally.blocked += code != 0
     tally.exit_codes[code] = tally.exit_codes.get(code, 0) + 1
     for scenario in results["scenarios"]:  # type: ignore[attr-defined]
-        is_regressed = regressed and scenario["scenario_id"] == "SCN_trust00"
-        if is_regressed and scenario["status"] != "passed":
-            tally.regressed_failed += 1
+        is_regressed = int(scenario["scenario_id"].removeprefix("SCN_trust")) < regressed
+        if is_regressed:
+            tally.regressed_scenarios += 1
+            tally.regressed_failed += scenario["status"] != "passed"
         for attempt in scenario["attempts"]:
             passed = attempt["status"] == "passed"
-            broken = any(
-                MARK in (item.get("text") or "") for item in attempt["transcript"]
-            )
+            broken = any(MARK in (item.get("text") or "") for item in attempt["transcript"])
             if is_regressed:
                 tally.broken_scenario_runs += 1
                 tally.broken_scenario_passed += passed
@@ -161,8 +162,17 @@ def score(tally: Tally, code: int, results: dict[str, object], regressed: bool) 
 
 
 def binom_tail_ge(k: int, n: int, p: float) -> float:
-    """P(X >= k) for X ~ Binomial(n, p)."""
-    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
+    """P(X >= k) for X ~ Binomial(n, p), in log space (n runs into the thousands)."""
+    if p <= 0.0:
+        return 1.0 if k <= 0 else 0.0
+    if p >= 1.0:
+        return 1.0 if k <= n else 0.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    total = 0.0
+    for i in range(max(k, 0), n + 1):
+        log_c = math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+        total += math.exp(log_c + i * log_p + (n - i) * log_q)
+    return min(total, 1.0)
 
 
 def clopper_pearson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
@@ -197,7 +207,9 @@ def suite_blocks(q: float, n: int, repeat: int, min_pass: int) -> float:
 
 def catch(p: float, q: float, n: int, repeat: int, min_pass: int) -> float:
     """P(the gate blocks a suite with one regressed scenario): it fails, or another does."""
-    missed = (1 - scenario_fails(p, repeat, min_pass)) * (1 - suite_blocks(q, n - 1, repeat, min_pass))
+    missed = (1 - scenario_fails(p, repeat, min_pass)) * (
+        1 - suite_blocks(q, n - 1, repeat, min_pass)
+    )
     return 1 - missed
 
 
@@ -234,13 +246,16 @@ def report(name: str, flags: list[str], stable: Tally, regressed: Tally, n: int)
     p_hat, (p_lo, p_hi) = p_k / max(1, p_n), clopper_pearson(p_k, p_n)
     fb_lo, fb_hi = clopper_pearson(stable.blocked, stable.runs)
     c_lo, c_hi = clopper_pearson(regressed.blocked, regressed.runs)
+    caught = regressed.regressed_failed / max(1, regressed.regressed_scenarios)
+    r_lo, r_hi = clopper_pearson(regressed.regressed_failed, regressed.regressed_scenarios)
     print(f"\n== {name}: {' '.join(flags) or '(no flags)'}  (repeat {repeat}, min-pass {min_pass})")
     print(
         f"  measured, suite runs: stable blocked {stable.blocked}/{stable.runs} = "
         f"{pct(stable.blocked / stable.runs)} [95% {pct(fb_lo)}..{pct(fb_hi)}]; "
         f"regressed blocked {regressed.blocked}/{regressed.runs} = "
         f"{pct(regressed.blocked / regressed.runs)} [95% {pct(c_lo)}..{pct(c_hi)}]; "
-        f"regressed scenario reported failed {regressed.regressed_failed}/{regressed.runs}"
+        f"regressed scenarios reported failed {regressed.regressed_failed}/"
+        f"{regressed.regressed_scenarios} = {pct(caught)} [95% {pct(r_lo)}..{pct(r_hi)}]"
     )
     print(f"  exit codes: stable {stable.exit_codes}, regressed {regressed.exit_codes}")
     print(
@@ -267,7 +282,8 @@ def report(name: str, flags: list[str], stable: Tally, regressed: Tally, n: int)
             f"(false blocks {pct(suite_blocks(q_hat, n, *plan))}, regressed scenario slips "
             f"{pct(1 - scenario_fails(p_hat, *plan))})"
         )
-    print(f"  wall: {stable.seconds + regressed.seconds:.0f} s for {stable.runs + regressed.runs} suite runs")
+    wall = stable.seconds + regressed.seconds
+    print(f"  wall: {wall:.0f} s for {stable.runs + regressed.runs} suite runs")
 
 
 def main() -> int:
@@ -276,13 +292,16 @@ def main() -> int:
     parser.add_argument("--scenarios", type=int, default=20)
     parser.add_argument("--flip", type=float, default=0.1, help="judge verdicts flipped")
     parser.add_argument("--fail-rate", type=float, default=0.9, help="regressed conversations")
+    parser.add_argument("--regressed", type=int, default=5, help="regressed scenarios a suite")
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--only", choices=sorted(CONFIGS), help="one configuration")
+    parser.add_argument("--save", metavar="FILE", help="append the raw counts (JSON lines)")
     args = parser.parse_args()
     print(
-        f"verdict trust: {args.scenarios} scenarios, judge flips {pct(args.flip)}, regressed "
-        f"scenario broken in {pct(args.fail_rate)} of conversations, {args.runs} runs per agent"
+        f"verdict trust: {args.scenarios} scenarios, judge flips {pct(args.flip)}; regressed "
+        f"suite: {args.regressed} scenarios broken in {pct(args.fail_rate)} of their "
+        f"conversations; {args.runs} suite runs per agent and configuration"
     )
     configs = {args.only: CONFIGS[args.only]} if args.only else CONFIGS
     with tempfile.TemporaryDirectory(prefix="verdict-trust-") as tmp:
@@ -296,10 +315,14 @@ def main() -> int:
                         work = Path(tmp) / f"{index}-{run}-{int(regressed)}"
                         code, results = run_suite(work, llm, flags, regressed, args)
                         tallies[regressed].seconds += time.monotonic() - started
-                        score(tallies[regressed], code, results, regressed)
+                        score(tallies[regressed], code, results, args.regressed * regressed)
                 noisy = llm.quirks.noisy_verdicts
                 assert noisy is not None
                 print(f"\n[{name}] judge verdicts seen {noisy.seen}, flipped {noisy.flipped}")
+            if args.save:  # the raw counts, to recompute the figures without rerunning
+                raw = {name: {"stable": vars(tallies[False]), "regressed": vars(tallies[True])}}
+                with open(args.save, "a", encoding="utf-8") as file:
+                    file.write(json.dumps(raw) + "\n")
             report(name, flags, tallies[False], tallies[True], args.scenarios)
     return 0
 

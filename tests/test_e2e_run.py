@@ -122,13 +122,16 @@ def test_faulty_agents_are_errors_and_the_run_goes_on(tmp_path: Path) -> None:
                 "id": "crash",
                 "label": "Crashes mid-turn",
                 "userdata": {"fault": "exit_in_tool"},
-                "turns": [{"user": "please explode"}, {"user": "still there?"}],
+                "turns": [
+                    {"user": "please explode"},
+                    {"user": "still there?", "expect": [{"message": {}}]},
+                ],
             },
             {
                 "id": "raises",
                 "label": "Entrypoint raises",
                 "userdata": {"fault": "raise_in_entrypoint"},
-                "turns": [{"user": "hello"}],
+                "turns": [{"user": "hello", "expect": [{"message": {}}]}],
             },
             {
                 "id": "tool-error",
@@ -176,7 +179,8 @@ def test_import_error_means_nothing_could_run(tmp_path: Path) -> None:
     scenarios = _scenarios_file(
         tmp_path,
         [
-            {"label": "Anything", "turns": [{"user": "hi"}]},
+            # a check, so it is played (a scenario with nothing to check never boots)
+            {"label": "Anything", "turns": [{"user": "hi", "expect": [{"message": {}}]}]},
             {"label": "Not selected", "turns": [{"user": "hi"}]},
         ],
     )
@@ -224,7 +228,11 @@ def test_sigterm_writes_partial_results_and_leaves_no_agent(tmp_path: Path, star
                 "label": "Quick",
                 "turns": [{"user": "hi", "expect": [{"message": {}}]}],
             },
-            {"id": "slow", "label": "Slow", "turns": [{"user": "slow please"}]},
+            {
+                "id": "slow",
+                "label": "Slow",
+                "turns": [{"user": "slow please", "expect": [{"message": {}}]}],
+            },
         ],
     )
     agent = HOTEL / "agent.py"

@@ -7,7 +7,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from report_fixtures import results_of, scenario
 
+from lkeval.results.gate import evaluate_gate
 from lkeval.scenarios.loader import load_scenario_file
 from lkeval.scenarios.model import NOTHING_TO_CHECK, Scenario, min_pass_problem
 
@@ -78,8 +80,8 @@ def test_a_named_judge_model_and_run_judges_give_scenarios_something_to_check(
     assert scenarios["scripted, expects nothing"].nothing_to_check(
         judge_scripted=True, run_judges=()
     )
-    for scenario in scenarios.values():
-        assert scenario.nothing_to_check(judge_scripted=False, run_judges=("safety",)) is None
+    for each in scenarios.values():
+        assert each.nothing_to_check(judge_scripted=False, run_judges=("safety",)) is None
 
 
 def _plan_file(tmp_path: Path, extra: str = "") -> list[Scenario]:
@@ -117,3 +119,35 @@ def test_a_scenarios_own_min_pass_counts_against_the_runs_flag(tmp_path: Path) -
     own = _plan_file(tmp_path, ", repeat: 4, min_pass: 3")
     assert min_pass_problem(own, 2, None) is None  # its own repeat wins
     assert own[1].runs(2, None) == (4, 3) and own[0].runs(2, None) == (2, 2)
+
+
+# --- the gate counts them --------------------------------------------------------------------
+
+UNCHECKED = f"{NOTHING_TO_CHECK}: it has no agent_expectations or judges"
+
+
+def test_the_gate_fails_on_a_scenario_with_nothing_to_check() -> None:
+    results = results_of(
+        scenario("Books"),
+        scenario("Chats", "skipped", reason=UNCHECKED, attempts=()),
+    )
+    gate = evaluate_gate(results, None)
+    assert not gate.passed and gate.exit_code == 1
+    assert gate.reasons == (
+        "1 scenario had nothing to check: Chats (give each a check, or --allow-nothing-to-check)",
+    )
+    allowed = evaluate_gate(results, None, allow_nothing_to_check=True)
+    assert allowed.passed and allowed.exit_code == 0
+    assert allowed.reasons == (
+        "all 1 scenario passed",
+        "1 scenario had nothing to check: Chats (allowed)",
+    )
+
+
+def test_other_skips_and_quarantined_unchecked_scenarios_do_not_block() -> None:
+    results = results_of(
+        scenario("Books"),
+        scenario("Filtered", "skipped", reason="not selected (tag a=b)", attempts=()),
+        scenario("Flaky", "skipped", reason=UNCHECKED, attempts=(), quarantined=True),
+    )
+    assert evaluate_gate(results, None).passed

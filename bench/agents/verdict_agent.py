@@ -32,9 +32,7 @@ server = AgentServer()
 async def entrypoint(ctx: JobContext) -> None:
     sim = ctx.simulation_context()
     data = sim.userdata() if sim is not None else {}
-    fail_rate = float(
-        (data or {}).get("fail_rate", os.environ.get("VERDICT_AGENT_FAIL_RATE", "0"))
-    )
+    fail_rate = float((data or {}).get("fail_rate", os.environ.get("VERDICT_AGENT_FAIL_RATE", "0")))
     mode = "broken" if _DRAW.random() < fail_rate else "fine"
     session: AgentSession[None] = AgentSession(llm=openai.LLM(model="bench-agent"))
     agent = DeskAgent(instructions=f"You are the help desk. MODE {mode}.")

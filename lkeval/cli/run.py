@@ -46,7 +46,7 @@ from lkeval.results.model import (
     run_start_mode,
     write_results,
 )
-from lkeval.scenarios.model import Scenario
+from lkeval.scenarios.model import Scenario, min_pass_problem
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.run.attempt import RunSettings
 from lkeval.run.systemic import DEFAULT_MAX_ERRORS
@@ -55,6 +55,7 @@ from lkeval.agents.fork_client import open_launcher
 
 if TYPE_CHECKING:
     from lkeval.llm.config import MissingCredentialsError
+    from lkeval.llm.evaluator import LLMEvaluator
 
 DEFAULT_RESULTS = "lkeval-results/results.json"
 
@@ -204,7 +205,7 @@ def run_main(args: argparse.Namespace) -> int:
     from lkeval.llm.evaluator import build_evaluator
     from lkeval.publish.github.checkout import recorded_commit
     from lkeval.publish.github.context import read_context
-    from lkeval.publish.outputs import publish
+    from lkeval.publish.outputs import load_baseline, publish
     from lkeval.publish.progress import make_progress
     from lkeval.results.pricing import PriceTable
 
@@ -237,6 +238,11 @@ def run_main(args: argparse.Namespace) -> int:
     problem = python_problem(args.python)  # before anything boots: one line, not N failures
     if problem is not None:
         raise UsageError(f"--python: {problem}")
+    problem = min_pass_problem(selected, args.repeat, args.min_pass)
+    if problem is not None:
+        raise UsageError(problem)
+    if args.baseline:
+        load_baseline(args.baseline)  # a bad baseline is exit 2 now, not after the whole run
     try:
         evaluator = build_evaluator(args, selected)  # checks credentials before anything boots
     except MissingCredentialsError as exc:
@@ -249,6 +255,7 @@ def run_main(args: argparse.Namespace) -> int:
 
         route_livekit_logs(logs_dir / "livekit-in-lkeval.log")  # not into the progress display
     judge_check = evaluator.preflight(sys.stdout) if evaluator is not None else None
+    options = dataclasses.replace(options, nothing_to_check=_nothing_to_check(selected, evaluator))
     started_at = dt.datetime.now(dt.timezone.utc)
     started = time.monotonic()
     launch = AgentLaunch(agent=agent.resolve(), python=args.python, env=env, log_filter=mask)
@@ -392,6 +399,18 @@ def _run_until_signal(
     finally:
         kill_all_now()
     return results, (stopped_by[0] if stopped_by else None)
+
+
+def _nothing_to_check(selected: list[Scenario], evaluator: LLMEvaluator | None) -> dict[str, str]:
+    """Scenario id -> why it has nothing to check, with the judges this run configured."""
+    judge_scripted = evaluator is not None and evaluator.judge_scripted
+    run_judges = evaluator.run_judges if evaluator is not None else ()
+    found = {}
+    for scenario in selected:
+        why = scenario.nothing_to_check(judge_scripted=judge_scripted, run_judges=run_judges)
+        if why is not None:
+            found[scenario.id] = why
+    return found
 
 
 def _relative_to_cwd(path: str) -> str:

@@ -124,6 +124,12 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_budget_arguments(group)
     group.add_argument(
+        "--allow-nothing-to-check",
+        action="store_true",
+        help="do not fail the gate on scenarios with nothing to check (no expectations, no "
+        "judged agent_expectations, no judges); they are never played either way",
+    )
+    group.add_argument(
         "--comment",
         choices=COMMENT_MODES,
         default="update",
@@ -201,6 +207,7 @@ def publish(
         getattr(args, "fail_on", "any"),
         getattr(args, "min_pass_rate", None),
         budgets_from_args(args),
+        allow_nothing_to_check=bool(getattr(args, "allow_nothing_to_check", False)),
     )
     ctx = read_context(env, token=token, pr_number=getattr(args, "pr", None)) if github else None
     run_url = ctx.run_url if ctx else None
@@ -264,14 +271,19 @@ def gate_line(gate: GateOutcome) -> str:
     return inert_line(f"lk-eval gate: {state}" + (f" — {why}" if why else ""), 4000)
 
 
+def load_baseline(path: str) -> RunResults:
+    """The baseline results file, or :class:`BaselineError` (exit 2); ``run`` calls it before
+    the first agent boots, so a typo in the path costs seconds, not a suite."""
+    try:
+        return load_results(path)
+    except ResultsFileError as exc:
+        raise BaselineError(f"baseline: {exc}") from None
+
+
 def _comparison(results: RunResults, path: str | None, masker: Masker) -> Comparison | None:
     if not path:
         return None
-    try:
-        baseline = load_results(path)
-    except ResultsFileError as exc:
-        raise BaselineError(f"baseline: {exc}") from None
-    return compare(results, masker.mask_results(baseline))
+    return compare(results, masker.mask_results(load_baseline(path)))
 
 
 def _write(path: str, text: str) -> None:

@@ -25,6 +25,7 @@ from lkeval.results.baseline import Comparison
 from lkeval.results.budgets import BudgetMiss, Budgets, check_budgets
 from lkeval.results.model import RunResults, ScenarioResult
 from lkeval.results.untrusted import label
+from lkeval.scenarios.model import NOTHING_TO_CHECK
 
 FailOn = Literal["any", "regression", "never"]
 FAIL_ON_CHOICES: tuple[FailOn, ...] = ("any", "regression", "never")
@@ -131,8 +132,12 @@ def evaluate_gate(
     fail_on: FailOn = "any",
     min_pass_rate: float | None = None,
     budgets: Budgets | None = None,
+    allow_nothing_to_check: bool = False,
 ) -> GateOutcome:
     """Decide the gate. See the module docstring for the exit codes.
+
+    A scenario that had nothing to check (found before anything booted, not played) fails
+    the gate unless ``allow_nothing_to_check``: a check dropped by mistake must not pass.
 
     A budget miss (:mod:`lkeval.results.budgets`) fails the gate on its own, as its own
     reason; with ``--fail-on never`` it is reported and does not block.
@@ -196,6 +201,10 @@ def evaluate_gate(
     if flaky:
         notes.append(f"{_count(flaky)} quarantined and not passing (not blocking)")
 
+    unchecked = _nothing_to_check(results, allow_nothing_to_check)
+    if unchecked:
+        (notes if allow_nothing_to_check else failures).append(unchecked)
+
     misses = check_budgets(results, comparison, budgets)
     for miss in misses:
         (notes if fail_on == "never" else failures).append(f"budget missed: {miss.text}")
@@ -231,6 +240,19 @@ def incomplete_run(results: RunResults) -> list[str]:
         missing = ", ".join(results.metadata.missing_shards)
         out.append(f"partial results: shard(s) {missing} missing (merged with --allow-partial)")
     return out
+
+
+def _nothing_to_check(results: RunResults, allowed: bool) -> str:
+    """The gate's sentence on scenarios that had nothing to check (quarantined ones aside)."""
+    found = [
+        s
+        for s in results.scenarios
+        if s.status == "skipped" and not s.quarantined and s.reason.startswith(NOTHING_TO_CHECK)
+    ]
+    if not found:
+        return ""
+    tail = "(allowed)" if allowed else "(give each a check, or --allow-nothing-to-check)"
+    return f"{_count(found)} had nothing to check: {_labels(found)} {tail}"
 
 
 def _count(items: Sized) -> str:

@@ -72,6 +72,8 @@ class EngineOptions:
     quarantine: tuple[tuple[str, str], ...] = ()
     selection: Selection = Selection()
     max_errors: int = DEFAULT_MAX_ERRORS  # 0: never stop early (lkeval.run.systemic)
+    # scenario id -> why it has nothing to check; decided before anything boots, not played
+    nothing_to_check: dict[str, str] = field(default_factory=dict)
 
 
 def parse_tag_selector(text: str) -> tuple[str, str]:
@@ -166,6 +168,10 @@ class Engine:
         for scenario in self._scenarios:
             if not self.options.selection.selects(scenario):
                 reason = f"not selected ({self.options.selection.describe()})"
+                self._complete(scenario, self._skipped(scenario, reason))
+                continue
+            if scenario.id in self.options.nothing_to_check:
+                reason = self.options.nothing_to_check[scenario.id]
                 self._complete(scenario, self._skipped(scenario, reason))
                 continue
             repeat, _ = self.plan(scenario)
