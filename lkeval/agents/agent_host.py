@@ -50,6 +50,9 @@ PREPARED = b'{"prepared": true}\n'
 # The agent's own directory (its working directory) that lk-eval prepared and cleans up.
 AGENT_DIR_ENV = "LKEVAL_AGENT_DIR"
 AGENT_TMP = ".tmp"  # the agent's TMPDIR, inside its directory
+# The agent's raw (unmasked) log, in the run's private dir: lk-eval publishes a masked copy when
+# the agent stops. An agent that outlives lk-eval deletes it (nobody is left to mask it).
+RAW_LOG_ENV = "LKEVAL_RAW_LOG"
 PR_SET_CHILD_SUBREAPER = 36
 
 # (module, attribute path) the host relies on.
@@ -223,12 +226,27 @@ def clean_agent_dir(path: str) -> None:
         os.rmdir(path)
 
 
+def drop_raw_log(path: str) -> None:
+    """Delete an unpublished raw log, and its private dir once the last one is gone."""
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.dirname(path))
+
+
 def die_with_tree(code: int) -> None:
-    """Kill every descendant, clean the agent's directory, and exit at once (never returns)."""
+    """Kill every descendant, clean up after the agent, and exit at once (never returns).
+
+    Runs when lk-eval is gone: its directory links and temp dir go, and the raw log too (it
+    is unmasked, and nobody is left to publish a masked copy).
+    """
     kill_processes(process_tree(os.getpid()))
     agent_dir = os.environ.get(AGENT_DIR_ENV)
     if agent_dir:
         clean_agent_dir(agent_dir)
+    raw_log = os.environ.get(RAW_LOG_ENV)
+    if raw_log:
+        drop_raw_log(raw_log)
     os.kill(os.getpid(), signal.SIGKILL)
     os._exit(code)
 

@@ -223,6 +223,8 @@ class Server:
         self.fd_channel = fd_channel
         self.children: dict[int, str] = {}  # pid -> spawn id
         self.agent_dirs: dict[int, str] = {}  # pid -> the agent's own directory
+        self.raw_logs: set[str] = set()  # raw logs of agents forked (lk-eval publishes them)
+        self.lost_runner = False
         self._buf = b""
         self._wake_r, wake_w = os.pipe()
         for fd in (self._wake_r, wake_w):
@@ -249,6 +251,9 @@ class Server:
             # a child killed here may not have finished cleaning up after itself
             for agent_dir in agent_dirs:
                 agent_host.clean_agent_dir(agent_dir)
+            if self.lost_runner:  # nobody is left to publish (mask) the raw logs
+                for raw_log in self.raw_logs:
+                    agent_host.drop_raw_log(raw_log)
 
     def _step(self) -> bool:
         readable, _, _ = select.select([0, self._wake_r], [], [])
@@ -258,7 +263,8 @@ class Server:
         self._reap()
         if 0 in readable:
             chunk = os.read(0, 65536)
-            if not chunk:
+            if not chunk:  # end of input without a shutdown: the runner is gone
+                self.lost_runner = True
                 return False
             self._buf += chunk
             while b"\n" in self._buf:
@@ -325,6 +331,8 @@ class Server:
         self.children[pid] = spawn_id
         if env.get(agent_host.AGENT_DIR_ENV):
             self.agent_dirs[pid] = env[agent_host.AGENT_DIR_ENV]
+        if env.get(agent_host.RAW_LOG_ENV):
+            self.raw_logs.add(env[agent_host.RAW_LOG_ENV])
         emit("spawned", id=spawn_id, pid=pid)
 
     def _receive_control(self, spawn_id: str) -> int | None:

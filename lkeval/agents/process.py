@@ -227,11 +227,14 @@ class AgentProcess:
             raise AgentFailure(str(exc)) from None
 
     def _env(self) -> dict[str, str]:
-        return {
+        env = {
             **agent_env(self.launch),
             agent_host.AGENT_DIR_ENV: str(self.agent_dir.resolve()),
             "TMPDIR": str((self.agent_dir / agent_host.AGENT_TMP).resolve()),
         }
+        if self.raw_log_path != self.log_path:  # a private raw log, published when it stops
+            env[agent_host.RAW_LOG_ENV] = str(self.raw_log_path.resolve())
+        return env
 
     async def _read_prepared(self) -> None:
         assert self._control is not None
@@ -323,7 +326,26 @@ class AgentProcess:
 
     async def stop(self, grace: float = 5.0) -> None:
         """SIGTERM the agent's group, SIGKILL it after ``grace`` seconds, then kill whatever
-        is left of its tree (descendants that left the group with ``setsid``)."""
+        is left of its tree (descendants that left the group with ``setsid``).
+
+        Finishes even when the caller is cancelled meanwhile (``asyncio.run`` cancels every
+        task when it ends, and an attempt can be cancelled twice): a stop cut short would
+        leave the agent running. The cancellation is raised once the agent is stopped.
+        """
+        stopping = asyncio.ensure_future(self._stop(grace))
+        cancelled = False
+        while not stopping.done():
+            try:
+                await asyncio.shield(stopping)
+            except asyncio.CancelledError:
+                if stopping.cancelled():  # cancelled itself: its cleanup has run
+                    break
+                cancelled = True
+        if cancelled or stopping.cancelled():
+            raise asyncio.CancelledError
+        stopping.result()
+
+    async def _stop(self, grace: float) -> None:
         if self._listener is not None:
             self._listener.stop()
         proc = self.proc

@@ -233,7 +233,7 @@ class ScenarioAttempt:
                 slot.release()
             if conn is not None:
                 await conn.close()
-            await asyncio.shield(agent.stop(self.settings.stop_grace))
+            await agent.stop(self.settings.stop_grace)  # finishes even if cancelled again
 
     async def _converse(self, conv: Conversation, agent: AgentProcess, started: float) -> Attempt:
         p = self.p
