@@ -123,3 +123,31 @@ def test_a_huge_hostile_label_is_bounded_and_inert_in_every_report() -> None:
     markdown = REPORTER_BY_NAME["markdown"]().format(report)
     assert "](https://" not in markdown and "@team" not in markdown
     assert len(gate_line(gate)) <= 4000 and runner_commands(gate_line(gate)) == []
+
+
+def test_errors_and_validate_diagnostics_quoting_a_scenario_file_are_inert(
+    tmp_path: object,
+) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import clean_env
+
+    path = Path(str(tmp_path)) / "s.yaml"
+    path.write_text('scenarios:\n  - label: ok\n    "bad\\n::error::injected\\e]0;x": 1\n')
+    for command in (
+        ["validate", str(path)],
+        ["run", "--agent", str(path), "--scenarios", str(path)],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "lkeval", *command],
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+            timeout=60,
+        )
+        out = proc.stdout + proc.stderr
+        assert "injected" in out, out  # the key is quoted ...
+        assert runner_commands(out) == [], out  # ... but cannot become a command
+        assert "\x1b" not in out

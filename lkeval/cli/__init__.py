@@ -71,9 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:  # the boundary: known errors get one line, others a bug report
         from lkeval.publish.github.action_inputs import for_action
+        from lkeval.publish.github.workflow import inert_lines
 
         code, message = classify(exc)
-        print(for_action(f"lk-eval: {message}"), file=sys.stderr)
+        # may quote a scenario file or a results file: never a workflow command, never a secret
+        print(inert_lines(for_action(f"lk-eval: {message}")), file=sys.stderr)
         if code == EXIT_INTERNAL:
             print(
                 "  this is a bug in lk-eval; please report it with the command you ran",

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from lkeval.publish.github.workflow import inert_line, inert_lines
 from lkeval.scenarios.loader import load_scenario_files, summarize
 
 
@@ -25,6 +26,6 @@ def validate_main(args: argparse.Namespace) -> int:
     """Print every diagnostic (errors and warnings) and the summary; 2 on any error."""
     groups, diagnostics = load_scenario_files(args.files)
     for diagnostic in diagnostics:
-        print(diagnostic, file=sys.stderr)
-    print(summarize(groups, diagnostics))
+        print(inert_line(str(diagnostic)), file=sys.stderr)  # quotes the scenario file
+    print(inert_lines(summarize(groups, diagnostics)))  # names groups and labels
     return 2 if any(d.is_error for d in diagnostics) else 0

@@ -73,6 +73,15 @@ def inert_line(text: str, limit: int = REASON_CHARS) -> str:
     return ZERO_WIDTH_SPACE + line if line.lstrip().startswith("::") else line
 
 
+def inert_lines(text: str) -> str:
+    """Each line of ``text`` as an :func:`inert_line`; a workflow command of lk-eval's own
+    (already escaped, one line) is kept as it is."""
+    if text.startswith("::") and "\n" not in text and "\r" not in text:
+        return text
+    lines = text.splitlines()
+    return "\n".join(line[: len(line) - len(line.lstrip(" "))] + inert_line(line) for line in lines)
+
+
 def inert(lines: list[str]) -> list[str]:
     """Wrap untrusted lines so the runner cannot read any of them as a workflow command.
 
