@@ -2,7 +2,8 @@
 
 Run as ``PYTHON lkeval/agents/fork_server.py [--preload MODULE ...]`` with the agent's interpreter
 and the environment a cold agent would get. Like ``agent_host`` it imports nothing from lk-eval
-(``agent_host`` comes from this file's directory), so an agent venv without lk-eval runs it.
+(``agent_host`` and ``fork_child`` are loaded from this file's directory, by path, under
+private names), so an agent venv without lk-eval runs it.
 
 Why: a cold agent spends ~2.5 CPU-s importing livekit-agents, its plugins, av, the native rtc
 library and the OpenAI SDK before it dials in. Forked from a parent that holds all of that, a
@@ -14,19 +15,17 @@ child); the framework only, never the user's module (its import-time code must s
 scenario's environment); ``gc.freeze()`` after preloading (the children's collector would
 otherwise write to, and un-share, the inherited objects); and it reaps its own children, since
 the runner cannot wait on processes it did not start. Each child sheds what a cold process
-would not have (signal handlers and wakeup fd, descriptors, stdio, environment, working
-directory), starts its own session (the runner stops it with ``killpg``), dies with the server
-(``PR_SET_PDEATHSIG``), and runs ``agent_host.main`` exactly as a cold start does.
+would not have and runs ``agent_host.main`` exactly as a cold start does (``fork_child.py``).
 
 Protocol, one JSON object per line. Commands on stdin: ``spawn`` (id, argv: the host's
 arguments, env, cwd, log, control_fd) and ``shutdown``. Before each ``spawn`` line the runner
 sends the agent's control channel over the ``--fd-channel`` Unix socket (``SCM_RIGHTS``, with
-the spawn id as data); the child gets it under the number ``control_fd`` names.
-Events on stdout: ``ready`` (or
-``unsupported`` with a reason, then exit), ``spawned`` (id, pid), ``spawn_failed`` (id,
-error), ``exited`` (pid, returncode: minus the signal number as in ``subprocess``, and
-``signal``). On shutdown or end of stdin the server kills its children's trees and exits; it is
-a child subreaper, so descendants of its children that called ``setsid`` are in its tree.
+the spawn id as data); the child gets it under the number ``control_fd`` names. Events on
+stdout: ``ready`` (or ``unsupported`` with a reason, then exit), ``spawned`` (id, pid),
+``spawn_failed`` (id, error), ``exited`` (pid, returncode: minus the signal number as in
+``subprocess``, and ``signal``). On shutdown or end of stdin the server kills its children's
+trees and exits; it is a child subreaper, so descendants of its children that called ``setsid``
+are in its tree.
 """
 
 from __future__ import annotations
@@ -41,30 +40,33 @@ import signal
 import socket
 import sys
 import time
-import traceback
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 if __package__:  # imported as lkeval.agents.fork_server (tests, type checks)
-    from . import agent_host
-else:  # run by path with the agent's interpreter, which may not have lk-eval. Loaded under a
-    # private name, not through sys.path: a user module named ``agent_host`` stays theirs.
+    from . import agent_host, fork_child
+else:  # run by path with the agent's interpreter, which may not have lk-eval. Its siblings are
+    # loaded under private names, not through sys.path: a user module named ``agent_host``
+    # stays theirs.
     import importlib.util
 
-    _spec = importlib.util.spec_from_file_location(
-        "_lkeval_agent_host",
-        os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent_host.py"),
-    )
-    assert _spec is not None and _spec.loader is not None
-    agent_host = importlib.util.module_from_spec(_spec)
-    sys.modules[_spec.name] = agent_host
-    _spec.loader.exec_module(agent_host)
+    def _load_sibling(name: str) -> Any:
+        here = os.path.dirname(os.path.abspath(__file__))
+        spec = importlib.util.spec_from_file_location(
+            f"_lkeval_{name}", os.path.join(here, f"{name}.py")
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    agent_host = _load_sibling("agent_host")
+    fork_child = _load_sibling("fork_child")
     agent_host.forget_host_dir()  # nothing preloaded may resolve to this directory's modules
 
 PROTOCOL_VERSION = 2
-EXIT_CHILD_SETUP = 70  # the child could not prepare itself (before any agent code ran)
-PR_SET_PDEATHSIG = 1
 
 # Imported lazily by a console child (seen by diffing ``sys.modules`` of a cold agent after a
 # tool turn against the framework's own imports). The OpenAI SDK's chat resources alone are
@@ -319,7 +321,16 @@ class Server:
             emit("spawn_failed", id=spawn_id, error=f"fork failed: {exc}")
             return
         if pid == 0:
-            child_main(argv, env, cmd.get("cwd"), log_fd, sync_w, server_pid, (control, target_fd))
+            fork_child.child_main(
+                agent_host,
+                argv,
+                env,
+                cmd.get("cwd"),
+                log_fd,
+                sync_w,
+                server_pid,
+                (control, target_fd),
+            )
         os.close(log_fd)
         os.close(sync_w)
         os.close(control)  # only the child holds the agent's end now
@@ -370,143 +381,6 @@ class Server:
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-
-
-def child_main(
-    argv: list[str],
-    env: dict[str, str],
-    cwd: str | None,
-    log_fd: int,
-    sync_w: int,
-    server_pid: int,
-    control: tuple[int, int],
-) -> None:
-    """In the forked child: become a process a cold start would be, then run the host.
-
-    ``control`` is (the descriptor the channel arrived as, the number the host expects).
-    """
-    try:
-        os.setsid()
-        _die_with_parent(server_pid)
-        os.close(sync_w)  # tells the server the pid is safe to hand out
-        signal.set_wakeup_fd(-1)
-        _reset_signals()
-        _redirect_stdio(log_fd)
-        _close_inherited_fds(keep=control[0])
-        if control[0] != control[1]:
-            os.dup2(control[0], control[1])
-            os.close(control[0])
-        os.environ.clear()
-        os.environ.update(env)
-        _forget_cached_tempdir()
-        if cwd:
-            os.chdir(cwd)
-        sys.argv = [agent_host.__file__, *argv]
-    except BaseException:
-        traceback.print_exc()
-        os._exit(EXIT_CHILD_SETUP)
-    agent_host.fast_exit(_run_host(argv))
-
-
-def _run_host(argv: list[str]) -> int:
-    """``agent_host.main`` as the interpreter would run it: uncaught errors print and exit 1."""
-    try:
-        agent_host.main(argv)  # leaves through fast_exit on success
-    except SystemExit as exc:
-        if exc.code is None or isinstance(exc.code, int):
-            return exc.code or 0
-        print(exc.code, file=sys.stderr)
-    except BaseException:
-        traceback.print_exc()
-    else:
-        return 0
-    return 1
-
-
-def _die_with_parent(server_pid: int) -> None:
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-    if os.getppid() != server_pid:  # the server died before the death signal was armed
-        os._exit(EXIT_CHILD_SETUP)
-
-
-def _reset_signals() -> None:
-    """The dispositions a fresh interpreter starts with: defaults, Python's SIGINT handler,
-    and SIGPIPE/SIGXFSZ ignored (CPython ignores both at start-up)."""
-    fresh: dict[int, Callable[..., Any] | int] = {
-        signal.SIGINT: signal.default_int_handler,
-        signal.SIGPIPE: signal.SIG_IGN,
-    }
-    if hasattr(signal, "SIGXFSZ"):
-        fresh[signal.SIGXFSZ] = signal.SIG_IGN
-    for sig in signal.valid_signals():
-        if sig in (signal.SIGKILL, signal.SIGSTOP):
-            continue
-        with contextlib.suppress(OSError, ValueError, RuntimeError):
-            signal.signal(sig, fresh.get(sig, signal.SIG_DFL))
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
-
-
-def _redirect_stdio(log_fd: int) -> None:
-    """stdin from /dev/null, stdout and stderr to the log, unbuffered as PYTHONUNBUFFERED."""
-    import io
-
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
-    encoding = sys.stdout.encoding if sys.stdout else "utf-8"
-
-    def stream(fd: int, mode: str, errors: str) -> io.TextIOWrapper:
-        raw = io.FileIO(fd, mode, closefd=False)
-        buffered: Any = raw if mode == "w" else io.BufferedReader(raw)
-        return io.TextIOWrapper(
-            buffered,
-            encoding=encoding,
-            errors=errors,
-            line_buffering=mode == "w",
-            write_through=mode == "w",
-        )
-
-    streams = {
-        "stdin": stream(0, "r", "strict"),
-        "stdout": stream(1, "w", "strict"),
-        "stderr": stream(2, "w", "backslashreplace"),
-    }
-    for name, value in streams.items():
-        for attr in (name, f"__{name}__"):
-            # the server's stream objects own fds 0-2 (closefd): freed, they would close
-            # the descriptors just redirected. The child never frees them (it os._exit()s).
-            _RETIRED.append(getattr(sys, attr))
-            setattr(sys, attr, value)
-
-
-_RETIRED: list[Any] = []
-
-
-def _forget_cached_tempdir() -> None:
-    """``tempfile`` caches the temp dir it found in the server; the agent's TMPDIR differs."""
-    tempfile = sys.modules.get("tempfile")
-    if tempfile is not None:
-        tempfile.tempdir = None  # type: ignore[attr-defined]
-
-
-def _close_inherited_fds(keep: int) -> None:
-    """Close everything but stdio and ``keep``: the server's pipes and anything else a cold
-    start lacks."""
-    try:
-        fds = [int(name) for name in os.listdir("/proc/self/fd")]
-    except OSError:
-        fds = list(range(3, 1024))
-    for fd in fds:
-        if fd > 2 and fd != keep:
-            with contextlib.suppress(OSError):
-                os.close(fd)
 
 
 def main(argv: list[str] | None = None) -> int:
