@@ -13,7 +13,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 from google.protobuf import json_format
 from livekit.protocol import agent_simulation as sim_pb
@@ -29,8 +28,9 @@ from lkeval.results.model import (
     Verdict,
 )
 from lkeval.results.pricing import PriceTable
+from lkeval.run.collaborators import Caller, CallerTurnLike, Evaluator, Slot
 from lkeval.run.conversation import AgentEndedSession, Conversation, TurnFailed
-from lkeval.run.expectations import IntentJudge, check_turn
+from lkeval.run.expectations import check_turn
 from lkeval.run.outcome import (
     agent_error_text,
     caller_turns,
@@ -41,63 +41,6 @@ from lkeval.run.outcome import (
     with_agent_text,
 )
 from lkeval.scenarios.model import Scenario
-
-
-class CallerTurnLike(Protocol):
-    """What a simulated caller answers with for one turn."""
-
-    text: str | None
-    ended: bool
-    reason: str
-    usage: Usage
-
-
-class Caller(Protocol):
-    """The simulated user of one attempt."""
-
-    async def next_message(self, transcript: Sequence[TranscriptItem]) -> CallerTurnLike:
-        """The caller's next message, or ``ended`` when it hangs up."""
-        ...
-
-
-class Evaluator(Protocol):
-    """The LLM side of an attempt: the simulated user and the judges (may be absent)."""
-
-    def caller_for(self, scenario: Scenario) -> Caller | None:
-        """A fresh simulated caller for ``scenario``, or None when none is configured."""
-        ...
-
-    def intent_judge(self, usage: dict[str, Usage]) -> IntentJudge | None:
-        """A judge for scripted ``intent:`` checks that adds its tokens to ``usage``."""
-        ...
-
-    async def judge(
-        self,
-        scenario: Scenario,
-        transcript: Sequence[TranscriptItem],
-        usage: dict[str, Usage],
-        agent_instructions: str | None = None,
-    ) -> list[Verdict]:
-        """Judge the whole conversation (may be empty when no judge is configured);
-        ``agent_instructions`` are the agent's own, which LiveKit's built-in judges need."""
-        ...
-
-    def passes(self, verdicts: Sequence[Verdict]) -> tuple[bool, str]:
-        """Combine verdicts into pass/fail and a reason."""
-        ...
-
-
-class Slot(Protocol):
-    """The attempt's place in the run's concurrency (:class:`lkeval.run.engine.AgentSlots`)."""
-
-    async def converse(self) -> None:
-        """Wait for a conversation slot (the agent has booted)."""
-        ...
-
-    def release(self) -> None:
-        """Give back what is held (the conversation is over)."""
-        ...
-
 
 NOT_RUN_INTERRUPTED = "not run (interrupted)"
 
@@ -469,3 +412,16 @@ def agent_check_text(verdict: Verdict | None, error: str) -> str:
     if verdict.verdict == "fail":
         return f"vetoed: {verdict.reason}" if verdict.reason else "vetoed"
     return "passed" + (f": {verdict.reason}" if verdict.reason else "")
+
+
+__all__ = [  # the collaborators are re-exported: the engine and tests import them from here
+    "NOT_RUN_INTERRUPTED",
+    "AttemptError",
+    "Caller",
+    "CallerTurnLike",
+    "Evaluator",
+    "RunSettings",
+    "ScenarioAttempt",
+    "Slot",
+    "dispatch_json",
+]

@@ -1,0 +1,67 @@
+"""What an attempt is given to work with: the LLM side (simulated user, judges) and its place
+in the run's concurrency. Small protocols, so the engine and tests can hand in their own."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from lkeval.results.model import TranscriptItem, Usage, Verdict
+from lkeval.run.expectations import IntentJudge
+from lkeval.scenarios.model import Scenario
+
+
+class CallerTurnLike(Protocol):
+    """What a simulated caller answers with for one turn."""
+
+    text: str | None
+    ended: bool
+    reason: str
+    usage: Usage
+
+
+class Caller(Protocol):
+    """The simulated user of one attempt."""
+
+    async def next_message(self, transcript: Sequence[TranscriptItem]) -> CallerTurnLike:
+        """The caller's next message, or ``ended`` when it hangs up."""
+        ...
+
+
+class Evaluator(Protocol):
+    """The LLM side of an attempt: the simulated user and the judges (may be absent)."""
+
+    def caller_for(self, scenario: Scenario) -> Caller | None:
+        """A fresh simulated caller for ``scenario``, or None when none is configured."""
+        ...
+
+    def intent_judge(self, usage: dict[str, Usage]) -> IntentJudge | None:
+        """A judge for scripted ``intent:`` checks that adds its tokens to ``usage``."""
+        ...
+
+    async def judge(
+        self,
+        scenario: Scenario,
+        transcript: Sequence[TranscriptItem],
+        usage: dict[str, Usage],
+        agent_instructions: str | None = None,
+    ) -> list[Verdict]:
+        """Judge the whole conversation (may be empty when no judge is configured);
+        ``agent_instructions`` are the agent's own, which LiveKit's built-in judges need."""
+        ...
+
+    def passes(self, verdicts: Sequence[Verdict]) -> tuple[bool, str]:
+        """Combine verdicts into pass/fail and a reason."""
+        ...
+
+
+class Slot(Protocol):
+    """The attempt's place in the run's concurrency (:class:`lkeval.run.engine.AgentSlots`)."""
+
+    async def converse(self) -> None:
+        """Wait for a conversation slot (the agent has booted)."""
+        ...
+
+    def release(self) -> None:
+        """Give back what is held (the conversation is over)."""
+        ...
