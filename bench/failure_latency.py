@@ -1,8 +1,9 @@
 """Benchmark: how fast a broken agent becomes a result (issue 10, "fast, honest failure").
 
 (a) Fatal-error latency: the time from an agent's fatal error to its scenario's result line,
-    through the real ``lkeval run``. The error's moment is read from the agent's own log
-    (polled every 10 ms while the run goes on); the result's moment is when lk-eval prints the
+    through the real ``lkeval run``. The error's moment is read from the agent's own raw log
+    (lk-eval keeps it in a private temp dir until the agent stops; the bench gives lk-eval its
+    own TMPDIR and polls it every 10 ms); the result's moment is when lk-eval prints the
     scenario's line. Goal: <= 5 s (not the 90 s turn timeout).
 (b) A 100-scenario suite whose agent LLM is dead: wall time of the whole ``lkeval run`` with
     the default ``--max-errors``, and, with ``--compare``, with ``--max-errors 0`` (every
@@ -46,9 +47,10 @@ def scenario(sid: str, broken: str) -> dict[str, object]:
     return {"id": sid, "label": sid, "userdata": {"broken": broken}, "turns": [turn]}
 
 
-def env() -> dict[str, str]:
+def env(tmpdir: Path) -> dict[str, str]:
     drop = ("GITHUB_", "INPUT_", "OPENAI_", "LKEVAL_", "LIVEKIT_")
-    return {k: v for k, v in os.environ.items() if not k.startswith(drop) and k != "CI"}
+    keep = {k: v for k, v in os.environ.items() if not k.startswith(drop) and k != "CI"}
+    return {**keep, "TMPDIR": str(tmpdir)}
 
 
 def run(work: Path, scenarios: list[dict[str, object]], *flags: str) -> subprocess.Popen[str]:
@@ -56,19 +58,22 @@ def run(work: Path, scenarios: list[dict[str, object]], *flags: str) -> subproce
     path.write_text(yaml.safe_dump({"name": "Broken", "scenarios": scenarios}))
     argv = [sys.executable, "-m", "lkeval", "run", "--agent", str(AGENT), "--scenarios",
             str(path), "--results", str(work / "results.json"), *flags]
-    return subprocess.Popen(argv, env=env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, cwd=ROOT)
+    private = work / "tmp"
+    private.mkdir(exist_ok=True)
+    return subprocess.Popen(argv, env=env(private), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
 
 
-def watch_logs(logs: Path, found: dict[str, float], stop: threading.Event) -> None:
-    """Record, per scenario, when its agent log first shows the fatal marker."""
+def watch_logs(tmpdir: Path, found: dict[str, float], stop: threading.Event) -> None:
+    """Record, per scenario, when its agent's raw log first shows the fatal marker."""
     while not stop.is_set():
         for sid, marker in FATAL.items():
             if sid in found:
                 continue
             try:
-                text = ANSI.sub("", (logs / f"{sid}.log").read_text(errors="replace"))
-            except OSError:
+                raw = next(tmpdir.glob(f"lkeval-raw-logs-*/{sid}.log"))
+                text = ANSI.sub("", raw.read_text(errors="replace"))
+            except (OSError, StopIteration):
                 continue
             if marker in text:
                 found[sid] = time.monotonic()
@@ -83,7 +88,7 @@ def fatal_latency(repeat: int) -> dict[str, list[float]]:
             work = Path(tmp)
             found: dict[str, float] = {}
             stop = threading.Event()
-            watcher = threading.Thread(target=watch_logs, args=(work / "logs", found, stop))
+            watcher = threading.Thread(target=watch_logs, args=(work / "tmp", found, stop))
             watcher.start()
             proc = run(work, [scenario(sid, sid) for sid in FATAL], "--concurrency", "1",
                        "--max-errors", "0")

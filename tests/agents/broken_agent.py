@@ -14,8 +14,9 @@ behaviour seen in real LiveKit agents (DESIGN.md §3, §7):
 - ``sim_end_raises``: ``on_simulation_end`` raises, so ``finalize_simulation`` answers an error.
 - ``shutdown_mid``: a caller message containing "bye" makes the agent reply, then call
   ``ctx.shutdown()`` in the middle of the conversation.
-- ``hang_after_tool``: the first caller turn calls ``lookup`` (which answers), then the
-  agent's reply never comes: the turn times out after a tool call it made.
+- ``hang_after_tool``: the first caller turn calls ``lookup`` (which answers, and writes the
+  file ``userdata.marker`` when given), then the agent's reply never comes: the turn times out
+  after a tool call it made.
 - ``veto``: a healthy conversation that ``on_simulation_end`` vetoes.
 """
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterable
+from pathlib import Path
 from typing import Any
 
 from livekit.agents import (
@@ -45,9 +47,10 @@ DEAD_LLM_URL = "http://127.0.0.1:1/v1"  # nothing listens on port 1: connection 
 
 
 class BrokenAgent(Agent):
-    def __init__(self, mode: str) -> None:
+    def __init__(self, mode: str, marker: str | None = None) -> None:
         super().__init__(instructions="You are a terse test agent. Repeat what you hear.")
         self.mode = mode
+        self.marker = marker
 
     async def on_enter(self) -> None:
         if self.mode == "silent":
@@ -64,7 +67,9 @@ class BrokenAgent(Agent):
 
     @function_tool
     async def lookup(self, key: str) -> str:
-        """Look a key up."""
+        """Look a key up (and touch ``userdata.marker``, so a test knows the turn got here)."""
+        if self.marker:
+            Path(self.marker).write_text("lookup", encoding="utf-8")
         return f"value of {key}"
 
     async def llm_node(
@@ -128,4 +133,5 @@ async def entrypoint(ctx: JobContext) -> None:
             ctx.shutdown(reason="the caller said goodbye")
 
     session.on("conversation_item_added", on_item)
-    await session.start(agent=BrokenAgent(mode), room=ctx.room)
+    marker = userdata.get("marker")
+    await session.start(agent=BrokenAgent(mode, str(marker) if marker else None), room=ctx.room)
