@@ -28,6 +28,9 @@ _GREETING_SETTLE = 0.02
 # The close of the connection wakes no event listener: waits re-check it this often.
 _CLOSE_POLL = 0.25
 _FAILED_GREETING_GRACE = 0.5
+_CLOSING_GRACE = 0.5
+_SETTLE_QUIET = 0.2
+_SETTLE_MAX = 2.0
 _TOOL_EVENTS = ("function_tools_started", "function_tools_executed")
 _ROLE_NAMES = {
     pb.USER: "user",
@@ -278,6 +281,8 @@ class Conversation:
             self._partial = [user, *(self._turn_items or [])]
             if not isinstance(exc, (ProtocolError, asyncio.TimeoutError)):
                 raise
+            if self.conn.closed_reason is None and not isinstance(exc, asyncio.TimeoutError):
+                await self._closing_grace()  # raises when the session was closing
             if self.conn.closed_reason is not None:
                 await self._raise_closed()
             message = f"turn {turn_no}: {exc}"
@@ -359,7 +364,10 @@ class Conversation:
             )
         )
         try:
+            await self._settle()
             response = await self._race(self.conn.request_raw(request, self.turn_timeout))
+            if response.HasField("error") and response.error:
+                await self._closing_grace()
         except (ProtocolError, AgentFailure, AgentEndedSession) as exc:
             return None, f"the agent's own verdict could not be asked (finalize_simulation: {exc})"
         note = ""
@@ -371,6 +379,27 @@ class Conversation:
             value: VerdictValue = "pass" if verdict.success else "fail"
             return Verdict(source="agent", verdict=value, reason=verdict.reason), note
         return None, note
+
+    async def _settle(self) -> None:
+        """Before the agent's verdict: let what the agent is still doing land (events stop for
+        a moment). An agent that hangs up after its last reply (``ctx.shutdown()``) closes the
+        connection within milliseconds; asking it earlier would race that close and make the
+        outcome depend on load. Raises when the connection closes meanwhile."""
+        deadline = time.monotonic() + _SETTLE_MAX
+        while True:
+            quiet_until = min(deadline, time.monotonic() + _SETTLE_QUIET)
+            if not await self._wait_until(
+                self._more_events_than(len(self.conn.events)), quiet_until
+            ):
+                return
+            if time.monotonic() >= deadline:
+                return
+
+    async def _closing_grace(self) -> None:
+        """After an error answer: a session that is closing ("AgentSession is closing")
+        drops the connection right after; wait a moment so that outcome is told the same way
+        every time (the agent ended the session), whichever came first."""
+        await self._wait_until(lambda: False, time.monotonic() + _CLOSING_GRACE)
 
     async def _race(self, work: Awaitable[T]) -> T:
         """Await ``work`` unless the agent process dies first."""
