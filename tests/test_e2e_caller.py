@@ -1,0 +1,82 @@
+"""The simulated caller against the real example agent: what a weak caller model does wrong
+never reaches the agent as speech, and never passes a scenario (issue 10 item 5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import HOTEL, hotel_env, read_json, run_argv, run_lkeval
+
+from lkeval.testing.llm_rules import read_rules_file
+from lkeval.testing.llm_server import LLMServer
+
+HOTEL_RULES, _ = read_rules_file(HOTEL / "llm_rules.yaml")
+AGENT_RULES = [r for r in HOTEL_RULES if r.get("model") == "hotel-agent"]
+JUDGE_RULES = [r for r in HOTEL_RULES if r.get("model") == "judge"]
+END = {"name": "end_call", "arguments": {"reason": "the room is booked"}}
+
+
+def run_with_caller(tmp_path: Path, caller_rules: list[dict[str, Any]]) -> tuple[Any, Any]:
+    scenarios = tmp_path / "scenarios.yaml"
+    scenarios.write_text(
+        yaml.safe_dump(
+            {
+                "name": "Caller",
+                "scenarios": [
+                    {
+                        "id": "book",
+                        "label": "Book",
+                        "instructions": "You are Ada. Book a double room for two nights.",
+                        "agent_expectations": "The agent books the room.",
+                    }
+                ],
+            }
+        )
+    )
+    results = tmp_path / "results.json"
+    with LLMServer([*AGENT_RULES, *caller_rules, *JUDGE_RULES]) as llm:
+        argv = [*run_argv(HOTEL / "agent.py", scenarios, results)]
+        argv += ["--caller-model", "caller", "--judge-model", "judge", "--max-turns", "4"]
+        proc = run_lkeval(argv, hotel_env(llm))
+        caller_requests = [r.body for r in llm.requests if r.body.get("model") == "caller"]
+    (scenario,) = read_json(results)["scenarios"]
+    assert caller_requests, proc.stdout + proc.stderr
+    return scenario, caller_requests
+
+
+@pytest.mark.e2e
+def test_end_call_written_as_text_ends_the_call_and_is_never_spoken(tmp_path: Path) -> None:
+    caller = [
+        {
+            "model": "caller",
+            "last_user": "good news",
+            "text": "Great, please book it for Ada. Bye!",
+            "tool_calls": [END],
+            "tool_calls_as_text": "json",
+        },
+        {"model": "caller", "last_user": "welcome", "text": "Hi, is a double room free?"},
+    ]
+    scenario, requests = run_with_caller(tmp_path, caller)
+    attempt = scenario["attempts"][0]
+    said = [i["text"] for i in attempt["transcript"] if i.get("role") == "user"]
+    assert said == ["Hi, is a double room free?", "Great, please book it for Ada. Bye!"]
+    assert attempt["end_reason"] == "the simulated user ended the call: the room is booked"
+    # the opening note is in the caller's system prompt: its first request has no user turn
+    # other than the agent's greeting
+    first = requests[0]["messages"]
+    assert [m["role"] for m in first] == ["system", "user"]
+    assert first[1]["content"].startswith("Welcome to Hotel Example")
+    assert requests[0]["temperature"] == 0.7
+
+
+@pytest.mark.e2e
+def test_a_caller_that_only_echoes_the_agent_does_not_pass(tmp_path: Path) -> None:
+    scenario, _ = run_with_caller(tmp_path, [{"model": "caller", "text": "{last_user}"}])
+    assert scenario["status"] == "failed", scenario
+    verdicts = {v["source"]: v for v in scenario["attempts"][0]["verdicts"]}
+    assert verdicts["caller"]["verdict"] == "maybe"
+    assert "only echoed the agent" in verdicts["caller"]["reason"]
+    assert "caller: maybe" in scenario["reason"]
