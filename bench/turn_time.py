@@ -7,7 +7,12 @@ answer. Same agent class, same scripted LLM (a separate process, zero delay), sa
 turns (history grows alike): a text turn ("hello": one LLM call) and a tool turn
 (availability: tool call, tool, reply) alternating.
 
-    python bench/turn_time.py [--sessions 3] [--turns 10]
+``--metrics`` measures instead what collecting the turn metrics (lk-eval's clock, the agent's
+``ChatMessage.metrics``, tool times: :mod:`lkeval.run.turn_metrics`) costs per turn: the time
+spent in it on every real turn, as a share of the turn, and console sessions with the
+collection on and off, alternated (target: <= 1% difference).
+
+    python bench/turn_time.py [--sessions 3] [--turns 10] [--metrics]
 """
 
 from __future__ import annotations
@@ -26,9 +31,12 @@ from typing import Any
 
 from _common import HOTEL_AGENT, HOTEL_RULES, hotel_env, llm_server_process, machine, stats
 
-from lkeval.agents.process import AgentLaunch, AgentProcess, agent_env
-from lkeval.run.conversation import Conversation
+import lkeval.run.conversation as conversation_module
 from lkeval.agents.fork_client import ForkServer
+from lkeval.agents.process import AgentLaunch, AgentProcess, agent_env
+from lkeval.results.model import TurnMetrics
+from lkeval.run.conversation import Conversation
+from lkeval.run.turn_metrics import measure_turn
 
 TURNS = (("tool", "Is a double room free for two nights?"), ("text", "hello"))
 DISPATCH = '{"simulationRunId": "bench", "jobId": "j", "scenario": {"id": "bench"}}'
@@ -94,12 +102,68 @@ async def console(launch: AgentLaunch, turns: int, work: Path) -> dict[str, list
     return out
 
 
+SPENT: list[float] = []
+
+
+def timed_measure_turn(turn_no: int, elapsed: float, items: Any) -> TurnMetrics:
+    """The real collection, timed: what each turn pays for its metrics."""
+    started = time.perf_counter()
+    try:
+        return measure_turn(turn_no, elapsed, items)
+    finally:
+        SPENT.append(time.perf_counter() - started)
+
+
+def no_metrics(turn_no: int, elapsed: float, items: Any) -> TurnMetrics:
+    """Collection off: lk-eval's clock only, nothing read from the answer."""
+    return TurnMetrics(turn_no, elapsed * 1000)
+
+
+def metrics_overhead(args: argparse.Namespace) -> int:
+    """Console turns with the metrics collection timed, then on vs off."""
+    runs: dict[str, list[float]] = {"on": [], "off": []}
+    with llm_server_process(HOTEL_RULES) as base_url, tempfile.TemporaryDirectory() as tmp:
+        launch0 = AgentLaunch(HOTEL_AGENT, env=hotel_env(base_url))
+        server = ForkServer.start(sys.executable, agent_env(launch0), agent=HOTEL_AGENT)
+        launch = AgentLaunch(HOTEL_AGENT, env=hotel_env(base_url), launcher=server)
+        try:
+            for _ in range(args.sessions):  # alternate, so machine noise hits both alike
+                for mode, collect in (("on", timed_measure_turn), ("off", no_metrics)):
+                    conversation_module.measure_turn = collect  # type: ignore[assignment]
+                    got = asyncio.run(console(launch, args.turns, Path(tmp)))
+                    runs[mode] += got["text"] + got["tool"]
+        finally:
+            conversation_module.measure_turn = measure_turn
+            server.close()
+    share = sum(SPENT) / sum(runs["on"])
+    print(f"\nmetrics collection, {args.sessions} x 2 sessions x {args.turns * 2} console turns")
+    spent_us = sorted(v * 1e6 for v in SPENT)
+    print(
+        f"  time in the collection per turn: median {statistics.median(spent_us):.1f} µs "
+        f"(max {spent_us[-1]:.1f} µs, n={len(spent_us)})"
+    )
+    print(
+        f"  share of the turn time: {share * 100:.4f}% (target <= 1%: "
+        f"{'met' if share <= 0.01 else 'NOT met'})"
+    )
+    on, off = statistics.median(runs["on"]), statistics.median(runs["off"])
+    print(f"  per-turn on : {stats(runs['on'])}")
+    print(f"  per-turn off: {stats(runs['off'])}")
+    print(f"  median on / off = {on / off:.3f} (machine noise between sessions included)")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=3)
     parser.add_argument("--turns", type=int, default=10, help="turns of each kind per session")
+    parser.add_argument(
+        "--metrics", action="store_true", help="measure the cost of collecting turn metrics"
+    )
     args = parser.parse_args()
     print(f"machine: {machine()}")
+    if args.metrics:
+        return metrics_overhead(args)
     results: dict[str, dict[str, list[float]]] = {
         "in-process": {"text": [], "tool": []},
         "console": {"text": [], "tool": []},
