@@ -207,3 +207,31 @@ def test_redact_argv_hides_secret_env_values() -> None:
         "--env",
         "A_TOKEN=***",
     )
+
+
+# --- agent logs: published masked and without colours, or not at all ------------------------
+
+
+def test_agent_log_is_published_masked_without_colours(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from lkeval.agents.process import publish_log, publish_pending_logs
+
+    work, logs = Path(str(tmp_path)) / "work", Path(str(tmp_path)) / "logs"
+    work.mkdir()
+    raw = work / "s1.log"
+    raw.write_bytes(f"\x1b[32mINFO\x1b[0m key={CANARY} cut={CANARY[:20]}\n".encode())
+    publish_log(raw, logs / "s1.log", Masker([CANARY]).mask)
+    assert (logs / "s1.log").read_text() == "INFO key=*** cut=***\n"
+    assert not raw.exists()
+
+    def broken(text: str) -> str:
+        raise RuntimeError("masker failed")
+
+    (work / "s2.log").write_text(f"key={CANARY}\n")
+    (work / "s3.log").write_text(f"key={CANARY}\n")
+    publish_pending_logs(work, logs, broken)
+    for name in ("s2.log", "s3.log"):
+        text = (logs / name).read_text()
+        assert CANARY not in text and "could not be masked" in text
+    assert not list(work.iterdir())

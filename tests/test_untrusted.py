@@ -151,3 +151,22 @@ def test_errors_and_validate_diagnostics_quoting_a_scenario_file_are_inert(
         assert "injected" in out, out  # the key is quoted ...
         assert runner_commands(out) == [], out  # ... but cannot become a command
         assert "\x1b" not in out
+
+
+@pytest.mark.parametrize("github", [True, False])
+def test_progress_lines_are_inert(github: bool) -> None:
+    import io
+
+    from report_fixtures import results_of, scenario
+
+    from lkeval.publish.progress import make_progress
+
+    stream = io.StringIO()
+    hostile = scenario(HOSTILE, "failed")
+    make_progress(stream, github).scenario_finished(results_of(hostile).scenarios[0])
+    out = stream.getvalue()
+    assert "pwned" in out
+    assert [
+        c for c in runner_commands(out) if not c.startswith(("::group::", "::endgroup::"))
+    ] == []
+    assert "\x1b" not in out and "\x07" not in out and "\r" not in out

@@ -16,7 +16,7 @@ import threading
 from typing import Protocol, TextIO
 
 from lkeval.results.gate import format_rate, tally
-from lkeval.publish.github.workflow import command, inert
+from lkeval.publish.github.workflow import command, inert, inert_line
 from lkeval.results.masking import Masker, process_masker
 from lkeval.results.wording import (
     attempt_to_show,
@@ -98,7 +98,7 @@ class TerminalProgress:
         reason = primary_reason(result) if result.status != "passed" else ""
         if reason:
             line += f" — {terminal_text(reason, 160)}"
-        self._out.write([line])
+        self._out.write([inert_line(line, 4000)])  # a CI log may still read it for commands
 
     def run_finished(self, results: RunResults) -> None:
         """Print the counts line."""
