@@ -23,7 +23,7 @@ from lkeval.agents.fork_client import ForkServer
 from lkeval.agents.process import AgentLaunch, agent_env
 from lkeval.results.model import ScenarioResult
 from lkeval.run.attempt import RunSettings
-from lkeval.run.engine import Engine, EngineOptions
+from lkeval.run.engine import AgentSlots, Engine, EngineOptions
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.testing.llm_server import LLMServer
 
@@ -103,3 +103,30 @@ def test_transcripts_are_the_same_at_every_concurrency(tmp_path: Path, slow_llm:
     for concurrency, transcripts in by_concurrency.items():
         for scenario_id, transcript in transcripts.items():
             assert transcript == reference, (concurrency, scenario_id, transcript)
+
+
+def test_slots_bound_talking_and_prepared_agents_separately() -> None:
+    """N conversations at once, and at most N more agents prepared (or preparing) meanwhile."""
+    counts = {"preparing": 0, "talking": 0}
+    peaks = {"preparing": 0, "talking": 0}
+
+    def enter(state: str) -> None:
+        counts[state] += 1
+        peaks[state] = max(peaks[state], counts[state])
+
+    async def attempt(slots: AgentSlots, talk_for: float) -> None:
+        async with slots.attempt() as slot:
+            enter("preparing")
+            await asyncio.sleep(0.001)  # the agent imports and starts its server
+            await slot.converse()
+            counts["preparing"] -= 1
+            enter("talking")
+            await asyncio.sleep(talk_for)  # its session runs only from here
+            counts["talking"] -= 1
+
+    async def main() -> None:
+        slots = AgentSlots(2)
+        await asyncio.gather(*(attempt(slots, 0.01 * (n % 3 + 1)) for n in range(8)))
+
+    asyncio.run(main())
+    assert peaks == {"preparing": 2, "talking": 2}
