@@ -16,11 +16,11 @@ import yaml
 from conftest import clean_env, run_lkeval
 
 from lkeval.cli import UsageError
-from lkeval.cli.merge import merge_results
+from lkeval.cli.merge import merge_results, missing_shards
 from lkeval.results.model import Attempt, RunMetadata, RunResults, ScenarioResult, load_results
 from lkeval.results.model import write_results as write
-from lkeval.scenarios.model import Scenario
 from lkeval.scenarios.loader import load_or_raise
+from lkeval.scenarios.model import Scenario
 from lkeval.scenarios.selection import parse_shard, select_shard
 
 STATUSES = ("passed", "failed", "error", "skipped")
@@ -150,3 +150,22 @@ def test_merging_overlapping_shards_is_a_clear_error(
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "is in both" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "merged.json").exists()
+
+
+def test_shards_of_different_splits_or_a_missing_one_are_named(
+    scenarios: list[Scenario],
+) -> None:
+    by_id = {s.id: _result(s, k) for k, s in enumerate(scenarios)}
+
+    def shard(i: int, n: int) -> RunResults:
+        mine = select_shard(scenarios, i, n)
+        return RunResults(_metadata(f"{i}/{n}", "2024-05-01T10:00:00+00:00", 1.0),
+                          tuple(by_id[s.id] for s in mine))
+
+    assert missing_shards([("a", shard(1, 3)), ("c", shard(3, 3))]) == ["2/3"]
+    with pytest.raises(UsageError, match=r"shard\(s\) 2/3 missing.*--allow-partial"):
+        merge_results([("a", shard(1, 3)), ("c", shard(3, 3))])
+    partial = merge_results([("a", shard(1, 3)), ("c", shard(3, 3))], allow_partial=True)
+    assert partial.metadata.missing_shards == ("2/3",)
+    with pytest.raises(UsageError, match="shards of different splits"):
+        missing_shards([("a", shard(1, 2)), ("b", shard(2, 3))])
