@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import HOTEL, hotel_env, read_json, run_argv, run_lkeval
+from conftest import HOTEL, clean_env, hotel_env, read_json, run_argv, run_lkeval
 
 from lkeval.testing.llm_server import LLMServer
 
@@ -129,3 +129,19 @@ def test_nothing_to_check_is_not_played_and_fails_the_gate_unless_allowed(
         )
         logs = sorted(p.name for p in (out / "logs").glob("*.log") if "fork" not in p.name)
         assert logs == ["hotel-front-desk_greets-the-guest.log"]  # one agent booted
+
+
+def test_a_suite_with_nothing_to_check_boots_no_agent(tmp_path: Path) -> None:
+    """Decided before anything boots: no agent process, the gate says why (exit 3)."""
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: Idle\nscenarios:\n  - label: Just chats\n    turns:\n      - user: Hi.\n"
+    )
+    argv = [*run_argv(HOTEL / "agent.py", path, tmp_path / "out" / "results.json"), "--no-github"]
+    proc = run_lkeval(argv, clean_env(), cwd=tmp_path)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "1 scenario had nothing to check: Just chats" in proc.stdout.splitlines()[-1]
+    (result,) = read_json(tmp_path / "out" / "results.json")["scenarios"]
+    assert result["status"] == "skipped" and result["attempts"] == []
+    assert result["reason"].startswith("nothing to check: its turns expect nothing")
+    assert not [p for p in (tmp_path / "out" / "logs").glob("*.log") if "fork" not in p.name]

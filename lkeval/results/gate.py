@@ -155,13 +155,12 @@ def evaluate_gate(
     if results.scenarios and not ran:
         # A typo in --tag, or scenarios that need a caller model nobody configured: a gate
         # that passes on nothing would hide it.
+        unchecked = _nothing_to_check(results, allow_nothing_to_check)
+        why = f"; {unchecked}" if unchecked else f" ({results.scenarios[0].reason or 'no reason'})"
         return GateOutcome(
             passed=False,
             exit_code=EXIT_NOTHING_RAN,
-            reasons=(
-                f"nothing ran: all {len(results.scenarios)} scenario(s) were skipped "
-                f"({results.scenarios[0].reason or 'no reason given'})",
-            ),
+            reasons=(f"nothing ran: all {len(results.scenarios)} scenario(s) were skipped{why}",),
         )
 
     counted = [s for s in ran if not s.quarantined]
