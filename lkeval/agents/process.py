@@ -125,6 +125,7 @@ class AgentProcess:
         self.started: StartMode | None = None
         self._listener: SessionListener | None = None
         self._control: socket.socket | None = None
+        self._went = False  # told to start its session
         self._log_offset = 0
 
     @property
@@ -169,6 +170,7 @@ class AgentProcess:
         if isinstance(dispatch, Path):
             dispatch = dispatch.read_text(encoding="utf-8")
         go = (json.dumps({"dispatch": dispatch}) + "\n").encode()
+        self._went = True
         with contextlib.suppress(OSError):  # the agent is gone: the race reports how it ended
             await asyncio.get_running_loop().sock_sendall(self._control, go)
         try:
@@ -340,6 +342,8 @@ class AgentProcess:
         try:
             if proc is not None and proc.returncode is None:
                 tree = agent_host.process_tree(proc.pid)
+                if not self._went:  # no session yet, nothing to end gracefully: closing the
+                    self._release()  # control channel makes the host kill its tree at once
                 _signal_group(proc.pid, signal.SIGTERM)
                 try:
                     await asyncio.wait_for(proc.wait(), grace)
