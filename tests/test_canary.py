@@ -108,7 +108,8 @@ def scenarios_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_no_canary_leaks_and_no_text_injects(tmp_path: Path) -> None:
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_no_canary_leaks_and_no_text_injects(tmp_path: Path, start: str) -> None:
     env_key, flag_key, plain_named, token = (
         canary("env"),
         canary("flag"),
@@ -161,6 +162,7 @@ def test_no_canary_leaks_and_no_text_injects(tmp_path: Path) -> None:
                 "caller",
                 "--judge-model",
                 "judge",
+                *(["--cold-start"] if start == "cold" else []),
             ],
             env,
         )
@@ -215,3 +217,59 @@ def test_no_canary_leaks_and_no_text_injects(tmp_path: Path) -> None:
         assert "](https://evil" not in outside and "<img" not in outside
         assert "@org/team" not in outside and "@alice" not in outside
         assert "@\u200borg/team" in outside  # shown, not a mention
+
+
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_interrupted_run_leaves_only_masked_logs(tmp_path: Path, start: str) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    key = canary("env")
+    scenarios = tmp_path / "scenarios.yaml"
+    turn = {"user": "hi", "expect": [{"message": {}}]}
+    hang = {"id": "hang", "label": "Hang", "userdata": {"hang": True}, "turns": [turn]}
+    scenarios.write_text(yaml.safe_dump({"name": "Canaries", "scenarios": [hang]}))
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    results_dir = tmp_path / "out"
+    env = clean_env(CANARY_API_KEY=key, CANARY_NAMES="CANARY_API_KEY", TMPDIR=str(private_tmp))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lkeval",
+            "run",
+            "--agent",
+            str(TEST_AGENTS / "canary_agent.py"),
+            "--scenarios",
+            str(scenarios),
+            "--results",
+            str(results_dir / "results.json"),
+            *(["--cold-start"] if start == "cold" else []),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until the agent has printed its secrets
+        raw = [p for p in private_tmp.rglob("hang.log") if "hanging with" in p.read_text()]
+        if raw:
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("the agent never printed its secret")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, out + err
+    log = (results_dir / "logs" / "hang.log").read_text()
+    assert "hanging with ***" in log and "\x1b[" not in log
+    for path in results_dir.rglob("*"):
+        if path.is_file():
+            assert leaks(path.read_text(errors="replace"), [key]) == [], path
+    assert leaks(out + err, [key]) == []
+    assert not list(private_tmp.glob("lkeval-raw-logs-*")), "raw logs are removed"

@@ -35,7 +35,7 @@ from lkeval.run.engine import (
     parse_tag_selector,
 )
 from lkeval.cli.llm_flags import positive_float, positive_int
-from lkeval.agents.process import publish_log, publish_pending_logs
+from lkeval.agents.process import publish_pending_logs
 from lkeval.cli.secrets import add_secret_arguments, register_run_secrets
 from lkeval.publish.github.workflow import inert_line
 from lkeval.results.masking import mask, process_masker, redact_argv
@@ -259,18 +259,18 @@ def run_main(args: argparse.Namespace) -> int:
     started_at = dt.datetime.now(dt.timezone.utc)
     started = time.monotonic()
     launch = AgentLaunch(agent=agent.resolve(), python=args.python, env=env, log_filter=mask)
+    # Agents (and the fork server) write their raw logs here (private, 0700), never into the
+    # results dir: logs/ only gets masked copies. A SIGKILL of lk-eval leaves this dir behind.
+    raw_logs = Path(tempfile.mkdtemp(prefix="lkeval-raw-logs-"))
     launcher, start_line = open_launcher(
         launch.python,
         agent_env(launch),
         agent=launch.agent,
         cwd=launch.cwd,
         cold_start=args.cold_start,
-        log_path=logs_dir / "fork-server.log",
+        log_path=raw_logs / "fork-server.log",
     )
     print(start_line, flush=True)
-    # Agents write their raw logs here (private, 0700), never into the results dir: logs/
-    # only gets masked copies. The one temp dir of a run; a SIGKILL of lk-eval leaves it.
-    raw_logs = Path(tempfile.mkdtemp(prefix="lkeval-raw-logs-"))
     try:
         # The scenario reaches each agent over its control channel, and each agent's own
         # directory sits beside its log.
@@ -288,8 +288,7 @@ def run_main(args: argparse.Namespace) -> int:
     finally:
         launcher.close()
         # Agents killed on an interrupt: their logs are masked here, or never reach logs/.
-        publish_pending_logs(raw_logs, logs_dir, mask)
-        publish_log(logs_dir / "fork-server.log", logs_dir / "fork-server.log", mask)
+        publish_pending_logs(raw_logs, logs_dir, mask)  # also the fork server's log
         shutil.rmtree(raw_logs, ignore_errors=True)
 
     commit = recorded_commit()  # no git binary needed (the Action's image has none)

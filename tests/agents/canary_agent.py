@@ -4,12 +4,14 @@ The secrets are the values of the variables named in ``CANARY_NAMES`` (comma-sep
 agent prints them at boot (stdout, so its log), says them in every reply, returns them from its
 ``lookup`` tool padded with ``userdata.pad`` characters in front (so a report that cuts the
 output at a fixed length cuts a secret in half), and with ``userdata.crash`` its entrypoint
-raises with them in the message (a traceback in its log). Its replies are scripted in
+raises with them in the message (a traceback in its log); with ``userdata.hang`` it never
+starts its session. Its replies are scripted in
 ``llm_node``, so it needs no LLM server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterable
 from typing import Any
@@ -57,6 +59,9 @@ async def entrypoint(ctx: JobContext) -> None:
     userdata = sim.userdata() if sim is not None else {}
     if userdata.get("crash"):
         raise RuntimeError(f"could not connect with {secrets()}")
+    if userdata.get("hang"):  # stuck before its session: lk-eval is interrupted meanwhile
+        print(f"hanging with {secrets()}", flush=True)
+        await asyncio.Event().wait()
     session: AgentSession[None] = AgentSession(
         llm=openai.LLM(model="canary-agent", base_url="http://127.0.0.1:1/v1", api_key="unused")
     )
