@@ -138,32 +138,46 @@ def test_context_of_workflow_run_and_push(tmp_path: Path) -> None:
 
 def test_terminal_progress_lines() -> None:
     stream = io.StringIO()
-    progress = make_progress(stream, github=False, masker=Masker())
+    progress = make_progress(stream, github=False, masker=Masker(), total=7)
     assert isinstance(progress, TerminalProgress)
     for s in run_results().scenarios:
         progress.scenario_started(s.scenario_id, s.label)
         progress.scenario_finished(s)
     progress.run_finished(run_results())
     lines = stream.getvalue().splitlines()
-    assert lines[0] == "✓ Simple room booking (3.2s)"
+    assert lines[0] == "[1/7] ✓ Simple room booking (3.2s)"  # compact in CI: no clock
     assert lines[2] == (
-        "✗ Suite booking (repeated) (6.0s, 2/3 runs passed, needs 3)"
+        "[3/7] ✗ Suite booking (repeated) (6.0s, 2/3 runs passed, needs 3)"
         " — judge fail: The agent booked a standard room instead."
     )
-    assert lines[3] == "! Late check-out (12.0s) — agent crashed before connecting (job crashed)"
-    assert lines[5] == "- Spa appointment (0.0s) — not selected by --tags feature=rooms"
-    assert lines[4].startswith("✗ Greets by name (1.5s, quarantined) — judge fail")
+    assert lines[3] == (
+        "[4/7] ! Late check-out (12.0s) — agent crashed before connecting (job crashed)"
+    )
+    assert lines[5] == "[6/7] - Spa appointment (0.0s) — not selected by --tags feature=rooms"
+    assert lines[4].startswith("[5/7] ✗ Greets by name (1.5s, quarantined) — judge fail")
     assert len(lines) == 8  # one line per scenario, then the run's line
     assert lines[-1].startswith("7 scenarios: 2 passed, 2 failed, 1 errored, 1 skipped")
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_terminal_progress_counts_with_the_elapsed_time_on_a_tty() -> None:
+    stream = _Terminal()
+    progress = make_progress(stream, github=False, masker=Masker(), total=2)
+    progress.scenario_finished(run_results().scenarios[0])
+    assert stream.getvalue() == "[1/2 · 0:00] ✓ Simple room booking (3.2s)\n"
+
+
 def test_github_progress_groups() -> None:
     stream = io.StringIO()
-    progress = make_progress(stream, github=True, masker=Masker())
+    progress = make_progress(stream, github=True, masker=Masker(), total=3)
     assert isinstance(progress, GitHubProgress)
     progress.scenario_finished(FAILED)
     out = stream.getvalue().splitlines()
-    assert out[0] == "::group::✗ Cancel a booking (4.5s)"
+    assert out[0] == "::group::[1/3] ✗ Cancel a booking (4.5s)"
     assert out[-1] == "::endgroup::"
     assert out[1].startswith("::stop-commands::") and out[-2] == f"::{out[1][17:]}::"
     assert "  agent veto: fail — booking GH-1042 still active" in out

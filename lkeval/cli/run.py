@@ -225,7 +225,6 @@ def run_main(args: argparse.Namespace) -> int:
         scenarios = select_shard(scenarios, *args.shard)
     results_path = Path(args.results)
     logs_dir = Path(args.logs_dir) if args.logs_dir else results_path.parent / "logs"
-    progress = make_progress(sys.stdout, github=github)
     options = EngineOptions(
         concurrency=args.concurrency or default_concurrency(),
         repeat=args.repeat,
@@ -235,6 +234,7 @@ def run_main(args: argparse.Namespace) -> int:
         max_errors=args.max_errors,
     )
     selected = [s for s in scenarios if options.selection.selects(s)]
+    progress = make_progress(sys.stdout, github=github, total=len(scenarios))
     problem = python_problem(args.python)  # before anything boots: one line, not N failures
     if problem is not None:
         raise UsageError(f"--python: {problem}")
@@ -315,6 +315,7 @@ def run_main(args: argparse.Namespace) -> int:
     results = process_masker().mask_results(results)
     write_results(results, results_path)
     print(f"results: {results_path}")
+    print(f"logs: {logs_dir}")
     if stopped_by is not None:
         # JUnit and Markdown too (an interrupted run is still a complete report), but no
         # GitHub comment or summary: a cancelled job has seconds left, not a network round.

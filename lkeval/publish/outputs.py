@@ -238,6 +238,9 @@ def publish(
         _write(junit_path, JUnitReporter(root=str(root) if root else None).format(report()))
     if markdown_path:
         _write(markdown_path, MarkdownReporter().format(report()))
+    # Where every report went, so nobody has to guess (results and logs: ``lkeval run``).
+    written = [f"JUnit {junit_path}"] if junit_path else []
+    written += [f"Markdown {markdown_path}"] if markdown_path else []
 
     if ctx is not None:
         annotations, omitted = error_annotations(safe, ctx.workspace)
@@ -247,6 +250,8 @@ def publish(
         summary = getattr(args, "summary", None)
         if ctx.step_summary and summary is not False:
             _summary(ctx.step_summary, report, omitted, emit)
+            written.append("job summary")
+        written += [f"PR comment {comment_url}"] if comment_url else []
         if ctx.output:
             outputs = _outputs(safe, comparison, gate, results_path, junit_path, comment_url)
             try:
@@ -254,6 +259,8 @@ def publish(
             except OSError as exc:
                 emit(warning(f"lk-eval could not write $GITHUB_OUTPUT: {exc.strerror}"))
 
+    if written:
+        emit("reports: " + " · ".join(written))
     emit(gate_line(gate))
     return gate
 

@@ -6,6 +6,9 @@ Actions (the transcript and reasons folded under a one-line title, the way ``lk 
 prints its jobs). Scenarios run concurrently, so writes are serialised with a lock and a
 scenario's lines never interleave with another's.
 
+Each finished scenario is counted against the run's total: ``[3/12 · 0:41]`` with the elapsed
+time in a terminal, a compact ``[3/12]`` in CI logs (which stamp their own times).
+
 Output passes through a :class:`~lkeval.results.masking.Masker`: the log of a public repository's
 workflow is as public as its PR comments.
 """
@@ -13,11 +16,14 @@ workflow is as public as its PR comments.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Protocol, TextIO
 
-from lkeval.results.gate import format_rate, tally
 from lkeval.publish.github.workflow import command, inert, inert_line
+from lkeval.results.gate import format_rate, tally
 from lkeval.results.masking import Masker, process_masker
+from lkeval.results.model import RunResults, ScenarioResult
+from lkeval.results.untrusted import terminal_text
 from lkeval.results.wording import (
     attempt_to_show,
     failure_reasons,
@@ -28,8 +34,6 @@ from lkeval.results.wording import (
     repeat_summary,
     seconds,
 )
-from lkeval.results.model import RunResults, ScenarioResult
-from lkeval.results.untrusted import terminal_text
 
 MARK = {"passed": "✓", "failed": "✗", "error": "!", "skipped": "-"}
 
@@ -70,10 +74,26 @@ def run_summary(results: RunResults) -> str:
 
 
 class _Writer:
-    def __init__(self, stream: TextIO, masker: Masker | None) -> None:
+    def __init__(self, stream: TextIO, masker: Masker | None, total: int | None = None) -> None:
         self.stream = stream
         self.masker = masker if masker is not None else process_masker()
         self._lock = threading.Lock()
+        self.total = total
+        self.done = 0
+        self.started = time.monotonic()
+        isatty = getattr(stream, "isatty", None)
+        self.tty = bool(isatty and isatty())
+
+    def counter(self) -> str:
+        """``[3/12 · 0:41]`` on a terminal, ``[3/12]`` elsewhere; counts one more scenario."""
+        with self._lock:
+            self.done += 1
+            done = self.done
+        of = f"/{self.total}" if self.total and done <= self.total else ""
+        if not self.tty:
+            return f"[{done}{of}]"
+        minutes, secs = divmod(int(time.monotonic() - self.started), 60)
+        return f"[{done}{of} · {minutes}:{secs:02d}]"
 
     def write(self, lines: list[str]) -> None:
         text = self.masker.mask("".join(line + "\n" for line in lines))
@@ -85,8 +105,10 @@ class _Writer:
 class TerminalProgress:
     """One line per finished scenario, with the reason when it did not pass."""
 
-    def __init__(self, stream: TextIO, masker: Masker | None = None) -> None:
-        self._out = _Writer(stream, masker)
+    def __init__(
+        self, stream: TextIO, masker: Masker | None = None, total: int | None = None
+    ) -> None:
+        self._out = _Writer(stream, masker, total)
 
     def scenario_started(self, scenario_id: str, label: str) -> None:
         """Nothing: with scenarios running in parallel, start lines would only add noise."""
@@ -94,7 +116,7 @@ class TerminalProgress:
     def scenario_finished(self, result: ScenarioResult) -> None:
         """Print ``✓ label (1.2s)``; a scenario that did not pass gets ``— reason`` appended."""
         result = self._out.masker.mask_results(result)  # mask before anything is cut
-        line = headline(result)
+        line = f"{self._out.counter()} {headline(result)}"
         reason = primary_reason(result) if result.status != "passed" else ""
         if reason:
             line += f" — {terminal_text(reason, 160)}"
@@ -108,8 +130,10 @@ class TerminalProgress:
 class GitHubProgress:
     """A collapsed log group per scenario: title line, then transcript and reasons inside."""
 
-    def __init__(self, stream: TextIO, masker: Masker | None = None) -> None:
-        self._out = _Writer(stream, masker)
+    def __init__(
+        self, stream: TextIO, masker: Masker | None = None, total: int | None = None
+    ) -> None:
+        self._out = _Writer(stream, masker, total)
 
     def scenario_started(self, scenario_id: str, label: str) -> None:
         """Nothing: a group opened now would swallow other scenarios' groups."""
@@ -129,13 +153,19 @@ class GitHubProgress:
         if attempt is not None and result.status == "error" and attempt.log_tail:
             lines.append("Last log lines:")
             lines.extend(f"  {plain(line)}" for line in attempt.log_tail[-20:])
-        self._out.write([command("group", headline(result)), *inert(lines), "::endgroup::"])
+        title = f"{self._out.counter()} {headline(result)}"
+        self._out.write([command("group", title), *inert(lines), "::endgroup::"])
 
     def run_finished(self, results: RunResults) -> None:
         """Print the counts line (outside any group)."""
         self._out.write([run_summary(results)])
 
 
-def make_progress(stream: TextIO, github: bool, masker: Masker | None = None) -> Progress:
-    """The progress display for where lk-eval runs (``github``: inside GitHub Actions)."""
-    return GitHubProgress(stream, masker) if github else TerminalProgress(stream, masker)
+def make_progress(
+    stream: TextIO, github: bool, masker: Masker | None = None, total: int | None = None
+) -> Progress:
+    """The progress display for where lk-eval runs (``github``: inside GitHub Actions);
+    ``total`` is the number of scenarios the run will report."""
+    if github:
+        return GitHubProgress(stream, masker, total)
+    return TerminalProgress(stream, masker, total)
