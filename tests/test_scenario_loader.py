@@ -12,7 +12,6 @@ import jsonschema
 import pytest
 import yaml
 
-from lkeval.scenarios.model import Expectation, Limits, Turn
 from lkeval.scenarios.loader import (
     SCHEMA_PATH,
     Diagnostic,
@@ -22,6 +21,7 @@ from lkeval.scenarios.loader import (
     load_scenario_files,
     summarize,
 )
+from lkeval.scenarios.model import Expectation, Limits, Turn
 
 DATA = Path(__file__).parent / "data" / "scenarios"
 VALID = sorted((DATA / "valid").glob("*.yaml"))

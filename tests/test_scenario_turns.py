@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lkeval.scenarios.model import Expectation, Turn
 from lkeval.scenarios.loader import load_scenario_file
+from lkeval.scenarios.model import Expectation, Turn
 
 # Lines 1-4; the turn under test starts on line 5, its first expectation on line 7.
 HEAD = "scenarios:\n  - label: A\n    instructions: hi\n    turns:\n"

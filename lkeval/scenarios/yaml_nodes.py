@@ -19,6 +19,9 @@ from typing import Any, Literal
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from lkeval.scenarios.typos import near_miss
+from lkeval.scenarios.yaml_bounds import MAX_DEPTH, MAX_FILE_BYTES, check_bounds
+
 Severity = Literal["error", "warning"]
 
 NULL_TAG = "tag:yaml.org,2002:null"
@@ -29,14 +32,6 @@ STR_TAG = "tag:yaml.org,2002:str"
 TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 MERGE_TAG = "tag:yaml.org,2002:merge"
 TAB_MESSAGE = "tab character in indentation; YAML allows only spaces"
-
-# Parsing is bounded, because a scenario file can come from a pull request: a 462-byte alias
-# bomb once grew lk-eval to 3.4 GB. Real files (100 scenarios, long block scalars, userdata
-# with SQL) are a few hundred KB, use a handful of anchors and nest about ten levels deep.
-MAX_FILE_BYTES = 10 * 1024 * 1024
-MAX_ALIASES = 1_000  # references to anchors in one file
-MAX_ALIAS_VALUES = 100_000  # values that aliases add once expanded
-MAX_DEPTH = 100  # nesting of lists and mappings
 
 # One constructor is enough: its scalar methods are pure functions of the node.
 _SCALARS = yaml.constructor.SafeConstructor()
@@ -158,79 +153,11 @@ def _compose(text: str, problems: FileProblems) -> Node | None:
     if root is None:
         problems.at(1, "file is empty; expected a mapping with a 'scenarios:' list")
         return None
-    return root if _bounded(root, problems) else None
-
-
-def _children(node: Node) -> list[tuple[str, Node]]:
-    """A node's direct values with the field suffix each adds (``.key`` or ``[i]``)."""
-    if isinstance(node, SequenceNode):
-        return [(f"[{i}]", item) for i, item in enumerate(node.value)]
-    if isinstance(node, MappingNode):
-        out: list[tuple[str, Node]] = []
-        for key, value in node.value:
-            name = f".{key.value}" if isinstance(key, ScalarNode) else ".?"
-            out += [("", key), (name, value)]
-        return out
-    return []
-
-
-def _bounded(root: Node, problems: FileProblems) -> bool:
-    """Refuse a document whose aliases would expand it out of bounds, before anything does.
-
-    ``yaml.compose`` keeps an alias as a second reference to its anchor's node, so the tree
-    stays small; it is every later reader (``to_plain``, the agent's JSON) that would expand
-    it. The expanded size is counted here over unique nodes only, so a bomb costs nothing.
-    """
-    sizes: dict[int, int] = {}
-    refs: dict[int, int] = {}
-    open_nodes: set[int] = set()
-    aliases = 0
-    stack: list[tuple[Node, int, bool]] = [(root, 1, False)]
-    while stack:
-        node, depth, done = stack.pop()
-        key = id(node)
-        if done:
-            open_nodes.discard(key)
-            sizes[key] = 1 + sum(sizes.get(id(c), 0) for _, c in _children(node))
-            continue
-        refs[key] = refs.get(key, 0) + 1
-        if key in sizes or key in open_nodes:  # a second reference: an alias (or a cycle)
-            aliases += 1
-            continue
-        if depth > MAX_DEPTH:
-            problems.error(node, "", f"nested more than {MAX_DEPTH} levels deep")
-            return False
-        open_nodes.add(key)
-        stack.append((node, depth, True))
-        stack.extend((c, depth + 1, False) for _, c in reversed(_children(node)))
-    added = sizes[id(root)] - len(sizes)
-    if aliases > MAX_ALIASES:
-        problems.error(root, "", f"{aliases} YAML aliases; at most {MAX_ALIASES} are allowed")
-        return False
-    if added > MAX_ALIAS_VALUES:
-        node, path = _where_it_expands(root, sizes, refs)
-        problems.error(
-            node,
-            path,
-            f"YAML aliases expand this value to {sizes[id(node)]} values; at most "
-            f"{MAX_ALIAS_VALUES} may come from aliases in a file (an alias bomb?)",
-        )
-        return False
-    return True
-
-
-def _where_it_expands(root: Node, sizes: dict[int, int], refs: dict[int, int]) -> tuple[Node, str]:
-    """The value to name in the error: follow the largest unshared value down from the root
-    to where the shared (aliased) ones begin."""
-    node, path = root, ""
-    while True:
-        children = _children(node)
-        if not children:
-            return node, path
-        suffix, child = max(children, key=lambda c: sizes.get(id(c[1]), 0))
-        if refs.get(id(child), 0) > 1 or sizes.get(id(child), 0) <= MAX_ALIAS_VALUES:
-            return node, path
-        node, path = child, (path + suffix).lstrip(".")
+    refused = check_bounds(root)
+    if refused is not None:
+        problems.error(*refused)
+        return None
+    return root
 
 
 def _report_yaml_error(exc: yaml.YAMLError, text: str, problems: FileProblems) -> None:
@@ -378,41 +305,6 @@ def check_keys(
             problems.warning(
                 key_node, join(path, key), f"unknown key '{key}'{suggestion(key, allowed)}"
             )
-
-
-def near_miss(key: str, known: Iterable[str]) -> str | None:
-    """The known key that ``key`` is a typo of, if any: the same once case, ``-`` and ``_``
-    are ignored, or within one edit (two for keys of six letters or more)."""
-
-    def fold(text: str) -> str:
-        return text.lower().replace("-", "").replace("_", "")
-
-    folded = fold(key)
-    best: tuple[int, str] | None = None
-    for name in known:
-        target = fold(name)
-        budget = 2 if min(len(folded), len(target)) >= 6 else 1
-        distance = _edit_distance(folded, target, budget)
-        if distance <= budget and (best is None or distance < best[0]):
-            best = (distance, name)
-    return best[1] if best else None
-
-
-def _edit_distance(a: str, b: str, cap: int) -> int:
-    """Optimal string alignment distance (insert, delete, substitute, swap two neighbours),
-    exact up to ``cap``; anything larger is returned as ``cap + 1``."""
-    if abs(len(a) - len(b)) > cap:
-        return cap + 1
-    previous2: list[int] = []
-    previous = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        row = [i] + [0] * len(b)
-        for j, cb in enumerate(b, 1):
-            row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (ca != cb))
-            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
-                row[j] = min(row[j], previous2[j - 2] + 1)
-        previous2, previous = previous, row
-    return min(previous[-1], cap + 1)
 
 
 def read_str(
