@@ -11,6 +11,7 @@ and nothing is left in TMPDIR or in the agents' own directories but what the age
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -140,6 +141,10 @@ def test_no_agent_outlives_the_cli(
     if how != signal.SIGKILL:
         assert cli.returncode == 128 + how, out
         assert "partial results written" in out, out
+        data = json.loads(results.read_text())
+        (attempt,) = data["scenarios"][0]["attempts"]  # how its agent started, per attempt
+        assert attempt["start_mode"] == start and data["metadata"]["start_mode"] == start
+        assert attempt["cold_start_reason"] == ("--cold-start" if start == "cold" else "")
     _assert_all_gone(started | {grandchild})
     _assert_nothing_left_behind(tmpdir, results.parent / "logs")
 
