@@ -25,7 +25,8 @@ prints:
 * the smallest ``--repeat N --min-pass M`` that would reach the goals (false blocks <= 1% of
   suite runs, regressions caught >= 99%) at the measured rates.
 
-CPU: every conversation is one forked agent (~0.2 CPU-s); the defaults are ~60 suite runs.
+CPU: every conversation is one forked agent (~0.5 CPU-s with lk-eval and the LLM server);
+`--runs 10` is 40 suite runs, 1,600 conversations, ~11 min wall at concurrency 4 here.
 """
 
 from __future__ import annotations
