@@ -453,6 +453,7 @@ def test_summarize_golden(monkeypatch: pytest.MonkeyPatch) -> None:
         """\
         valid/room_booking.yaml: Room booking (SCNG_9nF2kQwPbXtR)
           3 scenarios: 0 scripted (0 turns, 0 expectations), 3 simulated user only
+          1 with nothing to check, not played: Asks about parking: quoted label with a colon
         valid/frontdesk_scripted.yaml: Front desk
           3 scenarios: 2 scripted (4 turns, 13 expectations), 1 simulated user only
         valid/no_ids.yaml: no_ids

@@ -23,6 +23,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from lkeval.scenarios.latency import read_latency_node
 from lkeval.scenarios.model import BUILTIN_JUDGES, Limits, Scenario, ScenarioGroup, derive_id
+from lkeval.scenarios.summary import summarize
 from lkeval.scenarios.turns import parse_turns
 from lkeval.scenarios.yaml_nodes import (
     STR_TAG,
@@ -396,34 +397,3 @@ def _duplicate_ids(sites: list[_IdSite], seen: dict[str, _IdSite]) -> list[Diagn
         mark = site.node.start_mark
         found.append(Diagnostic(site.file, mark.line + 1, mark.column + 1, site.field, message))
     return found
-
-
-def summarize(groups: Sequence[ScenarioGroup], diagnostics: Sequence[Diagnostic] = ()) -> str:
-    """What ``lkeval validate`` prints: one short paragraph per file, then ``OK``."""
-    lines: list[str] = []
-    for group in groups:
-        scripted = [s for s in group.scenarios if s.turns]
-        turns = sum(len(s.turns) for s in scripted)
-        checks = sum(len(t.expect) for s in scripted for t in s.turns)
-        derived = sum(1 for s in group.scenarios if s.id_derived)
-        title = f"{group.name} ({group.id})" if group.id else group.name
-        lines.append(f"{group.file}: {title}")
-        lines.append(
-            f"  {_plural(len(group.scenarios), 'scenario')}: {len(scripted)} scripted "
-            f"({_plural(turns, 'turn')}, {_plural(checks, 'expectation')}), "
-            f"{len(group.scenarios) - len(scripted)} simulated user only"
-        )
-        if derived:
-            lines.append(f"  {derived} without 'id:' (ids derived from group name and label)")
-    total = sum(len(g.scenarios) for g in groups)
-    warnings = sum(1 for d in diagnostics if not d.is_error)
-    errors = len(diagnostics) - warnings
-    verdict = "FAILED" if errors else "OK"
-    tail = f", {_plural(errors, 'error')}" if errors else ""
-    tail += f", {_plural(warnings, 'warning')}" if warnings else ""
-    lines.append(f"{verdict}: {_plural(len(groups), 'file')}, {_plural(total, 'scenario')}{tail}")
-    return "\n".join(lines)
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
