@@ -101,7 +101,7 @@ def run_suite(
     ]
     if mode == "cold" and flag:
         args.append("--cold-start")
-    entry = ["-m", "lkeval"] if (flag or mode == "cold") else [str(ROOT / "bench" / "_warm_cli.py")]
+    entry = ["-m", "lkeval"]
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, *entry, *args], env=env, capture_output=True, text=True, cwd=ROOT
@@ -145,10 +145,8 @@ def main() -> int:
     levels = [int(c) for c in args.concurrency.split(",")]
     print(f"machine: {machine()}")
     flag = has_cold_start_flag()
-    print(
-        f"lkeval run {'has' if flag else 'lacks'} --cold-start; warm runs use "
-        f"{'the CLI default' if flag else 'bench/_warm_cli.py'}"
-    )
+    if not flag:
+        raise SystemExit("this lkeval run lacks --cold-start; warm and cold cannot be compared")
     rows: dict[tuple[str, int], dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

@@ -14,6 +14,7 @@ from lkeval.llm.client import LLMError
 from lkeval.llm.config import LLMSpec, build_llm, resolve_llm_spec
 from lkeval.llm.evaluator import LLMEvaluator
 from lkeval.llm.judge import combine_verdicts
+from lkeval.llm.options import LLMEndpointOptions, LLMOptions
 from lkeval.results.model import TranscriptItem, Verdict
 from lkeval.scenarios.model import Scenario
 from lkeval.testing.llm_server import LLMServer
@@ -29,7 +30,7 @@ def srv() -> Iterator[LLMServer]:
 
 
 def spec_for(server: LLMServer, **overrides: Any) -> LLMSpec:
-    flags = {"caller_model": "lkeval-scripted", "caller_base_url": server.base_url}
+    flags = LLMOptions(caller=LLMEndpointOptions(model="lkeval-scripted", base_url=server.base_url))
     spec = resolve_llm_spec("caller", flags, environ={})
     return replace(spec, **{"retry_delay": 0.01, **overrides})
 
@@ -175,15 +176,17 @@ def test_caller_opens_when_the_agent_has_not_spoken(srv: LLMServer) -> None:
 
 
 def test_the_caller_samples_at_a_temperature_above_zero_by_default(srv: LLMServer) -> None:
-    spec = resolve_llm_spec("caller", {"caller_model": "m", "caller_base_url": srv.base_url}, {})
+    at_srv = LLMEndpointOptions(model="m", base_url=srv.base_url)
+    spec = resolve_llm_spec("caller", LLMOptions(caller=at_srv), {})
     assert spec.temperature is not None and spec.temperature > 0
     play(spec_for(srv), [ASKED])
     assert srv.requests[0].body["temperature"] == spec.temperature
-    flags = {"caller_model": "m", "caller_base_url": srv.base_url, "caller_temperature": 0.0}
+    flags = LLMOptions(caller=at_srv, caller_temperature=0.0)
     assert resolve_llm_spec("caller", flags, {}).temperature == 0.0
     env = {"LKEVAL_CALLER_TEMPERATURE": "1.1"}
-    assert resolve_llm_spec("caller", {"caller_model": "m"}, env).temperature == 1.1
-    assert resolve_llm_spec("judge", {"judge_model": "m"}, {}).temperature == 0.0
+    model_m = LLMEndpointOptions(model="m")
+    assert resolve_llm_spec("caller", LLMOptions(caller=model_m), env).temperature == 1.1
+    assert resolve_llm_spec("judge", LLMOptions(judge=model_m), {}).temperature == 0.0
 
 
 def test_unanswered_caller_message_is_marked(srv: LLMServer) -> None:
@@ -264,12 +267,10 @@ def test_the_evaluator_records_the_flag_among_the_verdicts(srv: LLMServer) -> No
             },
         ]
     )
-    flags = {
-        "caller_model": "c",
-        "caller_base_url": srv.base_url,
-        "judge_model": "j",
-        "judge_base_url": srv.base_url,
-    }
+    flags = LLMOptions(
+        caller=LLMEndpointOptions(model="c", base_url=srv.base_url),
+        judge=LLMEndpointOptions(model="j", base_url=srv.base_url),
+    )
     caller, judge = (resolve_llm_spec(r, flags, {}) for r in ("caller", "judge"))
     evaluator = LLMEvaluator(caller, judge, judge_scripted=False, environ={})
     scenario = Scenario(

@@ -11,6 +11,7 @@ from action_runner import container_step
 from test_action import ep
 
 from lkeval.cli import build_parser
+from lkeval.cli.options import report_options, run_options
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / "examples" / "workflows"
@@ -84,12 +85,19 @@ def test_the_action_steps_become_lkeval_commands_that_parse() -> None:
     parser = build_parser()
     (run,) = action_steps(load("eval-pr.yml"))
     args = parser.parse_args(lkeval_argv_of(run))
-    assert (args.command, args.comment, args.junit) == ("run", "off", "eval-results/junit.xml")
-    assert args.llm_timeout == 60  # from extra-args
+    options = run_options(args, environ={})
+    assert args.command == "run"
+    assert (options.report.comment, options.report.file("junit")) == (
+        "off",
+        "eval-results/junit.xml",
+    )
+    assert options.llm.timeout == 60  # from extra-args
     (report,) = action_steps(load("eval-comment.yml"))
     args = parser.parse_args(lkeval_argv_of(report))
-    assert (args.command, args.comment, args.fail_on, args.pr) == ("report", "update", "never", 7)
-    assert args.results == "eval-results/results.json" and args.junit is None
+    reporting = report_options(args, environ={})
+    assert args.command == "report"
+    assert (reporting.comment, reporting.fail_on, reporting.pr) == ("update", "never", 7)
+    assert args.results == "eval-results/results.json" and reporting.file("junit") is None
 
 
 def test_no_workflow_uses_the_renamed_args_input() -> None:

@@ -5,8 +5,12 @@ from __future__ import annotations
 import pytest
 from report_fixtures import baseline_results, results_of, run_results, scenario
 
+from lkeval.errors import ExitCode
 from lkeval.results.baseline import compare
-from lkeval.results.gate import EXIT_FAILED, EXIT_NOTHING_RAN, EXIT_PASSED, evaluate_gate, tally
+from lkeval.results.gate import evaluate_gate, tally
+
+EXIT_PASSED, EXIT_FAILED = ExitCode.PASSED, ExitCode.GATE_FAILED
+EXIT_NOTHING_RAN = ExitCode.NOTHING_RAN
 
 
 def test_compare_classifies_every_scenario() -> None:

@@ -30,6 +30,7 @@ from lkeval.llm.judge import (
     render_transcript,
 )
 from lkeval.llm.logs import route_livekit_logs
+from lkeval.llm.options import LLMEndpointOptions, LLMOptions
 from lkeval.results.model import TranscriptItem, Usage, Verdict
 from lkeval.testing.llm_server import LLMServer
 
@@ -75,7 +76,7 @@ def srv() -> Iterator[LLMServer]:
 
 
 def spec_for(server: LLMServer, **overrides: Any) -> LLMSpec:
-    flags = {"judge_model": "lkeval-scripted", "judge_base_url": server.base_url}
+    flags = LLMOptions(judge=LLMEndpointOptions(model="lkeval-scripted", base_url=server.base_url))
     spec = resolve_llm_spec("judge", flags, environ={})
     fast = {"retry_delay": 0.01, "timeout": 5.0}
     return replace(spec, **{**fast, **overrides})

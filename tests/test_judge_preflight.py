@@ -15,11 +15,13 @@ import pytest
 from conftest import HOTEL, hotel_env, run_argv, run_lkeval
 from report_fixtures import metadata, results_of, scenario
 
+from lkeval.errors import ExitCode
 from lkeval.llm.config import LLMSpec, resolve_llm_spec
+from lkeval.llm.options import LLMEndpointOptions, LLMOptions
 from lkeval.llm.preflight import JudgePreflightError, preflight_judge
 from lkeval.reporters import MarkdownReporter, build_report
 from lkeval.results.baseline import compare
-from lkeval.results.gate import EXIT_NOTHING_RAN, evaluate_gate
+from lkeval.results.gate import evaluate_gate
 from lkeval.results.model import (
     JudgeCheck,
     LLMInUse,
@@ -37,7 +39,7 @@ def verdict(value: str, **match: Any) -> dict[str, Any]:
 
 
 def spec_for(server: LLMServer) -> LLMSpec:
-    flags = {"judge_model": "judge", "judge_base_url": server.base_url}
+    flags = LLMOptions(judge=LLMEndpointOptions(model="judge", base_url=server.base_url))
     return replace(resolve_llm_spec("judge", flags, environ={}), retry_delay=0.01, max_retries=0)
 
 
@@ -184,7 +186,7 @@ def test_nothing_judged_does_not_blame_the_agent() -> None:
         scenario("a", "error", reason=reason), scenario("b", "error", reason=reason)
     )
     gate = evaluate_gate(results, None)
-    assert gate.exit_code == EXIT_NOTHING_RAN
+    assert gate.exit_code == ExitCode.NOTHING_RAN
     (line,) = gate.reasons
     assert line.startswith("nothing could be judged: the judge failed in all 2 scenario(s)")
     assert "agent is not at fault" in line and "HTTP 500" in line

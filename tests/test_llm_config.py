@@ -13,13 +13,15 @@ from dataclasses import replace
 import jwt
 import pytest
 
-from lkeval.cli.llm_flags import add_llm_arguments
+from lkeval.cli.flags import add_llm_arguments
+from lkeval.cli.options import llm_options
 from lkeval.llm.config import (
     LLMConfigError,
+    LLMSpec,
     build_llm,
     check_credentials,
-    resolve_llm_spec,
 )
+from lkeval.llm.config import resolve_llm_spec as resolve
 from lkeval.llm.judge import judge_conversation
 from lkeval.results.model import TranscriptItem
 from lkeval.testing.llm_server import LLMServer
@@ -31,6 +33,18 @@ def parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     add_llm_arguments(parser)
     return parser.parse_args(list(argv))
+
+
+def resolve_llm_spec(
+    role: str,
+    given: dict[str, str] | argparse.Namespace | None = None,
+    environ: dict[str, str] | None = None,
+) -> LLMSpec:
+    """Resolve through the real flags and options: ``{"judge_model": "m"}`` is --judge-model m."""
+    if not isinstance(given, argparse.Namespace):
+        argv = [x for k, v in (given or {}).items() for x in (f"--{k.replace('_', '-')}", v)]
+        given = parse(*argv)
+    return resolve(role, llm_options(given), environ)  # type: ignore[arg-type]
 
 
 def test_flag_defaults() -> None:
@@ -190,7 +204,7 @@ def test_price_override_and_bad_values() -> None:
 def test_missing_credentials_name_the_variable(
     role: str, env: dict[str, str], flags: dict[str, str], needle: str
 ) -> None:
-    spec = resolve_llm_spec(role, flags, env)  # type: ignore[arg-type]
+    spec = resolve_llm_spec(role, flags, env)
     with pytest.raises(LLMConfigError) as info:
         check_credentials(spec)
     assert needle in str(info.value) and "\n" not in str(info.value)

@@ -23,7 +23,7 @@ from lkeval.agents.fork_client import ForkServer
 from lkeval.agents.process import AgentLaunch, agent_env
 from lkeval.results.model import ScenarioResult
 from lkeval.run.attempt import RunSettings
-from lkeval.run.engine import AgentSlots, Engine, EngineOptions
+from lkeval.run.engine import AgentSlots, Engine, EngineOptions, attempt_factory
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.testing.llm_server import LLMServer
 
@@ -90,7 +90,7 @@ def test_transcripts_are_the_same_at_every_concurrency(tmp_path: Path, slow_llm:
                 logs_dir=logs,
                 work_dir=logs,
             )
-            engine = Engine(settings, None, _Quiet(), EngineOptions(concurrency=concurrency))
+            engine = Engine(attempt_factory(settings, None), _Quiet(), EngineOptions(concurrency=concurrency))
             results = asyncio.run(engine.run(groups[0].scenarios))
             assert {a.start_mode for r in results for a in r.attempts} == {"warm"}
             by_concurrency[concurrency] = _transcripts(results)

@@ -107,16 +107,19 @@ def test_price_overrides_reach_the_caller_and_judge_and_typos_are_usage_errors()
 
     from conftest import clean_env, run_lkeval
 
-    from lkeval.cli.llm_flags import add_llm_arguments
+    from lkeval.cli.flags import add_llm_arguments
+    from lkeval.cli.options import llm_options
     from lkeval.llm.config import resolve_llm_spec
 
     parser = argparse.ArgumentParser()
     add_llm_arguments(parser)
     env = {"OPENAI_API_KEY": "x"}
     args = parser.parse_args(["--price", "gpt-4.1-mini=1,2", "--judge-model", "gpt-4.1-mini"])
-    spec = resolve_llm_spec("judge", args, env)
+    spec = resolve_llm_spec("judge", llm_options(args), env)
     assert (spec.price_in, spec.price_out) == (1.0, 2.0)
-    listed = resolve_llm_spec("judge", parser.parse_args(["--judge-model", "gpt-4o"]), env)
+    listed = resolve_llm_spec(
+        "judge", llm_options(parser.parse_args(["--judge-model", "gpt-4o"])), env
+    )
     assert (listed.price_in, listed.price_out) == (2.5, 10.0)  # from genai-prices
     bad = run_lkeval(
         ["run", "--agent", "a.py", "--scenarios", "s.yaml", "--price", "x=1"], clean_env()

@@ -29,7 +29,7 @@ from lkeval.agents.fork_client import ForkServer
 from lkeval.agents.process import AgentLaunch, agent_env
 from lkeval.results.model import ScenarioResult
 from lkeval.run.attempt import RunSettings
-from lkeval.run.engine import Engine, EngineOptions
+from lkeval.run.engine import Engine, EngineOptions, attempt_factory
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.testing.llm_server import LLMServer
 
@@ -180,7 +180,7 @@ def test_no_agent_outlives_an_exception_in_the_engines_process(
         work_dir=logs,
         stop_grace=2,
     )
-    engine = Engine(settings, None, _Quiet(), EngineOptions(concurrency=1))
+    engine = Engine(attempt_factory(settings, None), _Quiet(), EngineOptions(concurrency=1))
     seen: set[int] = set()
 
     async def boom() -> None:

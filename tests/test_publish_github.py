@@ -22,13 +22,11 @@ from report_fixtures import (
     scenario,
 )
 
-from lkeval.publish.outputs import (
-    BaselineError,
-    add_report_arguments,
-    add_report_command,
-    parse_pass_rate,
-    publish,
-)
+from lkeval.cli import main
+from lkeval.cli.flags import add_report_arguments
+from lkeval.cli.options import parse_pass_rate
+from lkeval.cli.report import BaselineError, load_comparison
+from lkeval.results.masking import Masker
 from lkeval.results.model import Attempt, RunResults, write_results
 
 REPO = "acme/hotel"
@@ -66,12 +64,8 @@ class Actions:
         """Run ``lkeval report --results FILE argv...`` and return its exit code."""
         path = self.tmp / "results.json"
         write_results(results, path)
-        parser = argparse.ArgumentParser(prog="lkeval")
-        add_report_command(parser.add_subparsers())
-        args = parser.parse_args(["report", "--results", str(path), *argv])
         capsys.readouterr()
-        code: int = args.handler(args)
-        return code
+        return main(["report", "--results", str(path), *argv])
 
 
 @pytest.fixture
@@ -388,9 +382,8 @@ def test_bad_baseline_is_exit_2(actions: Actions, capsys: pytest.CaptureFixture[
     assert actions.report(capsys, passing(), "--baseline", str(bad)) == 2
     err = capsys.readouterr().err
     assert "baseline:" in err and "bad.json:1: not valid JSON" in err
-    args = argparse.Namespace(baseline=str(actions.tmp / "missing.json"), github=False)
     with pytest.raises(BaselineError, match="no such results file"):
-        publish(passing(), None, args, open(os.devnull, "w"))  # noqa: SIM115
+        load_comparison(passing(), str(actions.tmp / "missing.json"), Masker())
 
 
 def test_unwritable_report_is_exit_2(actions: Actions, capsys: pytest.CaptureFixture[str]) -> None:
@@ -403,10 +396,7 @@ def test_unwritable_report_is_exit_2(actions: Actions, capsys: pytest.CaptureFix
 def test_missing_results_file_is_exit_2(
     actions: Actions, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    parser = argparse.ArgumentParser()
-    add_report_command(parser.add_subparsers())
-    args = parser.parse_args(["report", "--results", str(tmp_path / "nope.json")])
-    assert args.handler(args) == 2
+    assert main(["report", "--results", str(tmp_path / "nope.json")]) == 2
     assert "no such results file" in capsys.readouterr().err
 
 

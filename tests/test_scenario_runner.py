@@ -9,8 +9,8 @@ from google.protobuf import json_format
 from livekit.protocol import agent_simulation as sim_pb
 
 from lkeval.run.attempt import dispatch_json
-from lkeval.run.engine import Selection, parse_tag_selector
 from lkeval.scenarios.model import Scenario
+from lkeval.scenarios.selection import Selection, parse_tag_selector
 
 
 def _scenario(**extra: object) -> Scenario:

@@ -107,7 +107,7 @@ def test_code_block_fence_outgrows_any_backtick_run() -> None:
 def test_a_huge_hostile_label_is_bounded_and_inert_in_every_report() -> None:
     from report_fixtures import results_of, scenario
 
-    from lkeval.publish.outputs import gate_line
+    from lkeval.cli.report import printed_gate_line as gate_line
     from lkeval.reporters import REPORTER_BY_NAME, build_report
     from lkeval.results.gate import evaluate_gate
 

@@ -42,7 +42,7 @@ from lkeval.results.model import (
     run_start_mode,
 )
 from lkeval.run.attempt import RunSettings
-from lkeval.run.engine import Engine, EngineOptions
+from lkeval.run.engine import Engine, EngineOptions, attempt_factory
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.testing.llm_server import LLMServer
 
@@ -84,7 +84,7 @@ def _run(launch: AgentLaunch, scenarios_file: Path, tmp: Path) -> dict[str, Scen
     settings = RunSettings(
         launch=launch, logs_dir=tmp / "logs", work_dir=tmp / "work", boot_timeout=60
     )
-    engine = Engine(settings, None, _Quiet(), EngineOptions(concurrency=2))
+    engine = Engine(attempt_factory(settings, None), _Quiet(), EngineOptions(concurrency=2))
     return {r.scenario_id: r for r in asyncio.run(engine.run(scenarios))}
 
 

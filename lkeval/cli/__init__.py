@@ -1,31 +1,32 @@
-"""The ``lkeval`` command line: parsing, subcommands, and the one error boundary.
+"""The ``lkeval`` command line: the parser, the command registry and the one error boundary.
 
-Every error a user can cause ends here as one line on stderr and a documented exit code, never
-a traceback:
-
-    0  the gate passed            2  bad usage, bad scenario/results file, bad configuration
-    1  the gate failed            3  nothing could run (e.g. the agent never booted)
-    4  an internal error (a bug)  130 / 143  interrupted by SIGINT / SIGTERM
+Every error a user can cause ends in :func:`main` as one line on stderr (plus a tip) and a
+documented exit code (:class:`lkeval.errors.ExitCode`), never a traceback; anything unexpected
+says it is a bug. The subcommands (:data:`COMMANDS`) only raise: none has a boundary of its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from lkeval import __version__
+from lkeval.cli import merge as merge_command
+from lkeval.cli import report as report_command
+from lkeval.cli import run as run_command
+from lkeval.cli import validate as validate_command
+from lkeval.cli.boundary import guarded
+from lkeval.errors import ExitCode
 
-EXIT_OK = 0
-EXIT_GATE_FAILED = 1
-EXIT_USAGE = 2
-EXIT_NOTHING_RAN = 3
-EXIT_INTERNAL = 4
-
-
-class UsageError(Exception):
-    """Bad flags or configuration; the message says which."""
+#: The subcommands, in ``--help`` order: each adds its parser and sets its ``handler``.
+COMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
+    run_command.add_command,
+    validate_command.add_command,
+    report_command.add_command,
+    merge_command.add_command,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,14 +37,11 @@ class _Parser(argparse.ArgumentParser):
 
         if not input_names():
             super().error(message)
-        self.exit(EXIT_USAGE, for_action(f"lk-eval: {self.prog}: {message}") + "\n")
+        self.exit(ExitCode.USAGE, for_action(f"lk-eval: {self.prog}: {message}") + "\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The whole command line (subcommands register their own flags)."""
-    from lkeval.cli import merge as merge_command, run as run_command, validate as validate_command
-    from lkeval.publish.outputs import add_report_command
-
+    """The whole command line (each subcommand registers its own flags)."""
     parser: argparse.ArgumentParser = _Parser(
         prog="lkeval",
         description="Scenario evals for LiveKit agents: replay scenarios.yaml against your "
@@ -53,56 +51,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"lk-eval {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    run_command.add_run_command(sub)
-    validate_command.add_validate_command(sub)
-    add_report_command(sub)
-    merge_command.add_merge_command(sub)
+    for add in COMMANDS:
+        add(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``lkeval``; returns the process exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args.handler(args))
-    except KeyboardInterrupt:
-        print("lk-eval: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # the boundary: known errors get one line, others a bug report
-        from lkeval.publish.github.action_inputs import for_action
-        from lkeval.publish.github.workflow import inert_lines
-
-        code, message = classify(exc)
-        # may quote a scenario file or a results file: never a workflow command, never a secret
-        print(inert_lines(for_action(f"lk-eval: {message}")), file=sys.stderr)
-        if code == EXIT_INTERNAL:
-            print(
-                "  this is a bug in lk-eval; please report it with the command you ran",
-                file=sys.stderr,
-            )
-        return code
-
-
-def classify(exc: Exception) -> tuple[int, str]:
-    """Map an exception to (exit code, one-line message)."""
-    from lkeval.llm.config import LLMConfigError
-    from lkeval.results.model import ResultsFileError
-    from lkeval.scenarios.loader import ScenarioFileError
-
-    if isinstance(exc, ScenarioFileError):
-        return EXIT_USAGE, str(exc)
-    if isinstance(exc, (UsageError, LLMConfigError, ResultsFileError)):
-        return EXIT_USAGE, str(exc)
-    if isinstance(exc, OSError) and exc.filename:
-        return EXIT_USAGE, f"{exc.filename}: {exc.strerror}"
-    return EXIT_INTERNAL, f"internal error: {type(exc).__name__}: {exc}"
+    """Run ``lkeval``; returns the process exit code (argparse itself exits 2 on bad flags)."""
+    args = build_parser().parse_args(argv)
+    return int(guarded(args.handler, args))
 
 
 def entrypoint() -> None:
     """Console-script entry."""
     sys.exit(main())
 
+
+__all__ = ["COMMANDS", "ExitCode", "build_parser", "entrypoint", "main"]
 
 if __name__ == "__main__":
     entrypoint()

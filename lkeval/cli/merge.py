@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from typing import Any
 
-from lkeval.cli import UsageError
-from lkeval.results.model import RunResults, load_results, write_results
+from lkeval.errors import ExitCode, UsageError
+from lkeval.publish.files import write_text
+from lkeval.results.model import RunResults, dump_results, load_results
 
 
-def add_merge_command(sub: Any) -> None:
+def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``merge``."""
     parser: argparse.ArgumentParser = sub.add_parser(
         "merge",
@@ -27,7 +27,9 @@ def add_merge_command(sub: Any) -> None:
         help="merge even when some shards of the run are missing; the merged results say "
         "so and their gate never passes",
     )
-    parser.set_defaults(handler=merge_main)
+    parser.set_defaults(
+        handler=lambda args: merge_main(args.files, args.output, args.allow_partial)
+    )
 
 
 def missing_shards(parts: list[tuple[str, RunResults]]) -> list[str]:
@@ -85,13 +87,13 @@ def merge_results(parts: list[tuple[str, RunResults]], allow_partial: bool = Fal
     return RunResults(metadata=merged, scenarios=tuple(scenarios))
 
 
-def merge_main(args: argparse.Namespace) -> int:
+def merge_main(files: list[str], output: str, allow_partial: bool = False) -> ExitCode:
     """Merge and write; bad inputs exit 2 through the CLI boundary."""
-    parts = [(path, load_results(path)) for path in args.files]
-    merged = merge_results(parts, allow_partial=args.allow_partial)
-    write_results(merged, args.output)
-    print(f"merged {len(parts)} file(s), {len(merged.scenarios)} scenario(s) into {args.output}")
+    parts = [(path, load_results(path)) for path in files]
+    merged = merge_results(parts, allow_partial=allow_partial)
+    write_text(output, dump_results(merged))
+    print(f"merged {len(parts)} file(s), {len(merged.scenarios)} scenario(s) into {output}")
     if merged.metadata.missing_shards:
         missing = ", ".join(merged.metadata.missing_shards)
         print(f"lk-eval: partial merge: shard(s) {missing} missing", file=sys.stderr)
-    return 0
+    return ExitCode.PASSED

@@ -1,8 +1,11 @@
 """``lkeval run``: load scenarios, run them against the agent, write results, report, gate.
 
-The results file is written whatever happens after the first scenario starts: on success, on a
-gate failure, and on SIGINT/SIGTERM (then with ``interrupted: true`` and the attempts that
-finished), so no result is ever lost.
+Everything that can be checked is checked before the first agent boots: the agent file, the
+scenario files, ``--python``, the output paths (writable, and no other run writing into the
+same results directory), the LLM credentials and the judge. The results file is then written
+whatever happens after the first scenario starts: on success, on a gate failure, and on
+SIGINT/SIGTERM (then with ``interrupted: true`` and the attempts that finished), so no result
+is ever lost.
 """
 
 from __future__ import annotations
@@ -18,247 +21,203 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TextIO
 
 from lkeval import __version__
-from lkeval.agents.agent_host import SUPPORTED_RANGE
 from lkeval.agents.cold import python_problem
-from lkeval.agents.process import AgentLaunch, agent_env, kill_all_now
-from lkeval.cli import EXIT_USAGE, UsageError
-from lkeval.run.engine import (
-    Engine,
-    EngineOptions,
-    Selection,
-    default_concurrency,
-    parse_tag_selector,
+from lkeval.agents.fork_client import open_launcher
+from lkeval.agents.process import (
+    AgentLaunch,
+    agent_env,
+    kill_all_now,
+    publish_pending_logs,
 )
-from lkeval.cli.llm_flags import positive_float, positive_int
-from lkeval.agents.process import publish_pending_logs
-from lkeval.cli.secrets import add_secret_arguments, register_run_secrets
+from lkeval.cli.flags import add_llm_arguments, add_report_arguments, add_run_arguments
+from lkeval.cli.options import RunOptions, run_options
+from lkeval.cli.report import finish, load_baseline
+from lkeval.cli.secrets import register_run_secrets
+from lkeval.errors import ExitCode, OutputError, UsageError
+from lkeval.llm.config import MissingCredentialsError
+from lkeval.llm.evaluator import LLMEvaluator, build_evaluator
+from lkeval.llm.logs import route_livekit_logs
+from lkeval.publish.files import ResultsDirLock, check_writable, write_text
+from lkeval.publish.github.checkout import recorded_commit
+from lkeval.publish.github.context import read_context
+from lkeval.publish.github.fork import fork_error, not_run_reason, not_run_results
 from lkeval.publish.github.workflow import inert_line
-from lkeval.results.masking import mask, process_masker, redact_argv
+from lkeval.publish.progress import make_progress
+from lkeval.results.masking import Masker, mask, process_masker, redact_argv
 from lkeval.results.model import (
     RunMetadata,
     RunResults,
     ScenarioResult,
+    dump_results,
     run_start_mode,
-    write_results,
 )
-from lkeval.scenarios.model import Scenario, min_pass_problem
-from lkeval.scenarios.loader import load_or_raise
+from lkeval.results.pricing import PriceTable
 from lkeval.run.attempt import RunSettings
-from lkeval.run.systemic import DEFAULT_MAX_ERRORS
-from lkeval.scenarios.selection import parse_shard, select_shard
-from lkeval.agents.fork_client import open_launcher
-
-if TYPE_CHECKING:
-    from lkeval.llm.config import MissingCredentialsError
-    from lkeval.llm.evaluator import LLMEvaluator
-
-DEFAULT_RESULTS = "lkeval-results/results.json"
+from lkeval.run.engine import Engine, EngineOptions, attempt_factory, default_concurrency
+from lkeval.scenarios.loader import load_or_raise
+from lkeval.scenarios.model import Scenario, min_pass_problem
+from lkeval.scenarios.selection import Selection, select_shard
 
 
-def add_run_command(sub: Any) -> None:
+def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``run`` and its flags."""
-    from lkeval.cli.llm_flags import add_llm_arguments
-    from lkeval.publish.outputs import add_report_arguments
-
-    parser: argparse.ArgumentParser = sub.add_parser(
+    parser = sub.add_parser(
         "run",
         help="run scenarios against an agent and gate on the result",
         description="Boot the agent once per scenario through the LiveKit console, play the "
         "scenarios, judge them, write results and reports, and exit by the gate.",
     )
-    parser.add_argument(
-        "--agent",
-        required=True,
-        metavar="AGENT.py",
-        help="the agent's entry file (the one you pass to `console`)",
-    )
-    parser.add_argument(
-        "--scenarios",
-        required=True,
-        nargs="+",
-        metavar="SCENARIOS.yaml",
-        help="one or more LiveKit scenario files",
-    )
-    parser.add_argument(
-        "--results",
-        default=DEFAULT_RESULTS,
-        metavar="PATH",
-        help=f"where to write the JSON results (default {DEFAULT_RESULTS})",
-    )
-    parser.add_argument(
-        "--logs-dir",
-        metavar="DIR",
-        help="one log file per agent process (default: logs/ beside --results)",
-    )
-    parser.add_argument(
-        "--python",
-        default=sys.executable,
-        metavar="PYTHON",
-        help="interpreter that runs the agent; it needs livekit-agents "
-        f"{SUPPORTED_RANGE} (default: this one)",
-    )
-    parser.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra environment variable for the agent (repeatable)",
-    )
-    add_secret_arguments(parser)
-    limits = parser.add_argument_group("limits and scale")
-    limits.add_argument(
-        "--boot-timeout",
-        type=positive_float,
-        default=60.0,
-        metavar="S",
-        help="seconds for an agent to boot and connect (default 60)",
-    )
-    limits.add_argument(
-        "--turn-timeout",
-        type=positive_float,
-        default=90.0,
-        metavar="S",
-        help="seconds for one agent turn (default 90: an agent gives up on a "
-        "hanging LLM after ~44 s)",
-    )
-    limits.add_argument(
-        "--concurrency",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help=f"conversations at once, while up to N more agents boot (default "
-        f"{default_concurrency()} on this machine)",
-    )
-    limits.add_argument(
-        "--repeat",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="run every scenario N times (a scenario's own `repeat` wins)",
-    )
-    limits.add_argument(
-        "--min-pass",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="passes a repeated scenario needs (default: all of its runs)",
-    )
-    limits.add_argument(
-        "--max-errors",
-        type=_non_negative_int,
-        default=DEFAULT_MAX_ERRORS,
-        metavar="N",
-        help="when the first N scenarios all fail with the same agent-side error (a dead "
-        f"LLM URL, a missing key), do not boot the rest: they are reported not run "
-        f"(default {DEFAULT_MAX_ERRORS}; 0 never stops)",
-    )
-    limits.add_argument(
-        "--cold-start",
-        action="store_true",
-        help="start every agent in a fresh interpreter (default: fork agents from a preloaded "
-        "fork server where supported: ~15x faster starts, ~9x less memory per agent)",
-    )
-    limits.add_argument(
-        "--shard",
-        type=parse_shard,
-        default=None,
-        metavar="I/N",
-        help="run only shard I of N (1-based), for matrix jobs; merge with `lkeval merge`",
-    )
-    select = parser.add_argument_group("selection")
-    select.add_argument(
-        "--tag",
-        action="append",
-        default=[],
-        type=_tag,
-        metavar="KEY=VALUE",
-        help="run only scenarios with this tag (repeatable: all must match)",
-    )
-    select.add_argument(
-        "--match",
-        action="append",
-        default=[],
-        metavar="GLOB",
-        help="run only scenarios whose id or label matches (repeatable)",
-    )
-    select.add_argument(
-        "--quarantine",
-        action="append",
-        default=[],
-        type=_tag,
-        metavar="KEY=VALUE",
-        help="scenarios with this tag run and are reported but never fail the gate (repeatable)",
-    )
+    add_run_arguments(parser)
     add_llm_arguments(parser)
     add_report_arguments(parser)
-    parser.set_defaults(handler=run_main)
+    parser.set_defaults(handler=_run_handler)
 
 
-def run_main(args: argparse.Namespace) -> int:
-    """The ``run`` subcommand."""
-    from lkeval.llm.config import MissingCredentialsError
-    from lkeval.llm.evaluator import build_evaluator
-    from lkeval.publish.github.checkout import recorded_commit
-    from lkeval.publish.github.context import read_context
-    from lkeval.publish.outputs import load_baseline, publish
-    from lkeval.publish.progress import make_progress
-    from lkeval.results.pricing import PriceTable
+def _run_handler(args: argparse.Namespace) -> int:
+    return run_main(run_options(args))
 
-    env = dict(_parse_env(item) for item in args.env)
-    github = args.github if args.github is not None else os.environ.get("GITHUB_ACTIONS") == "true"
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What a run will do, all of it checked before anything boots."""
+
+    scenarios: list[Scenario]
+    selected: list[Scenario]
+    results_path: Path
+    logs_dir: Path
+    engine_options: EngineOptions
+
+
+def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
+    """The ``run`` subcommand; returns the exit code (errors go to the CLI boundary)."""
+    out = stream if stream is not None else sys.stdout
+    report = options.report
     # Before anything else is printed: every secret known, and in Actions masked by the runner.
-    register_run_secrets(env, args.secret_env, args.github_token, github, sys.stdout)
-    agent = Path(args.agent)
+    register_run_secrets(
+        dict(options.env), options.secret_env, report.github_token, report.github, out
+    )
+    masker = process_masker()
+    plan = build_plan(options)
+    check_writable([plan.results_path, plan.logs_dir / "fork-server.log", *_report_paths(options)])
+    problem = python_problem(options.python)  # before anything boots: one line, not N failures
+    if problem is not None:
+        raise UsageError(f"--python: {problem}")
+    problem = min_pass_problem(plan.selected, options.repeat, options.min_pass)
+    if problem is not None:
+        raise UsageError(problem)
+    if report.baseline:
+        load_baseline(report.baseline)  # a bad baseline is exit 2 now, not after the whole run
+    try:
+        evaluator = build_evaluator(options.llm, plan.selected)  # credentials, before any boot
+    except MissingCredentialsError as exc:
+        if not (report.github and read_context().fork):
+            raise
+        return _fork_without_secrets(options, plan, exc, masker, out)
+    # the first lines name the caller and judge; a judge that cannot give a verdict stops here
+    if evaluator is not None:
+        route_livekit_logs(plan.logs_dir / "livekit-in-lkeval.log")  # not into the progress
+    judge_check = evaluator.preflight(out) if evaluator is not None else None
+    unchecked = _nothing_to_check(plan.selected, evaluator)
+    plan = dataclasses.replace(
+        plan, engine_options=dataclasses.replace(plan.engine_options, nothing_to_check=unchecked)
+    )
+    with ResultsDirLock(plan.results_path.parent):
+        started_at = dt.datetime.now(dt.timezone.utc)
+        started = time.monotonic()
+        scenario_results, stopped_by = execute(options, plan, evaluator, masker, out)
+        metadata = dataclasses.replace(
+            build_metadata(options, scenario_results, started_at, started, stopped_by),
+            llms=evaluator.llms_in_use() if evaluator is not None else (),
+            judge_check=judge_check,
+        )
+        results = masker.mask_results(RunResults(metadata, tuple(scenario_results)))
+        return _write_and_finish(options, plan, results, stopped_by, masker, out)
+
+
+def _write_and_finish(
+    options: RunOptions,
+    plan: _Plan,
+    results: RunResults,
+    stopped_by: signal.Signals | None,
+    masker: Masker,
+    out: TextIO,
+) -> int:
+    """Write the results file, then the reports and the gate; a write error is raised last."""
+    failure: OutputError | None = None
+    try:
+        write_text(plan.results_path, dump_results(results))  # masked by the caller
+        out.write(f"results: {plan.results_path}\n")
+    except OutputError as exc:  # the reports below are still written
+        failure = exc
+    out.write(f"logs: {plan.logs_dir}\n")
+    report = options.report
+    if stopped_by is not None:
+        # JUnit and Markdown too (an interrupted run is still a complete report), but no
+        # GitHub comment or summary: a cancelled job has seconds left, not a network round.
+        report = dataclasses.replace(report, github=False)
+    gate = finish(results, str(plan.results_path), report, masker, out)
+    if failure is not None:
+        raise failure
+    if stopped_by is not None:
+        print(
+            f"lk-eval: interrupted by {stopped_by.name}; partial results written",
+            file=sys.stderr,
+        )
+        return ExitCode.for_signal(stopped_by)
+    return gate.exit_code
+
+
+def build_plan(options: RunOptions) -> _Plan:
+    """Load and select the scenarios and settle the paths; raises on bad input (exit 2)."""
+    agent = Path(options.agent)
     if not agent.is_file():
-        raise UsageError(f"--agent {args.agent}: no such file")
-    args.scenarios = [_relative_to_cwd(path) for path in args.scenarios]
-    groups, warnings = load_or_raise(args.scenarios)
+        raise UsageError(f"--agent {options.agent}: no such file")
+    groups, warnings = load_or_raise([_relative_to_cwd(p) for p in options.scenarios])
     for warning in warnings:
         print(inert_line(str(warning)), file=sys.stderr)  # may quote the scenario file
     scenarios = [s for g in groups for s in g.scenarios]
-    if args.shard is not None:
-        scenarios = select_shard(scenarios, *args.shard)
-    results_path = Path(args.results)
-    logs_dir = Path(args.logs_dir) if args.logs_dir else results_path.parent / "logs"
-    options = EngineOptions(
-        concurrency=args.concurrency or default_concurrency(),
-        repeat=args.repeat,
-        min_pass=args.min_pass,
-        quarantine=tuple(args.quarantine),
-        selection=Selection(tags=tuple(args.tag), patterns=tuple(args.match)),
-        max_errors=args.max_errors,
+    if options.shard is not None:
+        scenarios = select_shard(scenarios, *options.shard)
+    results_path = Path(options.results)
+    engine_options = EngineOptions(
+        concurrency=options.concurrency or default_concurrency(),
+        repeat=options.repeat,
+        min_pass=options.min_pass,
+        quarantine=options.quarantine,
+        selection=Selection(tags=options.tags, patterns=options.match),
+        max_errors=options.max_errors,
     )
-    selected = [s for s in scenarios if options.selection.selects(s)]
-    progress = make_progress(sys.stdout, github=github, total=len(scenarios))
-    problem = python_problem(args.python)  # before anything boots: one line, not N failures
-    if problem is not None:
-        raise UsageError(f"--python: {problem}")
-    problem = min_pass_problem(selected, args.repeat, args.min_pass)
-    if problem is not None:
-        raise UsageError(problem)
-    if args.baseline:
-        load_baseline(args.baseline)  # a bad baseline is exit 2 now, not after the whole run
-    try:
-        evaluator = build_evaluator(args, selected)  # checks credentials before anything boots
-    except MissingCredentialsError as exc:
-        if not (github and read_context().fork):
-            raise
-        return _fork_without_secrets(args, scenarios, options.selection.selects, exc)
-    # the first lines name the caller and judge; a judge that cannot give a verdict stops here
-    if evaluator is not None:
-        from lkeval.llm.logs import route_livekit_logs
+    return _Plan(
+        scenarios=scenarios,
+        selected=[s for s in scenarios if engine_options.selection.selects(s)],
+        results_path=results_path,
+        logs_dir=Path(options.logs_dir) if options.logs_dir else results_path.parent / "logs",
+        engine_options=engine_options,
+    )
 
-        route_livekit_logs(logs_dir / "livekit-in-lkeval.log")  # not into the progress display
-    judge_check = evaluator.preflight(sys.stdout) if evaluator is not None else None
-    options = dataclasses.replace(options, nothing_to_check=_nothing_to_check(selected, evaluator))
-    started_at = dt.datetime.now(dt.timezone.utc)
-    started = time.monotonic()
-    launch = AgentLaunch(agent=agent.resolve(), python=args.python, env=env, log_filter=mask)
+
+def _report_paths(options: RunOptions) -> list[str]:
+    return [path for _, path in options.report.files]
+
+
+def execute(
+    options: RunOptions,
+    plan: _Plan,
+    evaluator: LLMEvaluator | None,
+    masker: Masker,
+    stream: TextIO,
+) -> tuple[list[ScenarioResult], signal.Signals | None]:
+    """Start the launcher, run the engine until done or a signal; (results, signal)."""
+    launch = AgentLaunch(
+        agent=Path(options.agent).resolve(),
+        python=options.python,
+        env=dict(options.env),
+        log_filter=mask,
+    )
     # Agents (and the fork server) write their raw logs here (private, 0700), never into the
     # results dir: logs/ only gets masked copies. A SIGKILL of lk-eval leaves this dir behind.
     raw_logs = Path(tempfile.mkdtemp(prefix="lkeval-raw-logs-"))
@@ -267,101 +226,93 @@ def run_main(args: argparse.Namespace) -> int:
         agent_env(launch),
         agent=launch.agent,
         cwd=launch.cwd,
-        cold_start=args.cold_start,
+        cold_start=options.cold_start,
         log_path=raw_logs / "fork-server.log",
     )
-    print(start_line, flush=True)
+    stream.write(start_line + "\n")
+    stream.flush()
     try:
         # The scenario reaches each agent over its control channel, and each agent's own
         # directory sits beside its log.
         settings = RunSettings(
             launch=dataclasses.replace(launch, launcher=launcher, raw_log_dir=raw_logs),
-            logs_dir=logs_dir,
-            work_dir=logs_dir,
-            boot_timeout=args.boot_timeout,
-            turn_timeout=args.turn_timeout,
-            max_turns=args.max_turns,
-            prices=PriceTable(dict(getattr(args, "price", None) or ())),
+            logs_dir=plan.logs_dir,
+            work_dir=plan.logs_dir,
+            boot_timeout=options.boot_timeout,
+            turn_timeout=options.turn_timeout,
+            max_turns=options.llm.max_turns,
+            prices=PriceTable(dict(options.llm.prices)),
         )
-        engine = Engine(settings, evaluator, progress, options)
-        scenario_results, stopped_by = _run_until_signal(engine, scenarios)
+        progress = make_progress(
+            stream, github=options.report.github, masker=masker, total=len(plan.scenarios)
+        )
+        engine = Engine(attempt_factory(settings, evaluator), progress, plan.engine_options)
+        return _run_until_signal(engine, plan.scenarios, evaluator)
     finally:
         launcher.close()
         # Agents killed on an interrupt: their logs are masked here, or never reach logs/.
-        publish_pending_logs(raw_logs, logs_dir, mask)  # also the fork server's log
+        publish_pending_logs(raw_logs, plan.logs_dir, mask)  # also the fork server's log
         shutil.rmtree(raw_logs, ignore_errors=True)
 
+
+def build_metadata(
+    options: RunOptions,
+    scenario_results: list[ScenarioResult],
+    started_at: dt.datetime,
+    started: float,
+    stopped_by: signal.Signals | None,
+) -> RunMetadata:
+    """The run's facts for the results file (argv with secrets redacted)."""
     commit = recorded_commit()  # no git binary needed (the Action's image has none)
-    metadata = RunMetadata(
+    return RunMetadata(
         lkeval_version=__version__,
         livekit_agents_version=_installed("livekit-agents"),
-        agent=str(args.agent),
-        scenario_files=tuple(str(f) for f in args.scenarios),
+        agent=str(options.agent),
+        scenario_files=tuple(_relative_to_cwd(p) for p in options.scenarios),
         started_at=started_at.isoformat(timespec="seconds"),
         finished_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         duration_seconds=round(time.monotonic() - started, 3),
         git_sha=commit[0],
         git_branch=commit[1],
-        shard=f"{args.shard[0]}/{args.shard[1]}" if args.shard else None,
+        shard=_shard(options),
         interrupted=stopped_by is not None,
         argv=redact_argv(sys.argv[1:], process_masker()),
         start_mode=run_start_mode(scenario_results),
-        llms=evaluator.llms_in_use() if evaluator is not None else (),
-        judge_check=judge_check,
     )
-    results = RunResults(metadata=metadata, scenarios=tuple(scenario_results))
-    # Log tails and transcripts can echo a key (an HTTP error with a URL, a debug print):
-    # the results file is a report too, so it gets the same masking as the others.
-    results = process_masker().mask_results(results)
-    write_results(results, results_path)
-    print(f"results: {results_path}")
-    print(f"logs: {logs_dir}")
-    if stopped_by is not None:
-        # JUnit and Markdown too (an interrupted run is still a complete report), but no
-        # GitHub comment or summary: a cancelled job has seconds left, not a network round.
-        publish(
-            results,
-            str(results_path),
-            argparse.Namespace(**{**vars(args), "github": False}),
-            sys.stdout,
-        )
-        print(
-            f"lk-eval: interrupted by {stopped_by.name}; partial results written", file=sys.stderr
-        )
-        return 128 + int(stopped_by)
-    outcome = publish(results, str(results_path), args, sys.stdout)
-    return outcome.exit_code
+
+
+def _shard(options: RunOptions) -> str | None:
+    return f"{options.shard[0]}/{options.shard[1]}" if options.shard else None
 
 
 def _fork_without_secrets(
-    args: argparse.Namespace,
-    scenarios: list[Scenario],
-    selects: Callable[[Scenario], bool],
+    options: RunOptions,
+    plan: _Plan,
     exc: MissingCredentialsError,
+    masker: Masker,
+    out: TextIO,
 ) -> int:
     """A fork's PR has no secrets: write results saying so, publish them, exit by the gate."""
-    from lkeval.publish.github.checkout import recorded_commit
-    from lkeval.publish.github.fork import fork_error, not_run_reason, not_run_results
-    from lkeval.publish.outputs import publish
-
-    print(fork_error(str(exc), os.environ, exc.variables), flush=True)
+    out.write(fork_error(str(exc), os.environ, exc.variables) + "\n")
+    out.flush()
     results = not_run_results(
-        scenarios,
-        selects,
+        plan.scenarios,
+        plan.engine_options.selection.selects,
         not_run_reason(os.environ, exc.variables),
-        agent=str(args.agent),
-        scenario_files=args.scenarios,
+        agent=str(options.agent),
+        scenario_files=[_relative_to_cwd(p) for p in options.scenarios],
         commit=recorded_commit(),
-        shard=f"{args.shard[0]}/{args.shard[1]}" if args.shard else None,
+        shard=_shard(options),
         argv=sys.argv[1:],
     )
-    write_results(results, Path(args.results))
-    print(f"results: {args.results}")
-    return publish(results, args.results, args, sys.stdout).exit_code
+    results = masker.mask_results(results)
+    write_text(plan.results_path, dump_results(results))
+    out.write(f"results: {plan.results_path}\n")
+    return finish(results, str(plan.results_path), options.report, masker, out).exit_code
 
 
 def _run_until_signal(
-    engine: Engine, scenarios: list[Scenario]
+    engine: Engine, scenarios: list[Scenario], evaluator: LLMEvaluator | None
 ) -> tuple[list[ScenarioResult], signal.Signals | None]:
     """Run the engine; on SIGINT/SIGTERM stop every agent and return what finished."""
     stopped_by: list[signal.Signals] = []
@@ -389,10 +340,9 @@ def _run_until_signal(
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
-            closer = getattr(engine.evaluator, "aclose", None)
-            if closer is not None:
+            if evaluator is not None:
                 with contextlib.suppress(Exception):
-                    await closer()
+                    await evaluator.aclose()
 
     try:
         results = asyncio.run(main())
@@ -431,28 +381,4 @@ def _installed(dist: str) -> str | None:
         return None
 
 
-def _parse_env(item: str) -> tuple[str, str]:
-    key, sep, value = item.partition("=")
-    if not sep or not key:
-        raise UsageError(f"--env {item!r}: expected KEY=VALUE")
-    return key, value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return value
-
-
-def _tag(text: str) -> tuple[str, str]:
-    try:
-        return parse_tag_selector(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-__all__ = ["EXIT_USAGE", "add_run_command", "run_main"]
+__all__ = ["add_command", "build_metadata", "build_plan", "execute", "run_main"]

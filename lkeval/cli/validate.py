@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
+from lkeval.errors import ExitCode
 from lkeval.publish.github.workflow import inert_line, inert_lines
 from lkeval.scenarios.loader import load_scenario_files, summarize
 
 
-def add_validate_command(sub: Any) -> None:
+def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``validate`` on the subcommand parsers."""
     parser: argparse.ArgumentParser = sub.add_parser(
         "validate",
@@ -19,13 +19,13 @@ def add_validate_command(sub: Any) -> None:
         "turns) and print what they hold. Exit 2 when a file has errors.",
     )
     parser.add_argument("files", nargs="+", metavar="SCENARIOS.yaml")
-    parser.set_defaults(handler=validate_main)
+    parser.set_defaults(handler=lambda args: validate_main(args.files))
 
 
-def validate_main(args: argparse.Namespace) -> int:
+def validate_main(files: list[str]) -> ExitCode:
     """Print every diagnostic (errors and warnings) and the summary; 2 on any error."""
-    groups, diagnostics = load_scenario_files(args.files)
+    groups, diagnostics = load_scenario_files(files)
     for diagnostic in diagnostics:
         print(inert_line(str(diagnostic)), file=sys.stderr)  # quotes the scenario file
     print(inert_lines(summarize(groups, diagnostics)))  # names groups and labels
-    return 2 if any(d.is_error for d in diagnostics) else 0
+    return ExitCode.USAGE if any(d.is_error for d in diagnostics) else ExitCode.PASSED

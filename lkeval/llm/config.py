@@ -19,7 +19,6 @@ that held the key, never its value.
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import os
 from collections.abc import Mapping
@@ -27,6 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
+from lkeval.errors import ConfigError
+from lkeval.llm.options import DEFAULT_MODEL, DEFAULT_RETRIES, DEFAULT_TIMEOUT, LLMOptions
 from lkeval.scenarios.model import BUILTIN_JUDGES
 
 __all__ = ["BUILTIN_JUDGES", "LLMConfigError", "LLMSpec", "build_llm", "resolve_llm_spec"]
@@ -37,9 +38,6 @@ if TYPE_CHECKING:
 Role = Literal["caller", "judge"]
 Backend = Literal["inference", "openai"]
 
-DEFAULT_MODEL = "gpt-4.1-mini"
-DEFAULT_TIMEOUT = 60.0
-DEFAULT_MAX_TURNS = 12
 LIVEKIT_INFERENCE_DEFAULT_URL = "https://agent-gateway.livekit.cloud/v1"
 LIVEKIT_INFERENCE_STAGING_URL = "https://agent-gateway.staging.livekit.cloud/v1"
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
@@ -69,7 +67,7 @@ _PROVIDER_KEY_ENV = (
 )
 
 
-class LLMConfigError(Exception):
+class LLMConfigError(ConfigError):
     """The caller or judge LLM is misconfigured; the message is one line naming what to set."""
 
 
@@ -100,7 +98,7 @@ class LLMSpec:
     api_secret_env: str | None = None
     temperature: float | None = 0.0
     timeout: float = DEFAULT_TIMEOUT
-    max_retries: int = 4
+    max_retries: int = DEFAULT_RETRIES
     retry_delay: float = 1.0
     max_tokens: int | None = None
     price_in: float | None = None
@@ -150,14 +148,6 @@ def known_price(model: str) -> tuple[float, float] | None:
     return table_price(model)
 
 
-def _flag(flags: argparse.Namespace | Mapping[str, Any] | None, name: str) -> Any:
-    if flags is None:
-        return None
-    if isinstance(flags, Mapping):
-        return flags.get(name)
-    return getattr(flags, name, None)
-
-
 def _env(environ: Mapping[str, str], name: str) -> str | None:
     value = environ.get(name, "").strip()
     return value or None
@@ -203,7 +193,7 @@ def _key_envs(role: Role, base_url: str) -> list[str]:
 
 def resolve_llm_spec(
     role: Role,
-    flags: argparse.Namespace | Mapping[str, Any] | None = None,
+    options: LLMOptions | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> LLMSpec:
     """The caller's or judge's LLM from flags, then ``LKEVAL_<ROLE>_*`` variables, then defaults.
@@ -213,16 +203,18 @@ def resolve_llm_spec(
     paths and dry runs never need secrets.
     """
     env = os.environ if environ is None else environ
+    options = options or LLMOptions()
+    flags = options.endpoint(role)
     up = role.upper()
-    model = _flag(flags, f"{role}_model") or _env(env, f"LKEVAL_{up}_MODEL")
-    base_flag = _flag(flags, f"{role}_base_url")
+    model = flags.model or _env(env, f"LKEVAL_{up}_MODEL")
+    base_flag: str | None = flags.base_url
     base_source = f"--{role}-base-url"
     if not base_flag and (base_flag := _env(env, f"LKEVAL_{up}_BASE_URL")):
         base_source = f"LKEVAL_{up}_BASE_URL"
     if not base_flag and (base_flag := _env(env, "OPENAI_BASE_URL")):
         base_source = "OPENAI_BASE_URL"
 
-    wants_inference = bool(base_flag) and base_flag.strip().lower() in INFERENCE_BASE_URL_ALIASES
+    wants_inference = bool(base_flag and base_flag.strip().lower() in INFERENCE_BASE_URL_ALIASES)
     if not model:
         # No model given: LiveKit Inference when LiveKit credentials are there (the agent's
         # own deployment usually has them), else OpenAI's same model.
@@ -249,7 +241,7 @@ def resolve_llm_spec(
         key_env = next((n for n in _key_envs(role, base_url) if _env(env, n)), None)
         secret_env = None
 
-    price_text = _flag(flags, f"{role}_price") or _env(env, f"LKEVAL_{up}_PRICE")
+    price_text = flags.price or _env(env, f"LKEVAL_{up}_PRICE")
     if price_text:
         try:
             price: tuple[float, float] | None = parse_price(str(price_text))
@@ -258,9 +250,9 @@ def resolve_llm_spec(
     else:
         from lkeval.results.pricing import PriceTable
 
-        price = PriceTable(dict(_flag(flags, "price") or ())).price(model)
+        price = PriceTable(dict(options.prices)).price(model)
 
-    timeout = _flag(flags, "llm_timeout") or _env(env, "LKEVAL_LLM_TIMEOUT") or DEFAULT_TIMEOUT
+    timeout = options.timeout or _env(env, "LKEVAL_LLM_TIMEOUT") or DEFAULT_TIMEOUT
     try:
         timeout = float(timeout)
         if timeout <= 0:
@@ -270,9 +262,9 @@ def resolve_llm_spec(
             f"--llm-timeout {timeout!r} is not a positive number of seconds"
         ) from None
 
-    retries = _flag(flags, "llm_retries")
+    retries: Any = options.retries
     if retries is None:
-        retries = _env(env, "LKEVAL_LLM_RETRIES") or 4
+        retries = _env(env, "LKEVAL_LLM_RETRIES") or DEFAULT_RETRIES
     try:
         retries = int(retries)
         if retries < 0:
@@ -282,7 +274,7 @@ def resolve_llm_spec(
 
     return LLMSpec(
         role=role,
-        temperature=_temperature(role, flags, env),
+        temperature=_temperature(role, options, env),
         model=model,
         backend=backend,
         base_url=base_url,
@@ -296,13 +288,11 @@ def resolve_llm_spec(
     )
 
 
-def _temperature(
-    role: Role, flags: argparse.Namespace | Mapping[str, Any] | None, env: Mapping[str, str]
-) -> float:
+def _temperature(role: Role, options: LLMOptions, env: Mapping[str, str]) -> float:
     """The caller's sampling temperature (flag, env, default); the judge's is always 0."""
     if role == "judge":
         return 0.0
-    value = _flag(flags, "caller_temperature")
+    value: Any = options.caller_temperature
     if value is None:
         value = _env(env, "LKEVAL_CALLER_TEMPERATURE")
     if value is None:

@@ -11,12 +11,12 @@ the only criteria it has); scripted scenarios too when a judge model is configur
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from lkeval.llm.config import LLMSpec, check_credentials, resolve_llm_spec
+from lkeval.llm.options import LLMOptions
 from lkeval.results.model import JudgeCheck, LLMInUse, TranscriptItem, Usage, Verdict
 from lkeval.run.expectations import IntentJudge
 from lkeval.scenarios.model import Scenario
@@ -175,18 +175,18 @@ class LLMEvaluator:
         self._llms.clear()
 
 
-def _explicit(args: argparse.Namespace, environ: Mapping[str, str], role: str) -> bool:
+def _explicit(options: LLMOptions, environ: Mapping[str, str], role: str) -> bool:
     up = role.upper()
     return bool(
-        getattr(args, f"{role}_model", None)
-        or getattr(args, f"{role}_base_url", None)
+        options.endpoint(role).model
+        or options.endpoint(role).base_url
         or environ.get(f"LKEVAL_{up}_MODEL")
         or environ.get(f"LKEVAL_{up}_BASE_URL")
     )
 
 
 def build_evaluator(
-    args: argparse.Namespace,
+    options: LLMOptions,
     scenarios: Sequence[Scenario],
     environ: Mapping[str, str] | None = None,
 ) -> LLMEvaluator | None:
@@ -195,8 +195,8 @@ def build_evaluator(
     Raises :class:`lkeval.llm.config.LLMConfigError` (exit 2) before anything boots.
     """
     env = os.environ if environ is None else environ
-    run_judges = tuple(getattr(args, "judges", ()) or ())
-    judge_scripted = _explicit(args, env, "judge")
+    run_judges = options.judges
+    judge_scripted = _explicit(options, env, "judge")
     want_caller = any(needs_caller(s) for s in scenarios)
     want_judge = (
         want_caller
@@ -204,8 +204,8 @@ def build_evaluator(
         or bool(run_judges)
         or any(_has_intent(s) or s.judges for s in scenarios)
     )
-    caller_spec = resolve_llm_spec("caller", args, env) if want_caller else None
-    judge_spec = resolve_llm_spec("judge", args, env) if want_judge else None
+    caller_spec = resolve_llm_spec("caller", options, env) if want_caller else None
+    judge_spec = resolve_llm_spec("judge", options, env) if want_judge else None
     for spec in (caller_spec, judge_spec):
         if spec is not None:
             check_credentials(spec)
@@ -216,7 +216,7 @@ def build_evaluator(
         judge_spec,
         judge_scripted=judge_scripted,
         run_judges=run_judges,
-        rejudge=getattr(args, "rejudge", 0) or 0,
-        maybe_is_pass=bool(getattr(args, "maybe_is_pass", False)),
+        rejudge=options.rejudge,
+        maybe_is_pass=options.maybe_is_pass,
         environ=environ,
     )

@@ -1,92 +1,17 @@
-"""Budgets and metrics at the edges: the flags of ``lkeval run``/``report``, outputs, annotations.
+"""Budgets and metrics at the edges: Action outputs and annotations.
 
-Parsed by argparse types, so a typo is one usage line naming the flag (exit 2), never a
-budget silently read as "no budget".
+(The budget flags themselves are parsed in :mod:`lkeval.cli.options`, so a typo is one usage
+line naming the flag, exit 2, never a budget silently read as "no budget".)
 """
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from lkeval.publish.github.workflow import annotation_path, command
 from lkeval.results.baseline import Comparison
-from lkeval.results.budgets import Budgets
 from lkeval.results.gate import GateOutcome
 from lkeval.results.metrics import suite_metrics
 from lkeval.results.model import RunResults
 from lkeval.results.wording import plain
-from lkeval.scenarios.latency import parse_latency_flag
-
-
-def _latency(text: str) -> dict[str, float]:
-    try:
-        return parse_latency_flag(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _usd(text: str) -> float:
-    try:
-        value = float(text.strip().removeprefix("$"))
-    except ValueError:
-        value = -1.0
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give USD per run, e.g. 2.50")
-    return value
-
-
-def _percent(text: str) -> float:
-    raw = text.strip()
-    try:
-        value = float(raw.removesuffix("%")) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        value = -1.0
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a percentage like 20% or 0.2")
-    return value
-
-
-def add_budget_arguments(group: Any) -> None:
-    """Add ``--max-latency``, ``--max-cost``, ``--latency-regression``, ``--cost-regression``."""
-    group.add_argument(
-        "--max-latency",
-        type=_latency,
-        metavar="STAT=DURATION",
-        help="fail when the suite's turn latency is over budget: p50|p95|max|ttft_p50|"
-        "ttft_p95|ttft_max, e.g. p95=1.5s or p95=1200ms,ttft_p95=600ms "
-        "(per scenario: latency: in the YAML)",
-    )
-    group.add_argument(
-        "--max-cost",
-        type=_usd,
-        metavar="USD",
-        help="fail when the run's estimated cost (agent + caller + judge) is over USD; "
-        "unpriced models make it uncheckable, which fails too (see --price)",
-    )
-    group.add_argument(
-        "--latency-regression",
-        type=_percent,
-        metavar="PERCENT",
-        help="with --baseline: fail when p95 turn latency (suite or a scenario) grew by more "
-        "than PERCENT, e.g. 20%%; noisy deltas (few turns, within the spread) never fail",
-    )
-    group.add_argument(
-        "--cost-regression",
-        type=_percent,
-        metavar="PERCENT",
-        help="with --baseline: fail when the run's cost grew by more than PERCENT, e.g. 25%%",
-    )
-
-
-def budgets_from_args(args: argparse.Namespace) -> Budgets:
-    """The :class:`Budgets` the flags ask for (all off when absent)."""
-    return Budgets(
-        latency=getattr(args, "max_latency", None) or {},
-        max_cost_usd=getattr(args, "max_cost", None),
-        latency_regression=getattr(args, "latency_regression", None),
-        cost_regression=getattr(args, "cost_regression", None),
-    )
 
 
 def budget_annotations(gate: GateOutcome, workspace: str | None) -> list[str]:

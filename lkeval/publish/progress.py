@@ -1,10 +1,10 @@
 """Progress: an observer the engine calls, kept out of the engine itself.
 
-The engine only knows the :class:`Progress` protocol; what a user sees is chosen here: one line
-per finished scenario in a terminal, or a collapsible ``::group::`` per scenario in GitHub
-Actions (the transcript and reasons folded under a one-line title, the way ``lk agent simulate``
-prints its jobs). Scenarios run concurrently, so writes are serialised with a lock and a
-scenario's lines never interleave with another's.
+The engine only knows its :class:`~lkeval.run.engine.ProgressObserver` protocol; what a user
+sees is chosen here: one line per finished scenario in a terminal, or a collapsible
+``::group::`` per scenario in GitHub Actions (the transcript and reasons folded under a
+one-line title, the way ``lk agent simulate`` prints its jobs). Scenarios run concurrently,
+so writes are serialised with a lock and a scenario's lines never interleave with another's.
 
 Each finished scenario is counted against the run's total: ``[3/12 · 0:41]`` with the elapsed
 time in a terminal, a compact ``[3/12]`` in CI logs (which stamp their own times).
@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Protocol, TextIO
+from typing import TextIO
 
 from lkeval.publish.github.workflow import command, inert, inert_line
-from lkeval.results.gate import format_rate, tally
 from lkeval.results.masking import Masker, process_masker
-from lkeval.results.model import RunResults, ScenarioResult
+from lkeval.results.model import ScenarioResult
 from lkeval.results.untrusted import terminal_text
 from lkeval.results.wording import (
     attempt_to_show,
@@ -34,21 +33,9 @@ from lkeval.results.wording import (
     repeat_summary,
     seconds,
 )
+from lkeval.run.engine import ProgressObserver
 
 MARK = {"passed": "✓", "failed": "✗", "error": "!", "skipped": "-"}
-
-
-class Progress(Protocol):
-    """What the engine reports while it runs."""
-
-    def scenario_started(self, scenario_id: str, label: str) -> None:
-        """A scenario's first attempt is starting."""
-
-    def scenario_finished(self, result: ScenarioResult) -> None:
-        """A scenario finished (all its attempts)."""
-
-    def run_finished(self, results: RunResults) -> None:
-        """The whole run finished."""
 
 
 def headline(result: ScenarioResult) -> str:
@@ -61,16 +48,6 @@ def headline(result: ScenarioResult) -> str:
     suffix = f", {', '.join(extra)}" if extra else ""
     mark = MARK.get(result.status, "?")
     return f"{mark} {terminal_text(result.label, 120)} ({seconds(result.duration_seconds)}{suffix})"
-
-
-def run_summary(results: RunResults) -> str:
-    """One line with the run's counts, pass rate and duration."""
-    t = tally(results)
-    return (
-        f"{t.total} scenarios: {t.passed} passed, {t.failed} failed, {t.errored} errored, "
-        f"{t.skipped} skipped, {t.quarantined} quarantined; pass rate {format_rate(t.pass_rate)}"
-        f" in {seconds(results.metadata.duration_seconds)}"
-    )
 
 
 class _Writer:
@@ -122,10 +99,6 @@ class TerminalProgress:
             line += f" — {terminal_text(reason, 160)}"
         self._out.write([inert_line(line, 4000)])  # a CI log may still read it for commands
 
-    def run_finished(self, results: RunResults) -> None:
-        """Print the counts line."""
-        self._out.write([run_summary(results)])
-
 
 class GitHubProgress:
     """A collapsed log group per scenario: title line, then transcript and reasons inside."""
@@ -156,14 +129,10 @@ class GitHubProgress:
         title = f"{self._out.counter()} {headline(result)}"
         self._out.write([command("group", title), *inert(lines), "::endgroup::"])
 
-    def run_finished(self, results: RunResults) -> None:
-        """Print the counts line (outside any group)."""
-        self._out.write([run_summary(results)])
-
 
 def make_progress(
     stream: TextIO, github: bool, masker: Masker | None = None, total: int | None = None
-) -> Progress:
+) -> ProgressObserver:
     """The progress display for where lk-eval runs (``github``: inside GitHub Actions);
     ``total`` is the number of scenarios the run will report."""
     if github:

@@ -1,26 +1,25 @@
-"""Reporters: pure renderers of a :class:`Report` (JUnit XML, JSON, Markdown).
+"""Reporters: pure renderers of a :class:`Report` (JUnit XML, Markdown).
 
-``REPORTER_BY_NAME`` is the one registry: the CLI's choices and the tests loop over it, so a
-new format is one module plus one entry here.
+``REPORTER_BY_NAME`` is the one registry: each entry is a ``--<name> PATH`` flag of ``lkeval
+run`` and ``lkeval report`` (:mod:`lkeval.cli.flags`) and the tests loop over it, so a new
+format is one module plus one entry here. (The results JSON is not a reporter: it is the data
+every reporter reads, written by :func:`lkeval.results.model.dump_results`.)
 """
 
 from __future__ import annotations
 
 from lkeval.reporters.interface import Report, Reporter, build_report
-from lkeval.reporters.json_report import JsonReporter
 from lkeval.reporters.junit import JUnitReporter
 from lkeval.reporters.markdown import MarkdownReporter
 
 REPORTER_BY_NAME: dict[str, type[Reporter]] = {
     JUnitReporter.name: JUnitReporter,
-    JsonReporter.name: JsonReporter,
     MarkdownReporter.name: MarkdownReporter,
 }
 
 __all__ = [
     "REPORTER_BY_NAME",
     "JUnitReporter",
-    "JsonReporter",
     "MarkdownReporter",
     "Report",
     "Reporter",

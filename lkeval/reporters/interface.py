@@ -1,7 +1,7 @@
 """What every reporter receives and promises.
 
 A reporter is a tiny class with one pure method, ``format(report) -> str``: writing files,
-streams or HTTP stays with the caller (:mod:`lkeval.publish.outputs`), so a reporter is tested by
+streams or HTTP stays with the caller (:mod:`lkeval.publish`), so a reporter is tested by
 comparing its whole output with a golden file.
 """
 
@@ -35,6 +35,8 @@ class Report:
     details: bool = True
     run_url: str | None = None
     title: str = "lk-eval"
+    repo_root: str | None = None
+    """The repository's root, that file paths in reports are relative to (None: as recorded)."""
     masker: Masker = field(default_factory=Masker, compare=False, repr=False)
 
 
@@ -50,7 +52,11 @@ def build_report(
     run_url: str | None = None,
     title: str = "lk-eval",
 ) -> Report:
-    """A :class:`Report` whose results were already masked, the way callers should make one."""
+    """A :class:`Report` of data masked here, for callers that have not masked it yet.
+
+    ``lkeval run``/``report`` mask the results once when they enter and build the
+    :class:`Report` directly; this is for tests and library use.
+    """
     masker = masker or Masker()
     return Report(
         results=masker.mask_results(results),
@@ -70,8 +76,8 @@ class Reporter(ABC):
 
     #: The name used on the command line and in :data:`lkeval.reporters.REPORTER_BY_NAME`.
     name: ClassVar[str]
-    #: The usual file suffix of this format, for default file names.
-    suffix: ClassVar[str]
+    #: What it writes, for the ``--<name> PATH`` flag's help ("JUnit XML").
+    description: ClassVar[str]
 
     @abstractmethod
     def format(self, report: Report) -> str:

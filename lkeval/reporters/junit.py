@@ -69,13 +69,13 @@ def repo_path(path: str, root: str | None) -> str:
 class JUnitReporter(Reporter):
     """Renders results as a JUnit XML document.
 
-    ``root`` is the repository's root (the caller finds it: ``GITHUB_WORKSPACE``, else the
-    folder holding ``.git``); scenario files are written relative to it. Without one they stay
-    as the results name them.
+    ``root`` (else ``report.repo_root``) is the repository's root (the caller finds it:
+    ``GITHUB_WORKSPACE``, else the folder holding ``.git``); scenario files are written
+    relative to it. Without one they stay as the results name them.
     """
 
     name = "junit"
-    suffix = ".xml"
+    description = "JUnit XML"
 
     def __init__(self, root: str | None = None) -> None:
         self.root = root
@@ -83,15 +83,16 @@ class JUnitReporter(Reporter):
     def format(self, report: Report) -> str:
         """The JUnit XML document (UTF-8 declaration, two-space indent, trailing newline)."""
         results = report.results
+        repo = self.root if self.root is not None else report.repo_root
         root = ET.Element("testsuites", {"name": xml_text(report.title)})
         totals = {"tests": 0, "failures": 0, "errors": 0}
         total_time = 0.0
         for name, scenarios in _groups(results):
             suite = TestSuite(
                 xml_text(name),
-                [_testcase(s, self.root) for s in scenarios],
+                [_testcase(s, repo) for s in scenarios],
                 timestamp=xml_text(results.metadata.started_at) or None,
-                file=xml_text(repo_path(scenarios[0].file, self.root)) or None,
+                file=xml_text(repo_path(scenarios[0].file, repo)) or None,
             )
             element = suite.build_xml_doc()
             element.attrib.pop("disabled", None)

@@ -71,7 +71,7 @@ class MarkdownReporter(Reporter):
     """Renders a Markdown report within ``report.max_chars`` / ``report.max_bytes``."""
 
     name = "markdown"
-    suffix = ".md"
+    description = "the Markdown report"
 
     def format(self, report: Report) -> str:
         """The Markdown report, trimmed to its budget and masked."""

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lkeval.errors import ExitCode
 from lkeval.reporters.interface import Report
 from lkeval.results.baseline import Comparison, MetricDelta, ScenarioChange
-from lkeval.results.gate import EXIT_NOTHING_RAN, format_rate, tally
+from lkeval.results.gate import format_rate, tally
 from lkeval.results.metrics import format_ms, format_spread, scenario_metrics, suite_metrics
 from lkeval.results.model import RunResults, ScenarioResult, Usage
 from lkeval.results.pricing import format_cost, total_cost
@@ -73,7 +74,7 @@ def is_bad(scenario: ScenarioResult) -> bool:
 def verdict_line(report: Report) -> str:
     """``## lk-eval: ❌ gate failed — 1 scenario regressed vs the baseline, 2 budgets missed``."""
     gate = report.gate
-    if gate.exit_code == EXIT_NOTHING_RAN:
+    if gate.exit_code == ExitCode.NOTHING_RAN:
         judged_out = any(r.startswith("nothing could be judged") for r in gate.reasons)
         verdict = "❌ nothing could be judged" if judged_out else "❌ nothing could run"
     else:

@@ -1,15 +1,11 @@
 """The merge gate: turn a run's results into pass/fail and a process exit code.
 
-The exit code is what a branch protection rule sees, so its meaning is fixed:
-
-* 0 — the gate passed;
-* 1 — the gate failed (scenarios failed, regressed, or the pass rate is too low);
-* 3 — nothing could run: every scenario that was not skipped ended in ``error`` (the agent
-  never booted, the LLM was down). That is a broken setup, not a verdict on the agent, so it
-  is reported as such whatever ``fail_on`` says; when the judge is what failed, the wording
-  says so and does not blame the agent.
-
-(2 is the CLI's "bad input" code: a malformed scenario or baseline file.)
+The exit code is what a branch protection rule sees (:class:`lkeval.errors.ExitCode`):
+``PASSED``; ``GATE_FAILED`` when scenarios failed, regressed, or the pass rate is too low; and
+``NOTHING_RAN`` when every scenario that was not skipped ended in ``error`` (the agent never
+booted, the LLM was down) or all were skipped. That is a broken setup, not a verdict on the
+agent, so it is reported as such whatever ``fail_on`` says; when the judge is what failed, the
+wording says so and does not blame the agent.
 
 Quarantined scenarios are reported but never fail the gate: flaky LLM verdicts must not block
 merges, which is the whole point of quarantining them.
@@ -21,6 +17,7 @@ from collections.abc import Sized
 from dataclasses import dataclass
 from typing import Literal
 
+from lkeval.errors import ExitCode
 from lkeval.results.baseline import Comparison
 from lkeval.results.budgets import BudgetMiss, Budgets, check_budgets
 from lkeval.results.model import RunResults, ScenarioResult
@@ -30,17 +27,13 @@ from lkeval.scenarios.model import NOTHING_TO_CHECK
 FailOn = Literal["any", "regression", "never"]
 FAIL_ON_CHOICES: tuple[FailOn, ...] = ("any", "regression", "never")
 
-EXIT_PASSED = 0
-EXIT_FAILED = 1
-EXIT_NOTHING_RAN = 3
-
 
 @dataclass(frozen=True)
 class GateOutcome:
     """The gate's decision, its exit code, and the sentences that explain it."""
 
     passed: bool
-    exit_code: int
+    exit_code: ExitCode
     reasons: tuple[str, ...] = ()
     budget_misses: tuple[BudgetMiss, ...] = ()
 
@@ -142,50 +135,13 @@ def evaluate_gate(
     A budget miss (:mod:`lkeval.results.budgets`) fails the gate on its own, as its own
     reason; with ``--fail-on never`` it is reported and does not block.
     """
+    broken = _nothing_ran(results, allow_nothing_to_check)
+    if broken is not None:
+        return broken
     ran = [s for s in results.scenarios if s.status != "skipped"]
-    # Exit 3 is for a broken setup: nothing could even be talked to. Once a conversation
-    # happened, errors (a judge down, a failed turn) are the gate failing (exit 1).
-    if ran and all(s.status == "error" and not conversed(s) for s in ran):
-        return GateOutcome(
-            passed=False,
-            exit_code=EXIT_NOTHING_RAN,
-            reasons=(_all_errors_reason(ran),),
-        )
-
-    if results.scenarios and not ran:
-        # A typo in --tag, or scenarios that need a caller model nobody configured: a gate
-        # that passes on nothing would hide it.
-        unchecked = _nothing_to_check(results, allow_nothing_to_check)
-        why = f"; {unchecked}" if unchecked else f" ({results.scenarios[0].reason or 'no reason'})"
-        return GateOutcome(
-            passed=False,
-            exit_code=EXIT_NOTHING_RAN,
-            reasons=(f"nothing ran: all {len(results.scenarios)} scenario(s) were skipped{why}",),
-        )
-
     counted = [s for s in ran if not s.quarantined]
     bad = [s for s in counted if s.status in ("failed", "error")]
-    failures: list[str] = []
-    notes: list[str] = []
-
-    mode = fail_on
-    if mode == "regression" and comparison is None:
-        notes.append("no baseline given: --fail-on regression acts as --fail-on any")
-        mode = "any"
-
-    if mode == "any" and bad:
-        failures.append(f"{_count(bad)} failed or errored: {_labels(bad)}")
-    elif mode == "regression" and comparison is not None:
-        quarantined = {s.scenario_id for s in results.scenarios if s.quarantined}
-        regressed = [c for c in comparison.regressions if c.scenario_id not in quarantined]
-        if regressed:
-            names = ", ".join(label(c.label) for c in regressed[:5])
-            more = f" and {len(regressed) - 5} more" if len(regressed) > 5 else ""
-            failures.append(f"{_count(regressed)} regressed vs the baseline: {names}{more}")
-        elif bad:
-            notes.append(f"{_count(bad)} failed or errored, none of them a regression")
-    elif mode == "never" and bad:
-        notes.append(f"{_count(bad)} failed or errored (--fail-on never: not blocking)")
+    failures, notes = _by_fail_on(results, comparison, fail_on, bad)
 
     if min_pass_rate is not None:
         rate = tally(results).pass_rate
@@ -210,12 +166,77 @@ def evaluate_gate(
 
     failures.extend(incomplete_run(results))
     if failures:
-        return GateOutcome(False, EXIT_FAILED, tuple(failures + notes), misses)
+        return GateOutcome(False, ExitCode.GATE_FAILED, tuple(failures + notes), misses)
     if not counted:
         notes.insert(0, "no scenario counted toward the gate")
     elif not bad:
         notes.insert(0, f"all {_count(counted)} passed")
-    return GateOutcome(True, EXIT_PASSED, tuple(notes), misses)
+    return GateOutcome(True, ExitCode.PASSED, tuple(notes), misses)
+
+
+def _nothing_ran(results: RunResults, allow_nothing_to_check: bool) -> GateOutcome | None:
+    """The broken-setup outcome (exit 3), or None when something really ran."""
+    ran = [s for s in results.scenarios if s.status != "skipped"]
+    # Exit 3 is for a broken setup: nothing could even be talked to. Once a conversation
+    # happened, errors (a judge down, a failed turn) are the gate failing (exit 1).
+    if ran and all(s.status == "error" and not conversed(s) for s in ran):
+        return GateOutcome(
+            passed=False,
+            exit_code=ExitCode.NOTHING_RAN,
+            reasons=(_all_errors_reason(ran),),
+        )
+    if results.scenarios and not ran:
+        # A typo in --tag, or scenarios that need a caller model nobody configured: a gate
+        # that passes on nothing would hide it.
+        unchecked = _nothing_to_check(results, allow_nothing_to_check)
+        why = f"; {unchecked}" if unchecked else f" ({results.scenarios[0].reason or 'no reason'})"
+        return GateOutcome(
+            passed=False,
+            exit_code=ExitCode.NOTHING_RAN,
+            reasons=(f"nothing ran: all {len(results.scenarios)} scenario(s) were skipped{why}",),
+        )
+    return None
+
+
+def _by_fail_on(
+    results: RunResults,
+    comparison: Comparison | None,
+    fail_on: FailOn,
+    bad: list[ScenarioResult],
+) -> tuple[list[str], list[str]]:
+    """(failures, notes) of the ``--fail-on`` rule over the counted failures ``bad``."""
+    failures: list[str] = []
+    notes: list[str] = []
+    mode = fail_on
+    if mode == "regression" and comparison is None:
+        notes.append("no baseline given: --fail-on regression acts as --fail-on any")
+        mode = "any"
+    if mode == "any" and bad:
+        failures.append(f"{_count(bad)} failed or errored: {_labels(bad)}")
+    elif mode == "regression" and comparison is not None:
+        quarantined = {s.scenario_id for s in results.scenarios if s.quarantined}
+        regressed = [c for c in comparison.regressions if c.scenario_id not in quarantined]
+        if regressed:
+            names = ", ".join(label(c.label) for c in regressed[:5])
+            more = f" and {len(regressed) - 5} more" if len(regressed) > 5 else ""
+            failures.append(f"{_count(regressed)} regressed vs the baseline: {names}{more}")
+        elif bad:
+            notes.append(f"{_count(bad)} failed or errored, none of them a regression")
+    elif mode == "never" and bad:
+        notes.append(f"{_count(bad)} failed or errored (--fail-on never: not blocking)")
+    return failures, notes
+
+
+def gate_line(gate: GateOutcome) -> str:
+    """The one line that ends every run: the verdict and why."""
+    if gate.passed:
+        state = "passed"
+    elif gate.exit_code == ExitCode.NOTHING_RAN:
+        state = f"NOTHING RAN (exit {int(gate.exit_code)})"
+    else:
+        state = f"FAILED (exit {int(gate.exit_code)})"
+    why = "; ".join(gate.reasons)
+    return f"lk-eval gate: {state}" + (f" — {why}" if why else "")
 
 
 def conversed(scenario: ScenarioResult) -> bool:

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
+from lkeval.errors import InputFileError
+
 FORMAT_VERSION = 1
 
 Status = Literal["passed", "failed", "error", "skipped"]
@@ -268,7 +270,7 @@ def sum_usage(parts: Any) -> dict[str, Usage]:
     return total
 
 
-class ResultsFileError(Exception):
+class ResultsFileError(InputFileError):
     """A results file that cannot be read (missing, not JSON, wrong format)."""
 
 

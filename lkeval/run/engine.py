@@ -1,26 +1,35 @@
 """The engine: runs the selected scenarios, N attempts at once, into scenario results.
 
-It receives its collaborators (settings, evaluator, progress observer) and knows nothing of the
-CLI, the files it came from or the reports that follow. Results come back in scenario order
-whatever the concurrency, and an interrupted run still returns every attempt that finished.
+It receives its collaborators (an attempt factory, a progress observer, options) and knows
+nothing of agents, LLMs, the CLI, the files scenarios came from or the reports that follow:
+repeat/min-pass aggregation, quarantine and ordering are unit-tested with fake attempts
+(``tests/test_engine.py``); :func:`attempt_factory` makes the real ones. Results come back in
+scenario order whatever the concurrency, and an interrupted run still returns every attempt
+that finished.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fnmatch
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lkeval.results.model import Attempt, ScenarioResult, Status
-from lkeval.run.attempt import NOT_RUN_INTERRUPTED, Evaluator, RunSettings, ScenarioAttempt
+from lkeval.run.attempt import (
+    NOT_RUN_INTERRUPTED,
+    Evaluator,
+    RunSettings,
+    ScenarioAttempt,
+    Slot,
+)
 from lkeval.run.systemic import DEFAULT_MAX_ERRORS, ErrorBrake
 from lkeval.scenarios.model import Scenario
+from lkeval.scenarios.selection import Selection
 
 
 class ProgressObserver(Protocol):
@@ -33,33 +42,43 @@ class ProgressObserver(Protocol):
         """A scenario has its result."""
 
 
+class AttemptRunner(Protocol):
+    """One attempt of one scenario: ``await run(slot)`` gives its :class:`Attempt`.
+
+    ``interrupted`` holds what an attempt cut short by cancellation saw (or None), so an
+    interrupted run still reports it; ``agent_cause`` the agent-side error it ended on (or
+    None), which the error brake (``--max-errors``) counts.
+    """
+
+    interrupted: Attempt | None
+    agent_cause: str | None
+
+    async def run(self, slot: Slot | None = None) -> Attempt:
+        """Run the attempt (boot when the slot allows, converse, judge)."""
+        ...
+
+
+AttemptFactory = Callable[[Scenario, int], AttemptRunner]
+"""``(scenario, attempt number from 1)`` → the attempt to run."""
+
+
+def attempt_factory(
+    settings: RunSettings, evaluator: Evaluator | None, run_id: str | None = None
+) -> AttemptFactory:
+    """Real attempts: an agent process per attempt, played and judged (one run id for all)."""
+    run = run_id or f"lkeval-{uuid.uuid4().hex[:12]}"
+    settings.logs_dir.mkdir(parents=True, exist_ok=True)
+    settings.work_dir.mkdir(parents=True, exist_ok=True)
+
+    def make(scenario: Scenario, attempt_no: int) -> AttemptRunner:
+        return ScenarioAttempt(scenario, settings, evaluator, run, attempt_no)
+
+    return make
+
+
 def default_concurrency() -> int:
     """Agents boot CPU-bound (~2.5 CPU-s each): more at once than cores only queues them."""
     return max(1, min(4, os.cpu_count() or 1))
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Which scenarios run. Tag selectors are ``key=value`` (all must hold); patterns are
-    case-insensitive globs on id or label (any may match)."""
-
-    tags: tuple[tuple[str, str], ...] = ()
-    patterns: tuple[str, ...] = ()
-
-    def describe(self) -> str:
-        parts = [f"tag {k}={v}" for k, v in self.tags] + [f"match {p!r}" for p in self.patterns]
-        return ", ".join(parts)
-
-    def selects(self, scenario: Scenario) -> bool:
-        if any(scenario.tags.get(k) != v for k, v in self.tags):
-            return False
-        if not self.patterns:
-            return True
-        return any(
-            fnmatch.fnmatchcase(text.lower(), pattern.lower())
-            for pattern in self.patterns
-            for text in (scenario.id, scenario.label)
-        )
 
 
 @dataclass(frozen=True)
@@ -70,18 +89,10 @@ class EngineOptions:
     repeat: int | None = None
     min_pass: int | None = None
     quarantine: tuple[tuple[str, str], ...] = ()
-    selection: Selection = Selection()
+    selection: Selection = field(default_factory=Selection)
     max_errors: int = DEFAULT_MAX_ERRORS  # 0: never stop early (lkeval.run.systemic)
     # scenario id -> why it has nothing to check; decided before anything boots, not played
     nothing_to_check: dict[str, str] = field(default_factory=dict)
-
-
-def parse_tag_selector(text: str) -> tuple[str, str]:
-    """``key=value`` → (key, value); raises ValueError with a usable message."""
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise ValueError(f"expected KEY=VALUE, got {text!r}")
-    return key.strip(), value.strip()
 
 
 class AgentSlots:
@@ -132,17 +143,11 @@ class Engine:
     """Runs scenarios; construct with collaborators, then ``await run(scenarios)``."""
 
     def __init__(
-        self,
-        settings: RunSettings,
-        evaluator: Evaluator | None,
-        progress: ProgressObserver,
-        options: EngineOptions,
+        self, make_attempt: AttemptFactory, progress: ProgressObserver, options: EngineOptions
     ) -> None:
-        self.settings = settings
-        self.evaluator = evaluator
+        self.make_attempt = make_attempt
         self.progress = progress
         self.options = options
-        self.run_id = f"lkeval-{uuid.uuid4().hex[:12]}"
         self._attempts: dict[str, list[Attempt | None]] = {}
         self._started: dict[str, float] = {}
         self._results: dict[str, ScenarioResult] = {}
@@ -156,13 +161,12 @@ class Engine:
         return repeat, min(min_pass, repeat)
 
     def is_quarantined(self, scenario: Scenario) -> bool:
+        """Whether ``scenario`` carries a ``--quarantine`` tag (reported, never blocking)."""
         return any(scenario.tags.get(k) == v for k, v in self.options.quarantine)
 
     async def run(self, scenarios: Sequence[Scenario]) -> list[ScenarioResult]:
         """Run everything selected; unselected scenarios come back as skipped."""
         self._scenarios = list(scenarios)
-        self.settings.logs_dir.mkdir(parents=True, exist_ok=True)
-        self.settings.work_dir.mkdir(parents=True, exist_ok=True)
         slots = AgentSlots(max(1, self.options.concurrency))
         jobs: list[Coroutine[Any, Any, None]] = []
         for scenario in self._scenarios:
@@ -197,9 +201,7 @@ class Engine:
                 if scenario.id not in self._started:
                     self._started[scenario.id] = time.monotonic()
                     self.progress.scenario_started(scenario.id, scenario.label)
-                runner = ScenarioAttempt(
-                    scenario, self.settings, self.evaluator, self.run_id, attempt_no
-                )
+                runner = self.make_attempt(scenario, attempt_no)
                 try:
                     attempt = await runner.run(slot)
                 except asyncio.CancelledError:

@@ -21,6 +21,7 @@ from typing import Any
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from lkeval.errors import InputFileError
 from lkeval.scenarios.latency import read_latency_node
 from lkeval.scenarios.model import BUILTIN_JUDGES, Limits, Scenario, ScenarioGroup, derive_id
 from lkeval.scenarios.summary import summarize
@@ -79,7 +80,7 @@ SCENARIO_KEYS = LIVEKIT_SCENARIO_KEYS + LKEVAL_SCENARIO_KEYS
 JUDGE_NAMES = BUILTIN_JUDGES
 
 
-class ScenarioFileError(Exception):
+class ScenarioFileError(InputFileError):
     """Scenario files with at least one error; holds every diagnostic (warnings too)."""
 
     def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:

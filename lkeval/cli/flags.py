@@ -1,0 +1,389 @@
+"""The command-line surface: flags, help texts and groups of ``run`` and ``report``.
+
+Defaults come from the option classes (:mod:`lkeval.cli.options`), so each is written once;
+argparse fills a :class:`argparse.Namespace` that only :mod:`lkeval.cli.options` reads.
+There is deliberately no API-key flag: keys come from the environment only (flags end up in
+shell history, CI logs and the results file's ``argv``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from lkeval.agents.agent_host import SUPPORTED_RANGE
+from lkeval.cli import options as opt
+from lkeval.cli.options import DEFAULT_RESULTS, ReportOptions, RunOptions
+from lkeval.cli.secrets import add_secret_arguments
+from lkeval.llm.config import DEFAULT_CALLER_TEMPERATURE
+from lkeval.llm.options import DEFAULT_MODEL, DEFAULT_RETRIES, DEFAULT_TIMEOUT, LLMOptions
+from lkeval.publish.github.comments import COMMENT_MODES
+from lkeval.reporters import REPORTER_BY_NAME
+from lkeval.results.gate import FAIL_ON_CHOICES
+from lkeval.run.engine import default_concurrency
+from lkeval.scenarios.model import BUILTIN_JUDGES
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The agent, scenario and output flags of ``run``, then its limits and selection."""
+    parser.add_argument(
+        "--agent",
+        required=True,
+        metavar="AGENT.py",
+        help="the agent's entry file (the one you pass to `console`)",
+    )
+    parser.add_argument(
+        "--scenarios",
+        required=True,
+        nargs="+",
+        metavar="SCENARIOS.yaml",
+        help="one or more LiveKit scenario files",
+    )
+    parser.add_argument(
+        "--results",
+        default=DEFAULT_RESULTS,
+        metavar="PATH",
+        help=f"where to write the JSON results (default {DEFAULT_RESULTS})",
+    )
+    parser.add_argument(
+        "--logs-dir",
+        metavar="DIR",
+        help="one log file per agent process (default: logs/ beside --results)",
+    )
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        metavar="PYTHON",
+        help="interpreter that runs the agent; it needs livekit-agents "
+        f"{SUPPORTED_RANGE} (default: this one)",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        type=opt.env_pair,
+        metavar="KEY=VALUE",
+        help="extra environment variable for the agent (repeatable)",
+    )
+    add_secret_arguments(parser)
+    _add_limits(parser.add_argument_group("limits and scale"))
+    _add_selection(parser.add_argument_group("selection"))
+
+
+def _add_limits(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--boot-timeout",
+        type=opt.positive_float,
+        default=RunOptions.boot_timeout,
+        metavar="S",
+        help=f"seconds for an agent to boot and connect (default {RunOptions.boot_timeout:g})",
+    )
+    group.add_argument(
+        "--turn-timeout",
+        type=opt.positive_float,
+        default=RunOptions.turn_timeout,
+        metavar="S",
+        help=f"seconds for one agent turn (default {RunOptions.turn_timeout:g}: an agent gives "
+        "up on a hanging LLM after ~44 s)",
+    )
+    group.add_argument(
+        "--concurrency",
+        type=opt.positive_int,
+        metavar="N",
+        help="conversations at once, while up to N more agents boot (default "
+        f"{default_concurrency()} on this machine)",
+    )
+    group.add_argument(
+        "--repeat",
+        type=opt.positive_int,
+        metavar="N",
+        help="run every scenario N times (a scenario's own `repeat` wins)",
+    )
+    group.add_argument(
+        "--min-pass",
+        type=opt.positive_int,
+        metavar="N",
+        help="passes a repeated scenario needs (default: all of its runs)",
+    )
+    group.add_argument(
+        "--max-errors",
+        type=opt.non_negative_int,
+        default=RunOptions.max_errors,
+        metavar="N",
+        help="when the first N scenarios all fail with the same agent-side error (a dead "
+        "LLM URL, a missing key), do not boot the rest: they are reported not run "
+        f"(default {RunOptions.max_errors}; 0 never stops)",
+    )
+    group.add_argument(
+        "--cold-start",
+        action="store_true",
+        help="start every agent in a fresh interpreter (default: fork agents from a preloaded "
+        "fork server where supported: ~15x faster starts, ~9x less memory per agent)",
+    )
+    group.add_argument(
+        "--shard",
+        type=opt.shard,
+        metavar="I/N",
+        help="run only shard I of N (1-based), for matrix jobs; merge with `lkeval merge`",
+    )
+
+
+def _add_selection(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        type=opt.tag,
+        metavar="KEY=VALUE",
+        help="run only scenarios with this tag (repeatable: all must match)",
+    )
+    group.add_argument(
+        "--match",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="run only scenarios whose id or label matches (repeatable)",
+    )
+    group.add_argument(
+        "--quarantine",
+        action="append",
+        default=[],
+        type=opt.tag,
+        metavar="KEY=VALUE",
+        help="scenarios with this tag run and are reported but never fail the gate (repeatable)",
+    )
+
+
+def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
+    """The caller/judge LLM and judging flags of ``run`` (one group)."""
+    group = parser.add_argument_group(
+        "LLMs and judging",
+        "API keys come from the environment only: LKEVAL_CALLER_API_KEY / LKEVAL_JUDGE_API_KEY, "
+        "else OPENAI_API_KEY; LiveKit Inference uses LIVEKIT_API_KEY and LIVEKIT_API_SECRET.",
+    )
+    for role, what in (("caller", "the simulated caller"), ("judge", "the judge")):
+        _add_endpoint(group, role, what)
+    group.add_argument(
+        "--price",
+        metavar="MODEL=IN,OUT",
+        type=opt.price_override,
+        action="append",
+        default=[],
+        help="USD per 1M input,output tokens of MODEL (the agent's, the caller's or the "
+        "judge's), over the maintained genai-prices table; repeatable. Models neither knows "
+        "are reported as unpriced, never $0",
+    )
+    group.add_argument(
+        "--caller-temperature",
+        metavar="T",
+        type=float,
+        default=None,
+        help="sampling temperature of the simulated caller, 0-2 (env LKEVAL_CALLER_TEMPERATURE, "
+        f"default {DEFAULT_CALLER_TEMPERATURE:g}: --repeat samples other conversations; "
+        "the judge always uses 0)",
+    )
+    group.add_argument(
+        "--judges",
+        metavar="NAME[,NAME]",
+        type=opt.parse_judge_names,
+        default=(),
+        help=f"LiveKit built-in judges to run on every scenario: {', '.join(BUILTIN_JUDGES)}",
+    )
+    group.add_argument(
+        "--rejudge",
+        metavar="K",
+        type=opt.non_negative_int,
+        default=LLMOptions.rejudge,
+        help="when the judge fails a scenario, ask K more times; the majority stands "
+        f"(default {LLMOptions.rejudge})",
+    )
+    group.add_argument(
+        "--maybe-is-pass",
+        action="store_true",
+        help="count a 'maybe' verdict as a pass (default: maybe fails)",
+    )
+    group.add_argument(
+        "--max-turns",
+        metavar="N",
+        type=opt.positive_int,
+        default=LLMOptions.max_turns,
+        help=f"most caller turns in a simulated conversation (default {LLMOptions.max_turns})",
+    )
+    group.add_argument(
+        "--llm-retries",
+        metavar="N",
+        type=opt.non_negative_int,
+        help="retries of a caller/judge LLM request on 429, 5xx and timeouts, with backoff "
+        f"(env LKEVAL_LLM_RETRIES, default {DEFAULT_RETRIES})",
+    )
+    group.add_argument(
+        "--llm-timeout",
+        metavar="SECONDS",
+        type=opt.positive_float,
+        help="timeout of one caller/judge LLM request (env LKEVAL_LLM_TIMEOUT, default "
+        f"{DEFAULT_TIMEOUT:g})",
+    )
+
+
+def _add_endpoint(group: argparse._ArgumentGroup, role: str, what: str) -> None:
+    """``--<role>-model``/``-base-url``/``-price``; :func:`options.llm_options` reads them."""
+    up = role.upper()
+    group.add_argument(
+        f"--{role}-model",
+        metavar="MODEL",
+        help=f"model of {what} (env LKEVAL_{up}_MODEL); provider/model with no base URL "
+        f"uses LiveKit Inference (default: openai/{DEFAULT_MODEL} if LIVEKIT_API_KEY is "
+        f"set, else {DEFAULT_MODEL})",
+    )
+    group.add_argument(
+        f"--{role}-base-url",
+        metavar="URL",
+        help=f"OpenAI-compatible endpoint of {what} (env LKEVAL_{up}_BASE_URL, else "
+        "OPENAI_BASE_URL); 'livekit' forces LiveKit Inference",
+    )
+    group.add_argument(
+        f"--{role}-price",
+        metavar="IN,OUT",
+        type=opt.price,
+        help=f"USD per 1M input,output tokens of {what}, for cost estimates "
+        "(default: the genai-prices table, or --price)",
+    )
+
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """The report and merge-gate flags shared by ``lkeval run`` and ``lkeval report``."""
+    group = parser.add_argument_group("reports and merge gate")
+    parser.set_defaults(report_files={})
+    for name, reporter in REPORTER_BY_NAME.items():
+        group.add_argument(
+            f"--{name}",
+            dest="report_files",
+            action=_ReportFile,
+            const=name,
+            metavar="PATH",
+            help=f"write {reporter.description} here",
+        )
+    group.add_argument(
+        "--baseline", metavar="PATH", help="results file of an earlier run to compare against"
+    )
+    group.add_argument(
+        "--fail-on",
+        choices=FAIL_ON_CHOICES,
+        default=ReportOptions.fail_on,
+        help="what fails the gate: any failure (default), only regressions vs the baseline, "
+        "or never",
+    )
+    group.add_argument(
+        "--min-pass-rate",
+        type=opt.parse_pass_rate,
+        metavar="RATE",
+        help="also fail when the pass rate (non-quarantined, non-skipped scenarios) is below "
+        "RATE: 0.9 or 90%%",
+    )
+    _add_budgets(group)
+    group.add_argument(
+        "--allow-nothing-to-check",
+        action="store_true",
+        help="do not fail the gate on scenarios with nothing to check (no expectations, no "
+        "judged agent_expectations, no judges); they are never played either way",
+    )
+    group.add_argument(
+        "--comment",
+        choices=COMMENT_MODES,
+        default=ReportOptions.comment,
+        help="PR comment: update one sticky comment (default), post a new one, or off",
+    )
+    group.add_argument(
+        "--comment-id",
+        type=opt.parse_comment_id,
+        default=ReportOptions.comment_id,
+        metavar="ID",
+        help="keeps one sticky comment per ID, for several eval jobs on one PR; its heading "
+        "names the ID",
+    )
+    group.add_argument(
+        "--title",
+        metavar="TEXT",
+        help="the reports' heading (default: lk-eval, plus the comment ID when not default)",
+    )
+    group.add_argument(
+        "--comment-author",
+        metavar="LOGIN",
+        help="who the token posts as, when it cannot say (a GitHub App's token: "
+        "SLUG[bot]); only its comment with the marker is updated",
+    )
+    _add_github(group)
+
+
+def _add_budgets(group: argparse._ArgumentGroup) -> None:
+    """``--max-latency``, ``--max-cost``, ``--latency-regression``, ``--cost-regression``."""
+    group.add_argument(
+        "--max-latency",
+        type=opt.latency_budget,
+        metavar="STAT=DURATION",
+        help="fail when the suite's turn latency is over budget: p50|p95|max|ttft_p50|"
+        "ttft_p95|ttft_max, e.g. p95=1.5s or p95=1200ms,ttft_p95=600ms "
+        "(per scenario: latency: in the YAML)",
+    )
+    group.add_argument(
+        "--max-cost",
+        type=opt.usd,
+        metavar="USD",
+        help="fail when the run's estimated cost (agent + caller + judge) is over USD; "
+        "unpriced models make it uncheckable, which fails too (see --price)",
+    )
+    group.add_argument(
+        "--latency-regression",
+        type=opt.percent,
+        metavar="PERCENT",
+        help="with --baseline: fail when p95 turn latency (suite or a scenario) grew by more "
+        "than PERCENT, e.g. 20%%; noisy deltas (few turns, within the spread) never fail",
+    )
+    group.add_argument(
+        "--cost-regression",
+        type=opt.percent,
+        metavar="PERCENT",
+        help="with --baseline: fail when the run's cost grew by more than PERCENT, e.g. 25%%",
+    )
+
+
+class _ReportFile(argparse.Action):
+    """``--<reporter> PATH``: collects {reporter name: path} in one ``report_files`` dict."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        files = dict(getattr(namespace, self.dest) or {})
+        files[self.const] = values
+        setattr(namespace, self.dest, files)
+
+
+def _add_github(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--github",
+        action=argparse.BooleanOptionalAction,
+        help="GitHub Actions output: annotations, summary, outputs, comment "
+        "(default: on when GITHUB_ACTIONS=true)",
+    )
+    group.add_argument(
+        "--github-token",
+        metavar="TOKEN",
+        help="token for the PR comment (default: $GITHUB_TOKEN)",
+    )
+    group.add_argument(
+        "--summary",
+        action=argparse.BooleanOptionalAction,
+        help="append the report to $GITHUB_STEP_SUMMARY (default: on with --github)",
+    )
+    group.add_argument(
+        "--pr",
+        type=int,
+        metavar="NUMBER",
+        help="PR to comment on when the event does not say (workflow_run from a fork)",
+    )

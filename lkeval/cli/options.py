@@ -1,0 +1,318 @@
+"""Typed, frozen options built from argv once, at the top; nothing below ``cli/`` sees argparse.
+
+Each option is a named field with its default written once, here (the flags in
+:mod:`lkeval.cli.flags` take their defaults and help texts from these classes), so grep can
+follow ``judge_model`` from the flag to the code that uses it. Environment defaults that belong
+to the command line (``GITHUB_ACTIONS``, ``GITHUB_TOKEN``) are resolved here too.
+
+The generic argument types (``positive_int`` ...) live here as well: argparse calls them at
+parse time, so a typo exits 2 before any agent boots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from lkeval.llm.config import parse_price
+from lkeval.llm.options import LLMEndpointOptions, LLMOptions
+from lkeval.publish.github.comments import CommentMode, marker
+from lkeval.results.budgets import Budgets
+from lkeval.results.gate import FailOn
+from lkeval.results.pricing import parse_price_override
+from lkeval.run.attempt import RunSettings
+from lkeval.run.systemic import DEFAULT_MAX_ERRORS
+from lkeval.scenarios.latency import parse_latency_flag
+from lkeval.scenarios.model import BUILTIN_JUDGES
+from lkeval.scenarios.selection import parse_shard, parse_tag_selector
+
+DEFAULT_RESULTS = "lkeval-results/results.json"
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """Reports and the merge gate: shared by ``lkeval run`` and ``lkeval report``."""
+
+    files: tuple[tuple[str, str], ...] = ()
+    """(reporter name, path) for each ``--<reporter> PATH`` given (``--junit``, ``--markdown``)."""
+    baseline: str | None = None
+    fail_on: FailOn = "any"
+    min_pass_rate: float | None = None
+    budgets: Budgets = field(default_factory=Budgets)
+    allow_nothing_to_check: bool = False
+    """Do not fail on scenarios with nothing to check (they are never played either way)."""
+    """--max-latency, --max-cost, --latency-regression, --cost-regression (all off: no budget)."""
+    comment: CommentMode = "update"
+    comment_id: str = "default"
+    title: str | None = None
+    """The reports' heading; None: lk-eval, plus the comment id when not the default."""
+    comment_author: str | None = None
+    """Who the token posts as, when GitHub cannot say (a GitHub App: SLUG[bot])."""
+    github: bool = False
+    """GitHub Actions output (annotations, summary, outputs, comment)."""
+    github_token: str | None = field(default=None, repr=False)
+    summary: bool = True
+    """Append to $GITHUB_STEP_SUMMARY (only with ``github``)."""
+    pr: int | None = None
+
+    def file(self, reporter: str) -> str | None:
+        """Where the ``reporter``'s file goes, or None when it was not asked for."""
+        return dict(self.files).get(reporter)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything ``lkeval run`` was told."""
+
+    agent: str
+    scenarios: tuple[str, ...]
+    results: str = DEFAULT_RESULTS
+    logs_dir: str | None = None
+    """One log per agent process; None: ``logs/`` beside ``results``."""
+    python: str = sys.executable
+    env: tuple[tuple[str, str], ...] = ()
+    secret_env: tuple[str, ...] = ()
+    """``--secret-env NAME``: variables whose values are secrets whatever their names."""
+    boot_timeout: float = RunSettings.boot_timeout
+    turn_timeout: float = RunSettings.turn_timeout
+    concurrency: int | None = None
+    """None: :func:`lkeval.run.engine.default_concurrency`."""
+    repeat: int | None = None
+    min_pass: int | None = None
+    max_errors: int = DEFAULT_MAX_ERRORS
+    """Stop booting when the first N scenarios fail alike on the agent's side (0: never)."""
+    cold_start: bool = False
+    shard: tuple[int, int] | None = None
+    tags: tuple[tuple[str, str], ...] = ()
+    match: tuple[str, ...] = ()
+    quarantine: tuple[tuple[str, str], ...] = ()
+    llm: LLMOptions = field(default_factory=LLMOptions)
+    report: ReportOptions = field(default_factory=ReportOptions)
+
+
+# --- argument types: argparse calls them, a bad value is exit 2 naming the flag ----------------
+
+
+def _argument_type(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse type from a parser that raises ValueError with a usable message."""
+
+    def convert(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise ValueError(f"{text!r} must be 0 or more")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = _non_negative_int(text)
+    if value == 0:
+        raise ValueError("must be 1 or more")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise ValueError(f"{text!r} must be more than 0")
+    return value
+
+
+def _judge_names(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in BUILTIN_JUDGES]
+    if unknown:
+        raise ValueError(
+            f"unknown judge(s) {', '.join(unknown)}; known: {', '.join(BUILTIN_JUDGES)}"
+        )
+    return names
+
+
+def _price(text: str) -> str:
+    parse_price(text)
+    return text
+
+
+def _pass_rate(value: str) -> float:
+    text = value.strip()
+    hint = f"{value!r}: give a fraction 0..1 or a percentage like 90%"
+    try:
+        rate = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise ValueError(hint) from None
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"{hint} (0%..100%)")
+    return rate
+
+
+def _usd(text: str) -> float:
+    try:
+        value = float(text.strip().removeprefix("$"))
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise ValueError(f"{text!r}: give USD per run, e.g. 2.50")
+    return value
+
+
+def _percent(text: str) -> float:
+    raw = text.strip()
+    try:
+        value = float(raw.removesuffix("%")) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise ValueError(f"{text!r}: give a percentage like 20% or 0.2")
+    return value
+
+
+def _comment_id(value: str) -> str:
+    marker(value)  # raises ValueError for an id that cannot be a hidden marker
+    return value
+
+
+non_negative_int = _argument_type(_non_negative_int)
+positive_int = _argument_type(_positive_int)
+positive_float = _argument_type(_positive_float)
+parse_judge_names = _argument_type(_judge_names)
+"""``"safety, tool_use"`` → ``("safety", "tool_use")``, rejecting unknown names."""
+price = _argument_type(_price)
+parse_pass_rate = _argument_type(_pass_rate)
+"""``0.9`` or ``90%`` → 0.9."""
+parse_comment_id = _argument_type(_comment_id)
+price_override = _argument_type(parse_price_override)
+"""``MODEL=IN,OUT`` of ``--price``."""
+latency_budget = _argument_type(parse_latency_flag)
+usd = _argument_type(_usd)
+percent = _argument_type(_percent)
+shard = _argument_type(parse_shard)
+tag = _argument_type(parse_tag_selector)
+
+
+# --- from argv to options ----------------------------------------------------------------------
+
+
+def llm_options(args: argparse.Namespace) -> LLMOptions:
+    """The LLM flags of ``lkeval run``."""
+    return LLMOptions(
+        caller=LLMEndpointOptions(
+            model=args.caller_model, base_url=args.caller_base_url, price=args.caller_price
+        ),
+        judge=LLMEndpointOptions(
+            model=args.judge_model, base_url=args.judge_base_url, price=args.judge_price
+        ),
+        judges=tuple(args.judges),
+        rejudge=args.rejudge,
+        maybe_is_pass=args.maybe_is_pass,
+        max_turns=args.max_turns,
+        retries=args.llm_retries,
+        timeout=args.llm_timeout,
+        caller_temperature=args.caller_temperature,
+        prices=tuple(args.price),
+    )
+
+
+def report_options(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> ReportOptions:
+    """The report and gate flags; ``--github`` defaults to whether this is GitHub Actions."""
+    env = os.environ if environ is None else environ
+    github = args.github if args.github is not None else env.get("GITHUB_ACTIONS") == "true"
+    return ReportOptions(
+        files=tuple(sorted(args.report_files.items())),
+        baseline=args.baseline,
+        fail_on=args.fail_on,
+        min_pass_rate=args.min_pass_rate,
+        budgets=Budgets(
+            latency=args.max_latency or {},
+            max_cost_usd=args.max_cost,
+            latency_regression=args.latency_regression,
+            cost_regression=args.cost_regression,
+        ),
+        allow_nothing_to_check=args.allow_nothing_to_check,
+        comment=args.comment,
+        comment_id=args.comment_id,
+        title=args.title,
+        comment_author=args.comment_author,
+        github=github,
+        github_token=args.github_token or env.get("GITHUB_TOKEN") or None,
+        summary=args.summary is not False,
+        pr=args.pr,
+    )
+
+
+def run_options(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> RunOptions:
+    """Everything ``lkeval run`` needs, from its parsed flags."""
+    return RunOptions(
+        agent=args.agent,
+        scenarios=tuple(args.scenarios),
+        results=args.results,
+        logs_dir=args.logs_dir,
+        python=args.python,
+        env=tuple(args.env),
+        secret_env=tuple(args.secret_env),
+        boot_timeout=args.boot_timeout,
+        turn_timeout=args.turn_timeout,
+        concurrency=args.concurrency,
+        repeat=args.repeat,
+        min_pass=args.min_pass,
+        max_errors=args.max_errors,
+        cold_start=args.cold_start,
+        shard=args.shard,
+        tags=tuple(args.tag),
+        match=tuple(args.match),
+        quarantine=tuple(args.quarantine),
+        llm=llm_options(args),
+        report=report_options(args, environ),
+    )
+
+
+def env_pair(item: str) -> tuple[str, str]:
+    """``KEY=VALUE`` of ``--env`` (argparse type)."""
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{item!r}: expected KEY=VALUE")
+    return key, value
+
+
+__all__ = [
+    "DEFAULT_RESULTS",
+    "LLMEndpointOptions",
+    "LLMOptions",
+    "ReportOptions",
+    "RunOptions",
+    "env_pair",
+    "llm_options",
+    "non_negative_int",
+    "parse_comment_id",
+    "parse_judge_names",
+    "parse_pass_rate",
+    "positive_float",
+    "positive_int",
+    "price",
+    "report_options",
+    "run_options",
+    "shard",
+    "tag",
+]

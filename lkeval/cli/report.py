@@ -1,0 +1,173 @@
+"""``lkeval report``, and the end of ``lkeval run``: compare, decide the gate, publish.
+
+The gate is decided here, in the command, from results that were masked once; publishing
+(:mod:`lkeval.publish`) then only writes what it is given. ``run`` calls :func:`finish` right
+after its run and ``report`` calls it on a results file alone (the fork-safe ``workflow_run``
+recipe), so both behave the same. The gate alone decides the exit code, except that a report
+that could not be written is exit 2 (after every other output was written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from typing import TextIO
+
+from lkeval.cli.flags import add_report_arguments
+from lkeval.cli.options import ReportOptions, report_options
+from lkeval.publish.files import write_all
+from lkeval.publish.github.checkout import repo_root
+from lkeval.publish.github.comments import comment_title
+from lkeval.publish.github.context import commit_shown, read_context
+from lkeval.publish.github.step import StepSettings, publish_step
+from lkeval.publish.github.workflow import add_mask_commands, inert_line
+from lkeval.reporters import REPORTER_BY_NAME, Report
+from lkeval.results.baseline import Comparison, compare
+from lkeval.results.gate import GateOutcome, evaluate_gate, gate_line
+from lkeval.results.masking import Masker, process_masker, register_secret
+from lkeval.results.model import ResultsFileError, RunResults, load_results
+
+REPORT_NAMES = {"junit": "JUnit", "markdown": "Markdown"}
+"""How the ``reports:`` line names each file."""
+
+
+class BaselineError(ResultsFileError):
+    """The baseline results file cannot be used (exit 2)."""
+
+
+def build_masker(options: ReportOptions) -> Masker:
+    """The process's one masker (:func:`~lkeval.results.masking.process_masker`), with the
+    GitHub token registered as a secret."""
+    register_secret(options.github_token)
+    return process_masker()
+
+
+def announce_masks(options: ReportOptions, masker: Masker, stream: TextIO) -> None:
+    """In Actions, ``::add-mask::`` every secret before anything else is printed."""
+    if options.github:
+        for line in add_mask_commands(masker):
+            stream.write(line + "\n")  # consumed by the runner, never shown
+        stream.flush()
+
+
+def load_baseline(path: str) -> RunResults:
+    """The baseline results file, or :class:`BaselineError` (exit 2); ``run`` calls it before
+    the first agent boots, so a typo in the path costs seconds, not a suite."""
+    try:
+        return load_results(path)
+    except ResultsFileError as exc:
+        raise BaselineError(f"baseline: {exc}") from None
+
+
+def load_comparison(results: RunResults, path: str | None, masker: Masker) -> Comparison | None:
+    """Compare with the baseline file, if one was given (:class:`BaselineError`: exit 2)."""
+    if not path:
+        return None
+    return compare(results, masker.mask_results(load_baseline(path)))
+
+
+def printed_gate_line(gate: GateOutcome) -> str:
+    """The gate line as printed: reasons name scenarios by label, which a PR can set, so it is
+    one bounded, inert line, never a workflow command."""
+    return inert_line(gate_line(gate), 4000)
+
+
+def finish(
+    results: RunResults,
+    results_path: str | None,
+    options: ReportOptions,
+    masker: Masker,
+    stream: TextIO,
+    comparison: Comparison | None = None,
+) -> GateOutcome:
+    """Gate the (masked) results, write the reports and GitHub output, print the gate line.
+
+    Raises the first :class:`~lkeval.errors.OutputError` after everything else was written.
+    """
+
+    def emit(line: str) -> None:
+        stream.write(masker.mask(line) + "\n")
+
+    if comparison is None:
+        comparison = load_comparison(results, options.baseline, masker)
+    gate = evaluate_gate(
+        results,
+        comparison,
+        options.fail_on,
+        options.min_pass_rate,
+        options.budgets,
+        allow_nothing_to_check=options.allow_nothing_to_check,
+    )
+    ctx = read_context(token=options.github_token, pr_number=options.pr) if options.github else None
+    if ctx is not None:  # the PR's head commit, not the merge commit GITHUB_SHA
+        sha = commit_shown(ctx, results.metadata.git_sha)
+        results = dataclasses.replace(
+            results, metadata=dataclasses.replace(results.metadata, git_sha=sha)
+        )
+    report = Report(
+        results,
+        comparison,
+        gate,
+        run_url=ctx.run_url if ctx else None,
+        title=comment_title(options.comment_id, options.title),
+        repo_root=str(root) if (root := repo_root()) else None,
+    )
+    files = [(path, REPORTER_BY_NAME[name]().format(report)) for name, path in options.files]
+    failures = write_all(files, masker)
+    # Where every report went, so nobody has to guess (results and logs: ``lkeval run``).
+    failed = {f.path for f in failures}
+    written = [f"{REPORT_NAMES.get(n, n)} {p}" for n, p in options.files if p not in failed]
+    if ctx is not None:
+        settings = StepSettings(
+            comment=options.comment,
+            comment_id=options.comment_id,
+            comment_author=options.comment_author,
+            summary=options.summary,
+            results_path=results_path,
+            junit_path=options.file("junit"),
+        )
+        written += publish_step(report, ctx, settings, masker, emit)
+    if written:
+        emit("reports: " + " · ".join(written))
+    emit(printed_gate_line(gate))
+    stream.flush()
+    if failures:
+        raise failures[0]
+    return gate
+
+
+def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``lkeval report --results FILE ...``."""
+    parser = sub.add_parser(
+        "report",
+        help="report and gate from a results file (no agent needed)",
+        description="Write reports, post the PR comment and decide the merge gate from a "
+        "results file of an earlier run; exit 0 passed, 1 failed, 2 bad input, 3 nothing ran.",
+    )
+    parser.add_argument("--results", required=True, metavar="PATH", help="results.json to read")
+    add_report_arguments(parser)
+    parser.set_defaults(handler=_report_handler)
+
+
+def report_main(results_path: str, options: ReportOptions, stream: TextIO | None = None) -> int:
+    """Publish a results file as if the run had just ended; returns the gate's exit code."""
+    out = stream if stream is not None else sys.stdout
+    masker = build_masker(options)
+    announce_masks(options, masker, out)
+    results = masker.mask_results(load_results(results_path))
+    return finish(results, results_path, options, masker, out).exit_code
+
+
+def _report_handler(args: argparse.Namespace) -> int:
+    return report_main(args.results, report_options(args))
+
+
+__all__ = [
+    "BaselineError",
+    "add_command",
+    "build_masker",
+    "finish",
+    "load_comparison",
+    "report_main",
+]

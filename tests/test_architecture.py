@@ -1,0 +1,151 @@
+"""The folders are the pipeline: imports inside lkeval only point down it, and never in a cycle.
+
+Read from the source with ``ast`` (no import side effects), so a new upward import or cycle
+fails here with the module and the line, not later as a surprise at import time.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import lkeval
+
+PACKAGE = Path(lkeval.__file__).parent
+
+#: Layers from the top of the pipeline to the bottom; a module may import its own layer and
+#: any layer below it. ``errors`` and the package root are the floor everyone may use.
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"cli"}),
+    frozenset({"llm", "publish"}),
+    frozenset({"run", "reporters"}),
+    frozenset({"results"}),
+    frozenset({"agents", "scenarios"}),
+)
+FLOOR = frozenset({"errors", ""})
+#: Run by path in the agent's interpreter: stdlib and livekit only.
+STANDALONE = ("agents/agent_host.py", "agents/fork_server.py", "agents/fork_child.py")
+#: Test helpers stand apart: nothing of the product imports them.
+SEPARATE = frozenset({"testing"})
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path, module: str | None = None) -> list[tuple[str, int]]:
+    """(imported lkeval name, line) of every import in ``path``, function-level ones too."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    module = module or _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names if a.name.startswith("lkeval")]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package, up level-1 packages
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            if base == "lkeval" or base.startswith("lkeval."):
+                found += [(f"{base}.{a.name}", node.lineno) for a in node.names]
+    return found
+
+
+def _resolve(name: str, modules: set[str]) -> str | None:
+    """The lkeval module an import names (``from lkeval.x import y``: y if a module, else x)."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _graph() -> dict[str, list[tuple[str, int]]]:
+    files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    modules = set(files)
+    graph: dict[str, list[tuple[str, int]]] = {}
+    for name, path in files.items():
+        edges = [(_resolve(target, modules), line) for target, line in _imports(path)]
+        graph[name] = [(t, line) for t, line in edges if t is not None and t != name]
+    return graph
+
+
+def _folder(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _rank(folder: str) -> int | None:
+    return next((i for i, layer in enumerate(LAYERS) if folder in layer), None)
+
+
+def test_every_folder_has_a_layer() -> None:
+    folders = {_folder(m) for m in _graph()}
+    known = set().union(*LAYERS) | FLOOR | SEPARATE | {"__main__"}
+    assert folders <= known, f"new folder(s) {folders - known}: give them a layer here"
+
+
+def _upward(graph: dict[str, list[tuple[str, int]]]) -> list[str]:
+    """Every import that points up the pipeline (or into the test helpers), with its line."""
+    upward = []
+    for module, edges in graph.items():
+        here = _folder(module)
+        for target, line in edges:
+            there = _folder(target)
+            if there in FLOOR or there == here or here in ("", "__main__"):
+                continue
+            if there in SEPARATE and here not in SEPARATE:
+                upward.append(f"{module}:{line} imports the test helper {target}")
+                continue
+            mine, theirs = _rank(here), _rank(there)
+            if mine is not None and theirs is not None and theirs < mine:
+                upward.append(f"{module}:{line} imports {target} (upward)")
+    return upward
+
+
+def test_imports_only_point_down_the_pipeline() -> None:
+    upward = _upward(_graph())
+    assert upward == [], "\n".join(upward)
+
+
+def test_no_import_cycles() -> None:
+    graph = {m: sorted({t for t, _ in edges}) for m, edges in _graph().items()}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1 visiting, 2 done
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in graph.get(node, []):
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    assert cycles == [], "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_standalone_scripts_import_nothing_of_lkeval() -> None:
+    # They may use each other (fork_server loads fork_child and agent_host), found by path.
+    pair = {_module_name(PACKAGE / relative) for relative in STANDALONE}
+    for relative in STANDALONE:
+        others = [t for t, _ in _imports(PACKAGE / relative) if t not in pair]
+        assert others == [], f"{relative} runs in the agent's venv: stdlib + livekit only"
+
+
+def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
+    # The checker itself can fail: a relative import inside a function, from results up to cli.
+    fake = tmp_path / "fake.py"
+    fake.write_text("def f():\n    from ..cli import main\n", encoding="utf-8")
+    edges = _imports(fake, module="lkeval.results.fake")
+    assert edges == [("lkeval.cli.main", 2)]
+    graph = {"lkeval.results.fake": [("lkeval.cli", 2)], "lkeval.cli": [("lkeval.results", 9)]}
+    assert _upward(graph) == ["lkeval.results.fake:2 imports lkeval.cli (upward)"]
