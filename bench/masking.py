@@ -20,11 +20,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from report_fixtures import results_of, scenario  # noqa: E402
+from report_fixtures import results_of, scenario
 
-from lkeval.reporters import JUnitReporter, MarkdownReporter, build_report  # noqa: E402
-from lkeval.results.gate import evaluate_gate  # noqa: E402
-from lkeval.results.masking import Masker, clip, reset_process_masker  # noqa: E402
+from lkeval.reporters import JUnitReporter, MarkdownReporter, build_report
+from lkeval.results.gate import evaluate_gate
+from lkeval.results.masking import Masker, clip, reset_process_masker
 
 
 def best_of(runs: int, fn: Callable[[], object]) -> float:
