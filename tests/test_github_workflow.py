@@ -25,8 +25,9 @@ from lkeval.publish.github.workflow import (
     group,
     inert,
 )
-from lkeval.results.masking import Masker
 from lkeval.publish.progress import GitHubProgress, TerminalProgress, make_progress
+from lkeval.results.masking import Masker
+from lkeval.results.model import Attempt, TurnMetrics, Usage
 
 
 def test_escapes() -> None:
@@ -167,6 +168,15 @@ def test_terminal_progress_counts_with_the_elapsed_time_on_a_tty() -> None:
     progress = make_progress(stream, github=False, masker=Masker(), total=2)
     progress.scenario_finished(run_results().scenarios[0])
     assert stream.getvalue() == "[1/2 · 0:00] ✓ Simple room booking (3.2s)\n"
+
+
+def test_a_scenarios_line_shows_its_latency_and_cost() -> None:
+    turns = tuple(TurnMetrics(i, latency_ms=100.0 * i) for i in range(1, 5))
+    usage = {"agent": Usage(100, 10, 0.0021, ("gpt-4.1-mini",))}
+    measured = scenario("Timed", attempts=(Attempt("passed", turns=turns, usage=usage),))
+    stream = io.StringIO()
+    make_progress(stream, github=False, masker=Masker(), total=1).scenario_finished(measured)
+    assert stream.getvalue() == "[1/1] ✓ Timed (1.0s, 4 turns, p95 400 ms, $0.0021)\n"
 
 
 def test_github_progress_groups() -> None:

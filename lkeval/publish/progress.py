@@ -21,7 +21,9 @@ from typing import TextIO
 
 from lkeval.publish.github.workflow import command, inert, inert_line
 from lkeval.results.masking import Masker, process_masker
+from lkeval.results.metrics import format_ms, scenario_metrics
 from lkeval.results.model import ScenarioResult
+from lkeval.results.pricing import format_cost
 from lkeval.results.untrusted import terminal_text
 from lkeval.results.wording import (
     attempt_to_show,
@@ -45,6 +47,11 @@ def headline(result: ScenarioResult) -> str:
         extra.append(repeat_summary(result) or "")
     if result.quarantined:
         extra.append("quarantined")
+    metrics = scenario_metrics(result)
+    if metrics.latency is not None:  # latency and cost per scenario, where they were measured
+        extra.append(f"{metrics.turns} turns, p95 {format_ms(metrics.latency.p95)}")
+        if metrics.usage:
+            extra.append(format_cost(metrics.cost_usd, metrics.unpriced))
     suffix = f", {', '.join(extra)}" if extra else ""
     mark = MARK.get(result.status, "?")
     return f"{mark} {terminal_text(result.label, 120)} ({seconds(result.duration_seconds)}{suffix})"
