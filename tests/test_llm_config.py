@@ -15,10 +15,10 @@ import pytest
 
 from lkeval.cli.flags import add_llm_arguments
 from lkeval.cli.options import llm_options
+from lkeval.llm.backends import build_llm
 from lkeval.llm.config import (
     LLMConfigError,
     LLMSpec,
-    build_llm,
     check_credentials,
 )
 from lkeval.llm.config import resolve_llm_spec as resolve

@@ -7,7 +7,7 @@ Every LLM call lk-eval makes goes through :func:`call_llm`, so the policies live
   it, and that LLM is remembered as temperature-less for the rest of the run;
 * a timeout per attempt, and retries on 408, 409, 429, 5xx, timeouts and dropped
   connections by the OpenAI SDK's own machinery (``max_retries`` on the client that
-  :func:`lkeval.llm.config.build_llm` makes: exponential backoff with jitter, honouring
+  :func:`lkeval.llm.backends.build_llm` makes: exponential backoff with jitter, honouring
   ``Retry-After``/``retry-after-ms``), not by a loop of ours. LiveKit Inference is the one
   exception: livekit builds that client with ``max_retries=0`` and no way to change it, so
   livekit's own loop (``APIConnectOptions.max_retry``, a fixed interval) retries there;

@@ -2,7 +2,8 @@
 
 Kept free of ``livekit.agents`` imports at module level (importing it costs ~1.5 s): the CLI
 resolves and checks both LLMs before any agent boots, so a missing key fails in milliseconds
-with exit 2 instead of after the first scenario. Only :func:`build_llm` imports livekit.
+with exit 2 instead of after the first scenario. Only :func:`lkeval.llm.backends.build_llm`
+imports livekit.
 
 Two backends, chosen from the model string and base URL:
 
@@ -23,17 +24,21 @@ import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from lkeval.errors import ConfigError
 from lkeval.llm.options import DEFAULT_MODEL, DEFAULT_RETRIES, DEFAULT_TIMEOUT, LLMOptions
 from lkeval.scenarios.model import BUILTIN_JUDGES
 
-__all__ = ["BUILTIN_JUDGES", "LLMConfigError", "LLMSpec", "build_llm", "resolve_llm_spec"]
-
-if TYPE_CHECKING:
-    from livekit.agents.llm import LLM
+__all__ = [
+    "BUILTIN_JUDGES",
+    "LLMConfigError",
+    "LLMSpec",
+    "check_credentials",
+    "read_secret",
+    "resolve_llm_spec",
+]
 
 Role = Literal["caller", "judge"]
 Backend = Literal["inference", "openai"]
@@ -141,13 +146,6 @@ def parse_price(text: str) -> tuple[float, float]:
     return price_in, price_out
 
 
-def known_price(model: str) -> tuple[float, float] | None:
-    """List price (USD per 1M tokens) from the maintained table; ``openai/gpt-4.1`` works too."""
-    from lkeval.results.pricing import table_price
-
-    return table_price(model)
-
-
 def _env(environ: Mapping[str, str], name: str) -> str | None:
     value = environ.get(name, "").strip()
     return value or None
@@ -205,87 +203,122 @@ def resolve_llm_spec(
     env = os.environ if environ is None else environ
     options = options or LLMOptions()
     flags = options.endpoint(role)
-    up = role.upper()
-    model = flags.model or _env(env, f"LKEVAL_{up}_MODEL")
-    base_flag: str | None = flags.base_url
-    base_source = f"--{role}-base-url"
-    if not base_flag and (base_flag := _env(env, f"LKEVAL_{up}_BASE_URL")):
-        base_source = f"LKEVAL_{up}_BASE_URL"
-    if not base_flag and (base_flag := _env(env, "OPENAI_BASE_URL")):
-        base_source = "OPENAI_BASE_URL"
+    base, base_source = _base_url_setting(role, flags.base_url, env)
+    model = flags.model or _env(env, f"LKEVAL_{role.upper()}_MODEL")
+    point = _endpoint(role, model or _default_model(role, base, env), base, base_source, env)
+    price = _price(role, flags.price, point.model, options, env)
+    return LLMSpec(
+        role=role,
+        temperature=_temperature(role, options, env),
+        model=point.model,
+        backend=point.backend,
+        base_url=point.base_url,
+        api_key_env=point.key_env,
+        api_secret_env=point.secret_env,
+        timeout=_timeout(options, env),
+        max_retries=_retries(options, env),
+        max_tokens=MAX_TOKENS[role],
+        price_in=price[0] if price else None,
+        price_out=price[1] if price else None,
+    )
 
-    wants_inference = bool(base_flag and base_flag.strip().lower() in INFERENCE_BASE_URL_ALIASES)
-    if not model:
-        # No model given: LiveKit Inference when LiveKit credentials are there (the agent's
-        # own deployment usually has them), else OpenAI's same model.
-        lk_key, lk_secret = _inference_credentials(env)
-        has_openai_key = bool(_env(env, f"LKEVAL_{up}_API_KEY") or _env(env, "OPENAI_API_KEY"))
-        use_inference = wants_inference or (
-            not base_flag and ((lk_key and lk_secret) or not has_openai_key)
-        )
-        model = f"openai/{DEFAULT_MODEL}" if use_inference else DEFAULT_MODEL
-    if wants_inference or (not base_flag and "/" in model):
-        backend: Backend = "inference"
+
+@dataclass(frozen=True)
+class _Endpoint:
+    backend: Backend
+    base_url: str
+    model: str
+    key_env: str | None
+    secret_env: str | None
+
+
+def _base_url_setting(
+    role: Role, flag: str | None, env: Mapping[str, str]
+) -> tuple[str | None, str]:
+    """The base URL asked for and where it came from (for error messages)."""
+    if flag:
+        return flag, f"--{role}-base-url"
+    for name in (f"LKEVAL_{role.upper()}_BASE_URL", "OPENAI_BASE_URL"):
+        if value := _env(env, name):
+            return value, name
+    return None, ""
+
+
+def _wants_inference(base: str | None) -> bool:
+    return bool(base and base.strip().lower() in INFERENCE_BASE_URL_ALIASES)
+
+
+def _default_model(role: Role, base: str | None, env: Mapping[str, str]) -> str:
+    """No model given: LiveKit Inference when LiveKit credentials are there (the agent's own
+    deployment usually has them), else OpenAI's same model."""
+    lk_key, lk_secret = _inference_credentials(env)
+    has_openai_key = bool(
+        _env(env, f"LKEVAL_{role.upper()}_API_KEY") or _env(env, "OPENAI_API_KEY")
+    )
+    use_inference = _wants_inference(base) or (
+        not base and bool((lk_key and lk_secret) or not has_openai_key)
+    )
+    return f"openai/{DEFAULT_MODEL}" if use_inference else DEFAULT_MODEL
+
+
+def _endpoint(
+    role: Role, model: str, base: str | None, base_source: str, env: Mapping[str, str]
+) -> _Endpoint:
+    """The backend, URL, model name and credential variables for a model and base URL."""
+    if _wants_inference(base) or (not base and "/" in model):
         if "/" not in model:
             raise LLMConfigError(
                 f"{role} model {model!r}: LiveKit Inference models are written provider/model, "
                 f"e.g. openai/{DEFAULT_MODEL}"
             )
-        base_url = _check_url(_inference_url(env), "LIVEKIT_INFERENCE_URL")
-        key_env, secret_env = _inference_credentials(env)
-    else:
-        backend = "openai"
-        base_url = _check_url(base_flag, base_source) if base_flag else OPENAI_DEFAULT_URL
-        if urlsplit(base_url).hostname == "api.openai.com":
-            model = model.removeprefix("openai/")  # OpenAI itself has no provider prefix
-        key_env = next((n for n in _key_envs(role, base_url) if _env(env, n)), None)
-        secret_env = None
+        url = _check_url(_inference_url(env), "LIVEKIT_INFERENCE_URL")
+        return _Endpoint("inference", url, model, *_inference_credentials(env))
+    url = _check_url(base, base_source) if base else OPENAI_DEFAULT_URL
+    if urlsplit(url).hostname == "api.openai.com":
+        model = model.removeprefix("openai/")  # OpenAI itself has no provider prefix
+    key_env = next((n for n in _key_envs(role, url) if _env(env, n)), None)
+    return _Endpoint("openai", url, model, key_env, None)
 
-    price_text = flags.price or _env(env, f"LKEVAL_{up}_PRICE")
-    if price_text:
-        try:
-            price: tuple[float, float] | None = parse_price(str(price_text))
-        except ValueError as exc:
-            raise LLMConfigError(f"--{role}-price: {exc}") from None
-    else:
+
+def _price(
+    role: Role, flag: str | None, model: str, options: LLMOptions, env: Mapping[str, str]
+) -> tuple[float, float] | None:
+    """``--<role>-price`` / ``LKEVAL_<ROLE>_PRICE``, else the price table's."""
+    text = flag or _env(env, f"LKEVAL_{role.upper()}_PRICE")
+    if not text:
         from lkeval.results.pricing import PriceTable
 
-        price = PriceTable(dict(options.prices)).price(model)
-
-    timeout = options.timeout or _env(env, "LKEVAL_LLM_TIMEOUT") or DEFAULT_TIMEOUT
+        return PriceTable(dict(options.prices)).price(model)
     try:
-        timeout = float(timeout)
+        return parse_price(str(text))
+    except ValueError as exc:
+        raise LLMConfigError(f"--{role}-price: {exc}") from None
+
+
+def _timeout(options: LLMOptions, env: Mapping[str, str]) -> float:
+    value: Any = options.timeout or _env(env, "LKEVAL_LLM_TIMEOUT") or DEFAULT_TIMEOUT
+    try:
+        timeout = float(value)
         if timeout <= 0:
             raise ValueError
     except ValueError:
         raise LLMConfigError(
-            f"--llm-timeout {timeout!r} is not a positive number of seconds"
+            f"--llm-timeout {value!r} is not a positive number of seconds"
         ) from None
+    return timeout
 
-    retries: Any = options.retries
-    if retries is None:
-        retries = _env(env, "LKEVAL_LLM_RETRIES") or DEFAULT_RETRIES
+
+def _retries(options: LLMOptions, env: Mapping[str, str]) -> int:
+    value: Any = options.retries
+    if value is None:
+        value = _env(env, "LKEVAL_LLM_RETRIES") or DEFAULT_RETRIES
     try:
-        retries = int(retries)
+        retries = int(value)
         if retries < 0:
             raise ValueError
     except ValueError:
-        raise LLMConfigError(f"--llm-retries {retries!r} is not a whole number >= 0") from None
-
-    return LLMSpec(
-        role=role,
-        temperature=_temperature(role, options, env),
-        model=model,
-        backend=backend,
-        base_url=base_url,
-        api_key_env=key_env,
-        api_secret_env=secret_env,
-        timeout=timeout,
-        max_retries=retries,
-        max_tokens=MAX_TOKENS[role],
-        price_in=price[0] if price else None,
-        price_out=price[1] if price else None,
-    )
+        raise LLMConfigError(f"--llm-retries {value!r} is not a whole number >= 0") from None
+    return retries
 
 
 def _temperature(role: Role, options: LLMOptions, env: Mapping[str, str]) -> float:
@@ -361,38 +394,3 @@ def read_secret(spec: LLMSpec, environ: Mapping[str, str] | None = None) -> str 
     """The API key value, read at the last moment so it never sits in a spec or a log."""
     env = os.environ if environ is None else environ
     return _env(env, spec.api_key_env) if spec.api_key_env else None
-
-
-def build_llm(spec: LLMSpec, environ: Mapping[str, str] | None = None) -> LLM:
-    """A livekit ``LLM`` for the spec; the caller owns it and must ``await llm.aclose()``.
-
-    Temperature is not baked into the LLM: :mod:`lkeval.llm.client` sends it per request so it
-    can drop it for a provider that rejects it.
-    """
-    check_credentials(spec)
-    env = os.environ if environ is None else environ
-    if spec.backend == "inference":
-        from livekit.agents.inference import LLM as InferenceLLM
-        from livekit.agents.inference.llm import min_reasoning_effort
-
-        extra: dict[str, Any] = {}
-        if (effort := min_reasoning_effort(spec.model)) is not None:
-            extra["reasoning_effort"] = effort  # as JudgeGroup does: fastest, cheapest
-        return InferenceLLM(
-            spec.model,
-            base_url=spec.base_url,
-            api_key=_env(env, spec.api_key_env or ""),
-            api_secret=_env(env, spec.api_secret_env or ""),
-            extra_kwargs=extra,
-        )
-
-    from livekit.plugins import openai as lk_openai
-
-    return lk_openai.LLM(
-        model=spec.model,
-        base_url=spec.base_url,
-        # A keyless local server still needs a non-empty string for the OpenAI SDK.
-        api_key=read_secret(spec, env) or "lkeval-no-key",
-        # The SDK's own retry machinery: backoff with jitter, honours Retry-After.
-        max_retries=spec.max_retries,
-    )

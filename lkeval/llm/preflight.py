@@ -15,8 +15,9 @@ from collections.abc import Mapping
 
 from livekit.agents.llm import LLM
 
+from lkeval.llm.backends import build_llm
 from lkeval.llm.client import LLMError
-from lkeval.llm.config import LLMConfigError, LLMSpec, build_llm
+from lkeval.llm.config import LLMConfigError, LLMSpec
 from lkeval.llm.judge import JudgeError, judge_conversation
 from lkeval.results.model import JudgeCheck, TranscriptItem
 
