@@ -8,6 +8,8 @@ import sys
 
 from lkeval.errors import ExitCode, UsageError
 from lkeval.publish.files import write_text
+from lkeval.publish.github.workflow import inert_line
+from lkeval.results.masking import process_masker
 from lkeval.results.model import RunResults, dump_results, load_results
 
 
@@ -91,9 +93,10 @@ def merge_main(files: list[str], output: str, allow_partial: bool = False) -> Ex
     """Merge and write; bad inputs exit 2 through the CLI boundary."""
     parts = [(path, load_results(path)) for path in files]
     merged = merge_results(parts, allow_partial=allow_partial)
-    write_text(output, dump_results(merged))
+    write_text(output, process_masker().mask(dump_results(merged)))  # a file leaves the process
     print(f"merged {len(parts)} file(s), {len(merged.scenarios)} scenario(s) into {output}")
     if merged.metadata.missing_shards:
         missing = ", ".join(merged.metadata.missing_shards)
-        print(f"lk-eval: partial merge: shard(s) {missing} missing", file=sys.stderr)
+        # shard names come from the results files: one inert line
+        print(inert_line(f"lk-eval: partial merge: shard(s) {missing} missing"), file=sys.stderr)
     return ExitCode.PASSED
