@@ -204,3 +204,32 @@ def test_no_agent_outlives_an_exception_in_the_engines_process(
     assert seen
     _assert_all_gone(seen)
     _assert_nothing_left_behind(tmpdir, logs)
+
+
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_what_a_crashed_agent_left_behind_is_stopped_by_the_end_of_the_run(
+    tmp_path: Path, llm: LLMServer, start: str
+) -> None:
+    """The agent exits on its own mid-tool, leaving a setsid sleeper: it is adopted by the fork
+    server (warm) or by lk-eval itself (cold), both child subreapers, and stopped."""
+    pids_dir = tmp_path / "pids"
+    pids_dir.mkdir()
+    results = tmp_path / "out" / "results.json"
+    argv = [*run_argv(AGENT, _scenarios(tmp_path), results), "--concurrency", "1"]
+    env = clean_env(
+        OPENAI_BASE_URL=llm.base_url,
+        OPENAI_API_KEY="k",
+        HUNG_TOOL_CRASH="1",
+        HUNG_PIDS_DIR=str(pids_dir),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "lkeval", *argv, *(["--cold-start"] if start == "cold" else [])],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode != 0 and "exited with code 3" in proc.stdout, proc.stdout + proc.stderr
+    sleepers = {int(p.stem) for p in pids_dir.glob("*.grandchild")}
+    assert len(sleepers) == 2, sleepers  # one per scenario
+    _assert_all_gone(sleepers, timeout=5)

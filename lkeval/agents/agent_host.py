@@ -181,7 +181,7 @@ def process_tree(root: int) -> list[tuple[int, int]]:
         return []
     for name in names:
         if name.isdigit():
-            fields = _stat_fields(int(name))
+            fields = read_stat(int(name))
             if fields is not None:
                 children.setdefault(int(fields[1]), []).append(int(name))
                 starts[int(name)] = int(fields[19])
@@ -194,7 +194,7 @@ def process_tree(root: int) -> list[tuple[int, int]]:
     return found
 
 
-def _stat_fields(pid: int) -> list[bytes] | None:
+def read_stat(pid: int) -> list[bytes] | None:
     """The fields of ``/proc/PID/stat`` after the command name (state, ppid, ...)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
@@ -207,7 +207,7 @@ def _stat_fields(pid: int) -> list[bytes] | None:
 def kill_processes(processes: Iterable[tuple[int, int]], sig: int = signal.SIGKILL) -> None:
     """Signal each (pid, start time) that is still the process it was."""
     for pid, started in processes:
-        fields = _stat_fields(pid)
+        fields = read_stat(pid)
         if fields is not None and int(fields[19]) == started:
             with contextlib.suppress(OSError):
                 os.kill(pid, sig)

@@ -38,6 +38,7 @@ from typing import IO, Any, Literal
 
 from lkeval.agents.cold import ColdLauncher
 from lkeval.agents.interface import Launcher, LaunchError, SpawnRequest
+from lkeval.agents.process import LAUNCHER_PIDS
 
 SERVER_SCRIPT = Path(__file__).resolve().with_name("fork_server.py")
 # Variables the interpreter reads only at start-up: a forked child cannot take new values of
@@ -160,6 +161,7 @@ class ForkServer:
         cwd: Path | None = None,
         agent: Path | None = None,
         log_path: Path | None = None,
+        log_is_raw: bool = False,
         ready_timeout: float = 120.0,
     ) -> ForkServer:
         """Start the server and wait until it has preloaded (blocking: ~1-3 s of its CPU).
@@ -171,6 +173,8 @@ class ForkServer:
         """
         ours, theirs = socket.socketpair()  # control channels travel to the server over it
         argv = [python, str(SERVER_SCRIPT), "--fd-channel", str(theirs.fileno())]
+        if log_path is not None and log_is_raw:  # unmasked: deleted if lk-eval dies first
+            argv += ["--raw-log", str(log_path)]
         for plugin in agent_plugins(agent):
             argv += ["--preload", plugin]
         stderr: IO[bytes] | None = None
@@ -196,6 +200,7 @@ class ForkServer:
             raise ForkServerError(f"could not start {python}: {exc}") from None
         finally:
             theirs.close()
+        LAUNCHER_PIDS.add(proc.pid)  # not an orphan to sweep
         server = cls(proc, stderr, env, ours)
         if not server._ready.wait(ready_timeout):
             server.close()
@@ -417,6 +422,7 @@ def open_launcher(
     cwd: Path | None = None,
     cold_start: bool = False,
     log_path: Path | None = None,
+    log_is_raw: bool = False,
 ) -> tuple[Launcher, str]:
     """The run's launcher and the one line that says which start mode is used and why."""
     if cold_start:
@@ -425,7 +431,9 @@ def open_launcher(
             "lk-eval: cold starts (--cold-start): one fresh interpreter per scenario",
         )
     try:
-        server = ForkServer.start(python, env, cwd=cwd, agent=agent, log_path=log_path)
+        server = ForkServer.start(
+            python, env, cwd=cwd, agent=agent, log_path=log_path, log_is_raw=log_is_raw
+        )
     except ForkServerError as exc:
         return (
             ColdLauncher(python, f"warm starts unavailable: {exc}"),

@@ -396,6 +396,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also import this module (the plugins the agent uses)",
     )
     parser.add_argument(
+        "--raw-log",
+        metavar="PATH",
+        help="this server's own unpublished log: deleted if the runner dies",
+    )
+    parser.add_argument(
         "--fd-channel",
         type=int,
         metavar="FD",
@@ -414,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     info.pop("hazard")
     server = Server(fd_channel)
+    if args.raw_log:
+        server.raw_logs.add(args.raw_log)
     emit(
         "ready",
         protocol=PROTOCOL_VERSION,

@@ -29,6 +29,7 @@ from lkeval.agents.cold import python_problem
 from lkeval.agents.fork_client import open_launcher
 from lkeval.agents.process import (
     AgentLaunch,
+    adopt_orphans,
     agent_env,
     kill_all_now,
     publish_pending_logs,
@@ -103,6 +104,7 @@ def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
     masker = process_masker()
     plan = build_plan(options)
     check_writable([plan.results_path, plan.logs_dir / "fork-server.log", *_report_paths(options)])
+    adopt_orphans()  # what a crashed agent leaves behind comes to us, stopped at the end
     problem = python_problem(options.python)  # before anything boots: one line, not N failures
     if problem is not None:
         raise UsageError(f"--python: {problem}")
@@ -228,6 +230,7 @@ def execute(
         cwd=launch.cwd,
         cold_start=options.cold_start,
         log_path=raw_logs / "fork-server.log",
+        log_is_raw=True,
     )
     stream.write(start_line + "\n")
     stream.flush()

@@ -5,6 +5,8 @@ process group, so signalling the agent's group misses it) and exits at once: the
 agent's orphaned grandchild. Then the tool blocks the event loop for good (``time.sleep``), so
 the agent cannot shut down gracefully either. With ``HUNG_PIDS_DIR`` set, the agent writes its
 own pid (``<pid>.agent``) and the sleeper's (``<pid>.grandchild``) there once the tool runs.
+With ``HUNG_TOOL_CRASH`` set, the tool exits the process instead of hanging (a crash that
+leaves the sleeper behind).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class Stuck(Agent):
         if pids_dir:
             Path(pids_dir, f"{helper.stdout.strip()}.grandchild").touch()
             Path(pids_dir, f"{os.getpid()}.agent").touch()
+        if os.environ.get("HUNG_TOOL_CRASH"):
+            os._exit(3)  # dies on its own, leaving the sleeper behind
         time.sleep(600)  # blocks the event loop: no graceful shutdown either
         return "done"
 
