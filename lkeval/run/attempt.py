@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,8 +123,11 @@ class ScenarioAttempt:
         self.log_path = settings.logs_dir / f"{stem}.log"
         self.p = _AttemptState()
         self.interrupted: Attempt | None = None
-        # The agent's own failure, when the attempt ended in one (for --max-errors).
+        # The agent's own failure, when the attempt ended in one (for --max-errors), and who
+        # is told of it as soon as the attempt is decided, before its slot is given back, so
+        # a systemic failure stops the next boot (lkeval.run.systemic.ErrorBrake.record).
         self.agent_cause: str | None = None
+        self.on_decided: Callable[[str | None], None] | None = None
         self.caller: Caller | None = None
 
     @property
@@ -146,7 +149,7 @@ class ScenarioAttempt:
         dispatch = dispatch_json(self.scenario, self.run_id, self.job_id)
         agent = AgentProcess(launch, dispatch, self.log_path)
         conn: SessionConnection | None = None
-        conversing = False
+        conversing = cancelled = False
         try:
             boot_timeout = self.scenario.limits.boot_timeout or self.settings.boot_timeout
             try:
@@ -170,8 +173,11 @@ class ScenarioAttempt:
                 )
             else:
                 self.interrupted = Attempt(status="skipped", reason=NOT_RUN_INTERRUPTED)
+            cancelled = True
             raise
         finally:
+            if not cancelled and self.on_decided is not None:
+                self.on_decided(self.agent_cause)
             if slot is not None:
                 slot.release()
             if conn is not None:

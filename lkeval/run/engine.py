@@ -52,6 +52,9 @@ class AttemptRunner(Protocol):
 
     interrupted: Attempt | None
     agent_cause: str | None
+    # Called with ``agent_cause`` as soon as the attempt is decided (before its slot is given
+    # back); a runner that never calls it has ``agent_cause`` read after ``run``.
+    on_decided: Callable[[str | None], None] | None
 
     async def run(self, slot: Slot | None = None) -> Attempt:
         """Run the attempt (boot when the slot allows, converse, judge)."""
@@ -202,13 +205,22 @@ class Engine:
                     self._started[scenario.id] = time.monotonic()
                     self.progress.scenario_started(scenario.id, scenario.label)
                 runner = self.make_attempt(scenario, attempt_no)
+                told: list[str | None] = []
+
+                def decided(cause: str | None) -> None:
+                    # Before the attempt gives back its slot: the next boot sees a trip.
+                    told.append(cause)
+                    self._brake.record(cause)
+
+                runner.on_decided = decided
                 try:
                     attempt = await runner.run(slot)
                 except asyncio.CancelledError:
                     if runner.interrupted is not None:  # kept for results(interrupted=True)
                         self._attempts[scenario.id][attempt_no - 1] = runner.interrupted
                     raise
-                self._brake.record(runner.agent_cause)
+                if not told:  # a runner that does not tell early
+                    self._brake.record(runner.agent_cause)
         attempts = self._attempts[scenario.id]
         attempts[attempt_no - 1] = attempt
         if all(a is not None for a in attempts):
