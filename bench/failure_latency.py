@@ -33,6 +33,7 @@ from _common import ROOT, machine
 
 AGENT = ROOT / "tests" / "agents" / "broken_agent.py"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+MARK = re.compile(r"^(?:\[\d+/\d+\] )?([!✓✗-]) ")  # a progress line: "[3/100] ! s003 (...)"
 # breakage -> the log text that marks the fatal moment
 FATAL = {
     "dead_llm_close": "AgentSession is closing due to unrecoverable error",
@@ -94,7 +95,7 @@ def fatal_latency(repeat: int) -> dict[str, list[float]]:
                        "--max-errors", "0")
             assert proc.stdout is not None
             for line in proc.stdout:
-                sid = next((s for s in FATAL if line[2:].startswith(s + " ")), None)
+                sid = next((s for s in FATAL if f" {s} (" in line), None)
                 if sid is not None and sid in found:
                     out[sid].append(time.monotonic() - found[sid])
             proc.wait()
@@ -111,8 +112,8 @@ def suite_wall(size: int, *flags: str) -> tuple[float, int, int]:
         proc = run(work, [scenario(f"s{i:03d}", "dead_llm_stay") for i in range(size)], *flags)
         lines = proc.communicate()[0].splitlines()
         wall = time.monotonic() - started
-    errors = sum(1 for line in lines if line.startswith("! "))
-    not_run = sum(1 for line in lines if line.startswith("- "))
+    errors = sum(1 for line in lines if MARK.match(line) and MARK.match(line).group(1) == "!")
+    not_run = sum(1 for line in lines if MARK.match(line) and MARK.match(line).group(1) == "-")
     return wall, errors, not_run
 
 

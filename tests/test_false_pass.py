@@ -226,7 +226,7 @@ def test_the_agents_own_verdict_failing_is_shown_everywhere(matrix: dict[str, An
     said = "on_simulation_end raised: grading failed: no such table: bookings"
     assert _case(matrix, "sim-end-raises")["reason"].startswith(said)
     line = next(ln for ln in matrix["proc"].stdout.splitlines() if "sim-end-raises" in ln)
-    assert line.startswith("! sim-end-raises") and said in line
+    assert "! sim-end-raises (" in line and said in line
     assert said in html.unescape(matrix["markdown"])  # the report escapes "_" as "&#95;"
     case = next(c for c in matrix["junit"].iter("testcase") if c.get("name") == "sim-end-raises")
     assert said in (case.find("error").get("message") or "")  # type: ignore[union-attr]
