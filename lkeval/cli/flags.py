@@ -184,6 +184,25 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
         f"default {DEFAULT_CALLER_TEMPERATURE:g}: --repeat samples other conversations; "
         "the judge always uses 0)",
     )
+    _add_judging(group)
+    group.add_argument(
+        "--llm-retries",
+        metavar="N",
+        type=opt.non_negative_int,
+        help="retries of a caller/judge LLM request on 429, 5xx and timeouts, with backoff "
+        f"(env LKEVAL_LLM_RETRIES, default {DEFAULT_RETRIES})",
+    )
+    group.add_argument(
+        "--llm-timeout",
+        metavar="SECONDS",
+        type=opt.positive_float,
+        help="timeout of one caller/judge LLM request (env LKEVAL_LLM_TIMEOUT, default "
+        f"{DEFAULT_TIMEOUT:g})",
+    )
+
+
+def _add_judging(group: argparse._ArgumentGroup) -> None:
+    """``--judges``, ``--rejudge``, ``--maybe-is-pass``, ``--max-turns``."""
     group.add_argument(
         "--judges",
         metavar="NAME[,NAME]",
@@ -210,20 +229,6 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
         type=opt.positive_int,
         default=LLMOptions.max_turns,
         help=f"most caller turns in a simulated conversation (default {LLMOptions.max_turns})",
-    )
-    group.add_argument(
-        "--llm-retries",
-        metavar="N",
-        type=opt.non_negative_int,
-        help="retries of a caller/judge LLM request on 429, 5xx and timeouts, with backoff "
-        f"(env LKEVAL_LLM_RETRIES, default {DEFAULT_RETRIES})",
-    )
-    group.add_argument(
-        "--llm-timeout",
-        metavar="SECONDS",
-        type=opt.positive_float,
-        help="timeout of one caller/judge LLM request (env LKEVAL_LLM_TIMEOUT, default "
-        f"{DEFAULT_TIMEOUT:g})",
     )
 
 
@@ -289,31 +294,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         help="do not fail the gate on scenarios with nothing to check (no expectations, no "
         "judged agent_expectations, no judges); they are never played either way",
     )
-    group.add_argument(
-        "--comment",
-        choices=COMMENT_MODES,
-        default=ReportOptions.comment,
-        help="PR comment: update one sticky comment (default), post a new one, or off",
-    )
-    group.add_argument(
-        "--comment-id",
-        type=opt.parse_comment_id,
-        default=ReportOptions.comment_id,
-        metavar="ID",
-        help="keeps one sticky comment per ID, for several eval jobs on one PR; its heading "
-        "names the ID",
-    )
-    group.add_argument(
-        "--title",
-        metavar="TEXT",
-        help="the reports' heading (default: lk-eval, plus the comment ID when not default)",
-    )
-    group.add_argument(
-        "--comment-author",
-        metavar="LOGIN",
-        help="who the token posts as, when it cannot say (a GitHub App's token: "
-        "SLUG[bot]); only its comment with the marker is updated",
-    )
+    _add_comment(group)
     _add_github(group)
 
 
@@ -362,6 +343,35 @@ class _ReportFile(argparse.Action):
         files = dict(getattr(namespace, self.dest) or {})
         files[self.const] = values
         setattr(namespace, self.dest, files)
+
+
+def _add_comment(group: argparse._ArgumentGroup) -> None:
+    """``--comment``, ``--comment-id``, ``--title``, ``--comment-author``."""
+    group.add_argument(
+        "--comment",
+        choices=COMMENT_MODES,
+        default=ReportOptions.comment,
+        help="PR comment: update one sticky comment (default), post a new one, or off",
+    )
+    group.add_argument(
+        "--comment-id",
+        type=opt.parse_comment_id,
+        default=ReportOptions.comment_id,
+        metavar="ID",
+        help="keeps one sticky comment per ID, for several eval jobs on one PR; its heading "
+        "names the ID",
+    )
+    group.add_argument(
+        "--title",
+        metavar="TEXT",
+        help="the reports' heading (default: lk-eval, plus the comment ID when not default)",
+    )
+    group.add_argument(
+        "--comment-author",
+        metavar="LOGIN",
+        help="who the token posts as, when it cannot say (a GitHub App's token: "
+        "SLUG[bot]); only its comment with the marker is updated",
+    )
 
 
 def _add_github(group: argparse._ArgumentGroup) -> None:

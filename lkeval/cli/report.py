@@ -19,7 +19,7 @@ from lkeval.cli.options import ReportOptions, report_options
 from lkeval.publish.files import write_all
 from lkeval.publish.github.checkout import repo_root
 from lkeval.publish.github.comments import comment_title
-from lkeval.publish.github.context import commit_shown, read_context
+from lkeval.publish.github.context import GitHubContext, commit_shown, read_context
 from lkeval.publish.github.step import StepSettings, publish_step
 from lkeval.publish.github.workflow import add_mask_commands, inert_line
 from lkeval.reporters import REPORTER_BY_NAME, Report
@@ -73,24 +73,15 @@ def printed_gate_line(gate: GateOutcome) -> str:
     return inert_line(gate_line(gate), 4000)
 
 
-def finish(
-    results: RunResults,
-    results_path: str | None,
-    options: ReportOptions,
-    masker: Masker,
-    stream: TextIO,
-    comparison: Comparison | None = None,
-) -> GateOutcome:
-    """Gate the (masked) results, write the reports and GitHub output, print the gate line.
+def decide(
+    results: RunResults, options: ReportOptions, masker: Masker
+) -> tuple[Report, GitHubContext | None]:
+    """Compare with the baseline, decide the gate, and build the one :class:`Report`.
 
-    Raises the first :class:`~lkeval.errors.OutputError` after everything else was written.
+    The results must already be masked; in Actions the report shows the PR's head commit
+    (not the merge commit ``GITHUB_SHA``) and links the run.
     """
-
-    def emit(line: str) -> None:
-        stream.write(masker.mask(line) + "\n")
-
-    if comparison is None:
-        comparison = load_comparison(results, options.baseline, masker)
+    comparison = load_comparison(results, options.baseline, masker)
     gate = evaluate_gate(
         results,
         comparison,
@@ -100,7 +91,7 @@ def finish(
         allow_nothing_to_check=options.allow_nothing_to_check,
     )
     ctx = read_context(token=options.github_token, pr_number=options.pr) if options.github else None
-    if ctx is not None:  # the PR's head commit, not the merge commit GITHUB_SHA
+    if ctx is not None:
         sha = commit_shown(ctx, results.metadata.git_sha)
         results = dataclasses.replace(
             results, metadata=dataclasses.replace(results.metadata, git_sha=sha)
@@ -113,6 +104,25 @@ def finish(
         title=comment_title(options.comment_id, options.title),
         repo_root=str(root) if (root := repo_root()) else None,
     )
+    return report, ctx
+
+
+def finish(
+    results: RunResults,
+    results_path: str | None,
+    options: ReportOptions,
+    masker: Masker,
+    stream: TextIO,
+) -> GateOutcome:
+    """Gate the (masked) results, write the reports and GitHub output, print the gate line.
+
+    Raises the first :class:`~lkeval.errors.OutputError` after everything else was written.
+    """
+
+    def emit(line: str) -> None:
+        stream.write(masker.mask(line) + "\n")
+
+    report, ctx = decide(results, options, masker)
     files = [(path, REPORTER_BY_NAME[name]().format(report)) for name, path in options.files]
     failures = write_all(files, masker)
     # Where every report went, so nobody has to guess (results and logs: ``lkeval run``).
@@ -130,7 +140,7 @@ def finish(
         written += publish_step(report, ctx, settings, masker, emit)
     if written:
         emit("reports: " + " · ".join(written))
-    emit(printed_gate_line(gate))
+    emit(printed_gate_line(gate := report.gate))
     stream.flush()
     if failures:
         raise failures[0]
