@@ -10,6 +10,7 @@ library only, like the rest of the entrypoint.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from urllib.parse import urlsplit
 
 from lkeval_action.commands import escape
 
@@ -38,6 +39,7 @@ def secret_values(environ: Mapping[str, str], argv: Sequence[str] = ()) -> list[
     """Secrets of the environment (by name) and of lkeval's argv (``--env NAME=VALUE`` with a
     secret name, ``--secret-env NAME``, ``--github-token``), long enough to be specific."""
     found: list[str] = [v for k, v in environ.items() if is_secret_name(k)]
+    found += [p for p in map(_url_password, environ.values()) if p]  # PIP_INDEX_URL=...:pw@
     env_pairs = dict(item.partition("=")[::2] for item in _flag_values(argv, "--env"))
     found += [v for k, v in env_pairs.items() if is_secret_name(k)]
     for name in _flag_values(argv, "--secret-env"):
@@ -50,6 +52,15 @@ def secret_values(environ: Mapping[str, str], argv: Sequence[str] = ()) -> list[
             if len(part) >= MIN_SECRET_LENGTH and part not in values:
                 values.append(part)
     return values
+
+
+def _url_password(value: str) -> str | None:
+    if "://" not in value or "@" not in value:
+        return None
+    try:
+        return urlsplit(value.strip()).password
+    except ValueError:
+        return None
 
 
 def mask_commands(values: Iterable[str]) -> list[str]:

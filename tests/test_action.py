@@ -816,3 +816,10 @@ def test_the_entrypoint_uses_lkevals_secret_name_rule() -> None:
 
     assert action_secrets.SECRET_NAME_PARTS == masking.SECRET_NAME_PARTS
     assert action_secrets.MIN_SECRET_LENGTH == masking.MIN_SECRET_LENGTH
+
+
+def test_the_entrypoint_masks_url_passwords() -> None:
+    from lkeval_action.secrets import secret_values
+
+    env = {"PIP_INDEX_URL": "https://user:index-pass-123@pypi.example/simple", "HOME": "/root"}
+    assert secret_values(env) == ["index-pass-123"]
