@@ -6,6 +6,13 @@ Starts lk-eval's scripted OpenAI-compatible server on 127.0.0.1 with ``llm_rules
 the agent (OPENAI_BASE_URL) and lk-eval's caller and judge at it, and runs ``lkeval run`` on
 ``scenarios.yaml``. One scenario is meant to fail (the agent vetoes a booking under the wrong
 name) and is quarantined by its ``flaky`` tag, so the gate passes while the report shows it.
+
+The local models have no list price; the example prices them as gpt-4.1-mini (``--price``) so
+the report shows costs. Run it twice to see the comparison with a baseline::
+
+    python examples/hotel/run_example.py
+    cp lkeval-results/results.json base.json
+    python examples/hotel/run_example.py --baseline base.json --latency-regression 20%
 """
 
 from __future__ import annotations
@@ -49,6 +56,8 @@ def main() -> int:
             "judge",
             "--quarantine",
             "flaky=true",
+            *("--price", "hotel-agent=0.4,1.6", "--price", "caller=0.4,1.6"),
+            *("--price", "judge=0.4,1.6"),
             *sys.argv[1:],
         ]
         return subprocess.run(cmd, env=env).returncode

@@ -49,7 +49,7 @@ def headline(result: ScenarioResult) -> str:
         extra.append("quarantined")
     metrics = scenario_metrics(result)
     if metrics.latency is not None:  # latency and cost per scenario, where they were measured
-        extra.append(f"{metrics.turns} turns, p95 {format_ms(metrics.latency.p95)}")
+        extra.append(f"{count(metrics.turns, 'turn')}, p95 {format_ms(metrics.latency.p95)}")
         if metrics.usage:
             extra.append(format_cost(metrics.cost_usd, metrics.unpriced))
     suffix = f", {', '.join(extra)}" if extra else ""
