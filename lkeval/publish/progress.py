@@ -27,6 +27,7 @@ from lkeval.results.pricing import format_cost
 from lkeval.results.untrusted import terminal_text
 from lkeval.results.wording import (
     attempt_to_show,
+    count,
     failure_reasons,
     format_transcript,
     is_repeated,
