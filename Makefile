@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+PY_SOURCES := lkeval lkeval_action tests examples bench entrypoint.py .ci/image_check.py
 
 .PHONY: setup example test test-fast lint lock image-check clean
 
@@ -23,7 +24,8 @@ test-fast: setup                   ## unit tests only (no agent processes)
 	$(PY) -m pytest -m "not e2e"
 
 lint: setup                        ## ruff, mypy, actionlint and the action/workflow schemas
-	$(VENV)/bin/ruff check lkeval lkeval_action tests examples bench entrypoint.py .ci/image_check.py
+	$(VENV)/bin/ruff check $(PY_SOURCES)
+	$(VENV)/bin/ruff format --check $(PY_SOURCES)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy entrypoint.py lkeval_action .ci/image_check.py
 	$(VENV)/bin/actionlint -shellcheck= .github/workflows/*.yml examples/workflows/*.yml

@@ -29,9 +29,9 @@ if str(ROOT) not in sys.path:  # run as `python bench/x.py` from a checkout
 def hotel_fork_server() -> Iterator[tuple[Any, Any, Path]]:
     """The example agent on the local LLM, its cold launch, and a warm fork server for it:
     yields (cold launch, fork server, scratch dir); everything is stopped on the way out."""
+    from lkeval.agents.fork_client import ForkServer
     from lkeval.agents.process import AgentLaunch, agent_env
     from lkeval.testing.llm_server import LLMServer
-    from lkeval.agents.fork_client import ForkServer
 
     with LLMServer.from_file(HOTEL_RULES) as llm, tempfile.TemporaryDirectory() as tmp:
         base = AgentLaunch(HOTEL_AGENT, env=hotel_env(llm.base_url))

@@ -57,12 +57,29 @@ def env(tmpdir: Path) -> dict[str, str]:
 def run(work: Path, scenarios: list[dict[str, object]], *flags: str) -> subprocess.Popen[str]:
     path = work / "scenarios.yaml"
     path.write_text(yaml.safe_dump({"name": "Broken", "scenarios": scenarios}))
-    argv = [sys.executable, "-m", "lkeval", "run", "--agent", str(AGENT), "--scenarios",
-            str(path), "--results", str(work / "results.json"), *flags]
+    argv = [
+        sys.executable,
+        "-m",
+        "lkeval",
+        "run",
+        "--agent",
+        str(AGENT),
+        "--scenarios",
+        str(path),
+        "--results",
+        str(work / "results.json"),
+        *flags,
+    ]
     private = work / "tmp"
     private.mkdir(exist_ok=True)
-    return subprocess.Popen(argv, env=env(private), stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    return subprocess.Popen(
+        argv,
+        env=env(private),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+    )
 
 
 def watch_logs(tmpdir: Path, found: dict[str, float], stop: threading.Event) -> None:
@@ -91,8 +108,14 @@ def fatal_latency(repeat: int) -> dict[str, list[float]]:
             stop = threading.Event()
             watcher = threading.Thread(target=watch_logs, args=(work / "tmp", found, stop))
             watcher.start()
-            proc = run(work, [scenario(sid, sid) for sid in FATAL], "--concurrency", "1",
-                       "--max-errors", "0")
+            proc = run(
+                work,
+                [scenario(sid, sid) for sid in FATAL],
+                "--concurrency",
+                "1",
+                "--max-errors",
+                "0",
+            )
             assert proc.stdout is not None
             for line in proc.stdout:
                 sid = next((s for s in FATAL if f" {s} (" in line), None)
@@ -127,8 +150,10 @@ def main() -> None:
     print(f"(a) fatal error -> scenario result, {args.repeat} run(s), concurrency 1 (goal <= 5 s)")
     for sid, values in fatal_latency(args.repeat).items():
         if values:
-            print(f"    {sid:22s} median {statistics.median(values):5.2f} s  "
-                  f"(min {min(values):.2f}, max {max(values):.2f}, n={len(values)})")
+            print(
+                f"    {sid:22s} median {statistics.median(values):5.2f} s  "
+                f"(min {min(values):.2f}, max {max(values):.2f}, n={len(values)})"
+            )
         else:
             print(f"    {sid:22s} not measured (marker not seen)")
     print(f"(b) {args.suite} scenarios, dead agent LLM, default concurrency (goal <= 30 s)")

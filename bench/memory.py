@@ -19,8 +19,8 @@ from pathlib import Path
 from _common import hotel_fork_server, machine, mib, smaps_rollup
 
 from lkeval.agents.process import AgentLaunch, AgentProcess
-from lkeval.run.conversation import Conversation
 from lkeval.agents.protocol import SessionConnection
+from lkeval.run.conversation import Conversation
 
 DISPATCH = '{"simulationRunId": "bench", "jobId": "j", "scenario": {"id": "bench"}}'
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from _common import hotel_fork_server, machine, stats
 
-from lkeval.agents.process import AgentLaunch, AgentProcess
-from lkeval.run.conversation import Conversation
-from lkeval.agents.protocol import pb
 from lkeval.agents.fork_client import ForkServer
+from lkeval.agents.process import AgentLaunch, AgentProcess
+from lkeval.agents.protocol import pb
+from lkeval.run.conversation import Conversation
 
 DISPATCH = '{"simulationRunId": "bench", "jobId": "j", "scenario": {"id": "bench"}}'
 

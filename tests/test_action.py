@@ -72,9 +72,22 @@ def plan(**values: str) -> Any:
 
 
 DEFAULT_ARGV = [
-    "run", "--agent", "agent.py", "--scenarios", "scenarios.yaml",
-    "--results", "lkeval-results/results.json", "--junit", "lkeval-results/junit.xml",
-    "--fail-on", "any", "--comment", "update", "--comment-id", "default", "--summary",
+    "run",
+    "--agent",
+    "agent.py",
+    "--scenarios",
+    "scenarios.yaml",
+    "--results",
+    "lkeval-results/results.json",
+    "--junit",
+    "lkeval-results/junit.xml",
+    "--fail-on",
+    "any",
+    "--comment",
+    "update",
+    "--comment-id",
+    "default",
+    "--summary",
 ]
 
 
@@ -147,8 +160,10 @@ MAPPING: dict[str, tuple[str, list[str]]] = {
     "comment-author": ("eval-app[bot]", ["--comment-author", "eval-app[bot]"]),
     "summary": ("false", ["--no-summary"]),
     "pr": ("42", ["--pr", "42"]),
-    "extra-args": ("--llm-timeout 30 --env 'GREETING=hi there'",
-             ["--llm-timeout", "30", "--env", "GREETING=hi there"]),
+    "extra-args": (
+        "--llm-timeout 30 --env 'GREETING=hi there'",
+        ["--llm-timeout", "30", "--env", "GREETING=hi there"],
+    ),
 }
 #: Inputs that steer the entrypoint itself rather than becoming lkeval options.
 NOT_ARGV = {"command", "working-directory", "install", "github-token"}
@@ -235,7 +250,8 @@ def test_no_item_of_a_list_may_look_like_a_flag(name: str) -> None:
 
 def test_extra_args_may_hold_flags() -> None:
     assert list(plan(extra_args="--python /usr/bin/python3").argv)[-2:] == [
-        "--python", "/usr/bin/python3"
+        "--python",
+        "/usr/bin/python3",
     ]
 
 
@@ -258,9 +274,20 @@ def test_report_command_needs_no_agent_and_takes_the_report_inputs() -> None:
     result = ep.build_plan(inputs(command="report", results="r.json", pr="12", summary="false"))
     assert result.command == "report"
     assert list(result.argv) == [
-        "report", "--results", "r.json", "--junit", "lkeval-results/junit.xml",
-        "--fail-on", "any", "--comment", "update", "--comment-id", "default",
-        "--no-summary", "--pr", "12",
+        "report",
+        "--results",
+        "r.json",
+        "--junit",
+        "lkeval-results/junit.xml",
+        "--fail-on",
+        "any",
+        "--comment",
+        "update",
+        "--comment-id",
+        "default",
+        "--no-summary",
+        "--pr",
+        "12",
     ]
 
 
@@ -292,10 +319,26 @@ def test_install_uv_lock_exports_the_locked_versions_and_installs_them(tmp_path:
     result = install(tmp_path)
     assert result.what == "uv.lock"
     assert result.commands == (
-        ("/usr/bin/uv", "export", "--frozen", "--no-hashes", "--no-dev", "--no-editable",
-         "--quiet", "--output-file", "lkeval-uv-export.txt"),
-        ("/usr/bin/uv", "pip", "install", "--python", "/py",
-         "--requirement", "lkeval-uv-export.txt"),
+        (
+            "/usr/bin/uv",
+            "export",
+            "--frozen",
+            "--no-hashes",
+            "--no-dev",
+            "--no-editable",
+            "--quiet",
+            "--output-file",
+            "lkeval-uv-export.txt",
+        ),
+        (
+            "/usr/bin/uv",
+            "pip",
+            "install",
+            "--python",
+            "/py",
+            "--requirement",
+            "lkeval-uv-export.txt",
+        ),
     )
 
 
@@ -312,7 +355,8 @@ def test_install_requirements_before_pyproject(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("")
     result = install(tmp_path)
     assert (result.what, result.commands) == (
-        "requirements.txt", ((*PIP, "-r", "requirements.txt"),)
+        "requirements.txt",
+        ((*PIP, "-r", "requirements.txt"),),
     )
 
 
@@ -368,11 +412,11 @@ def test_install_auto_builds_outside_the_checkout(tmp_path: Path, locked: bool) 
     version = None
     if locked:
         (project / "requirements.txt").write_text("not-used-when-there-is-a-lock\n")
-        lock = subprocess.run([uv, "lock", "--quiet"], cwd=project, capture_output=True,
-                              text=True, timeout=300)
+        lock = subprocess.run(
+            [uv, "lock", "--quiet"], cwd=project, capture_output=True, text=True, timeout=300
+        )
         assert lock.returncode == 0, lock.stderr
-        version = re.search(r'name = "six"\nversion = "([^"]+)"',
-                            (project / "uv.lock").read_text())
+        version = re.search(r'name = "six"\nversion = "([^"]+)"', (project / "uv.lock").read_text())
         assert version
     before = files_of(workspace)
     target = tmp_path / "target"
@@ -387,7 +431,10 @@ def test_install_auto_builds_outside_the_checkout(tmp_path: Path, locked: bool) 
     assert lines[0] == f"::group::lk-eval: install the agent's dependencies ({plan.what})"
     probe = subprocess.run(
         [python, "-c", "import six, agent_pkg; print(six.__version__, agent_pkg.__file__)"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
     )
     six_version, module = probe.stdout.split()
     if version:
@@ -405,8 +452,9 @@ def container_env(workspace: Path, **extra: str) -> dict[str, str]:
 
 
 def test_bad_input_is_an_error_annotation_and_exit_2(tmp_path: Path) -> None:
-    env = container_env(tmp_path, **inputs(agent="agent.py", scenarios="s.yaml",
-                                           **{"maybe_is_pass": "yes"}))
+    env = container_env(
+        tmp_path, **inputs(agent="agent.py", scenarios="s.yaml", **{"maybe_is_pass": "yes"})
+    )
     proc = run_entrypoint(env, tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "::error::lk-eval: input `maybe-is-pass`: must be true or false, not 'yes'" in (
@@ -423,8 +471,9 @@ def test_missing_required_input_as_the_runner_leaves_it(tmp_path: Path) -> None:
 
 
 def test_missing_working_directory(tmp_path: Path) -> None:
-    env = container_env(tmp_path, **inputs(agent="a.py", scenarios="s.yaml",
-                                           working_directory="nope"))
+    env = container_env(
+        tmp_path, **inputs(agent="a.py", scenarios="s.yaml", working_directory="nope")
+    )
     proc = run_entrypoint(env, tmp_path)
     assert proc.returncode == 2
     assert "::error::lk-eval: input `working-directory`: nope is not a directory" in proc.stdout
@@ -432,10 +481,16 @@ def test_missing_working_directory(tmp_path: Path) -> None:
 
 def test_install_command_runs_in_the_working_directory_then_lkeval(tmp_path: Path) -> None:
     (tmp_path / "agent").mkdir()
-    env = container_env(tmp_path, **inputs(
-        working_directory="agent", agent="agent.py", scenarios="s.yaml",
-        install="echo installed > marker && pwd >> marker", extra_args="--help",
-    ))
+    env = container_env(
+        tmp_path,
+        **inputs(
+            working_directory="agent",
+            agent="agent.py",
+            scenarios="s.yaml",
+            install="echo installed > marker && pwd >> marker",
+            extra_args="--help",
+        ),
+    )
     proc = run_entrypoint(env, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr  # `lkeval run ... --help`
     marker = (tmp_path / "agent" / "marker").read_text().split()
@@ -445,13 +500,17 @@ def test_install_command_runs_in_the_working_directory_then_lkeval(tmp_path: Pat
 
 
 def test_failed_install_stops_before_lkeval_with_exit_2(tmp_path: Path) -> None:
-    env = container_env(tmp_path, **inputs(agent="a.py", scenarios="s.yaml",
-                                           install="echo trying; exit 7"))
+    env = container_env(
+        tmp_path, **inputs(agent="a.py", scenarios="s.yaml", install="echo trying; exit 7")
+    )
     proc = run_entrypoint(env, tmp_path)
     assert proc.returncode == 2
     assert "trying" in proc.stdout
-    assert re.search(r"::error::lk-eval: installing the agent's dependencies \(install "
-                     r"command\) failed: .* exited with code 7", proc.stdout)
+    assert re.search(
+        r"::error::lk-eval: installing the agent's dependencies \(install "
+        r"command\) failed: .* exited with code 7",
+        proc.stdout,
+    )
     assert "lk-eval: lkeval run" not in proc.stdout
 
 
@@ -482,7 +541,7 @@ def test_no_arguments_and_no_inputs_is_usage(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "docker run" in proc.stderr
 
 
-FAKE_LKEVAL = '''
+FAKE_LKEVAL = """
 import signal, sys, time
 from pathlib import Path
 def stop(signum, frame):
@@ -491,7 +550,7 @@ def stop(signum, frame):
 signal.signal(signal.SIGTERM, stop)
 print("fake lkeval ready", sys.argv[1:], flush=True)
 time.sleep(60)
-'''
+"""
 
 
 def test_sigterm_is_forwarded_and_the_exit_code_kept(tmp_path: Path) -> None:
@@ -501,8 +560,11 @@ def test_sigterm_is_forwarded_and_the_exit_code_kept(tmp_path: Path) -> None:
     (fake / "__main__.py").write_text(FAKE_LKEVAL)
     env = clean_env(PYTHONPATH=str(tmp_path / "fake"))
     proc = subprocess.Popen(
-        [sys.executable, str(ENTRYPOINT), "run", "--agent", "a.py"], env=env, cwd=tmp_path,
-        stdout=subprocess.PIPE, text=True,
+        [sys.executable, str(ENTRYPOINT), "run", "--agent", "a.py"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     assert "fake lkeval ready ['run', '--agent', 'a.py']" in proc.stdout.readline()
@@ -512,10 +574,12 @@ def test_sigterm_is_forwarded_and_the_exit_code_kept(tmp_path: Path) -> None:
 
 
 def test_sigterm_during_the_install_stops_it_and_nothing_runs(tmp_path: Path) -> None:
-    env = container_env(tmp_path, **inputs(agent="a.py", scenarios="s.yaml",
-                                           install="echo started; exec sleep 30"))
-    proc = subprocess.Popen([sys.executable, str(ENTRYPOINT)], env=env, cwd=tmp_path,
-                            stdout=subprocess.PIPE, text=True)
+    env = container_env(
+        tmp_path, **inputs(agent="a.py", scenarios="s.yaml", install="echo started; exec sleep 30")
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(ENTRYPOINT)], env=env, cwd=tmp_path, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None
     while (line := proc.stdout.readline()).strip() != "started":  # the command's own output
         assert line, "the install command never started"
@@ -530,10 +594,12 @@ def test_sigterm_during_the_install_stops_it_and_nothing_runs(tmp_path: Path) ->
 
 def test_sigterm_as_the_install_starts_leaves_no_orphan(tmp_path: Path) -> None:
     # The signal lands while the install command is being spawned: it must still be stopped.
-    env = container_env(tmp_path, **inputs(agent="a.py", scenarios="s.yaml",
-                                           install="exec sleep 30"))
-    proc = subprocess.Popen([sys.executable, str(ENTRYPOINT)], env=env, cwd=tmp_path,
-                            stdout=subprocess.PIPE, text=True)
+    env = container_env(
+        tmp_path, **inputs(agent="a.py", scenarios="s.yaml", install="exec sleep 30")
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(ENTRYPOINT)], env=env, cwd=tmp_path, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None
     while not (line := proc.stdout.readline()).startswith("$ "):
         assert line, "the install command was never logged"
@@ -564,9 +630,9 @@ def github() -> Iterator[FakeGitHub]:
 def actions_env(tmp_path: Path, workspace: Path, gh: FakeGitHub, **extra: str) -> dict[str, str]:
     """The variables GitHub sets for a container action on a pull_request event."""
     event = tmp_path / "event.json"
-    event.write_text(json.dumps(
-        {"number": PR, "pull_request": {"number": PR, "head": {"sha": "abc123"}}}
-    ))
+    event.write_text(
+        json.dumps({"number": PR, "pull_request": {"number": PR, "head": {"sha": "abc123"}}})
+    )
     return {
         "GITHUB_ACTIONS": "true",
         "GITHUB_WORKSPACE": str(workspace),
@@ -588,8 +654,11 @@ def actions_env(tmp_path: Path, workspace: Path, gh: FakeGitHub, **extra: str) -
 
 
 def comments(gh: FakeGitHub, comment_id: str) -> list[dict[str, Any]]:
-    return [c for c in gh.comments_of(REPO, PR)
-            if str(c["body"]).startswith(f"<!-- lk-eval:{comment_id} -->")]
+    return [
+        c
+        for c in gh.comments_of(REPO, PR)
+        if str(c["body"]).startswith(f"<!-- lk-eval:{comment_id} -->")
+    ]
 
 
 def test_report_command_comments_summarises_and_writes_every_output(
@@ -597,12 +666,25 @@ def test_report_command_comments_summarises_and_writes_every_output(
 ) -> None:
     workspace = tmp_path / "workspace"
     (workspace / "eval-results").mkdir(parents=True)
-    write_results(results_of(scenario("a"), scenario("b", "failed")),
-                  workspace / "eval-results" / "results.json")
-    env = clean_env(**actions_env(tmp_path, workspace, github, **inputs(
-        command="report", results="eval-results/results.json", install="auto",
-        junit="eval-results/junit.xml", comment_id="report", summary="true",
-    )))
+    write_results(
+        results_of(scenario("a"), scenario("b", "failed")),
+        workspace / "eval-results" / "results.json",
+    )
+    env = clean_env(
+        **actions_env(
+            tmp_path,
+            workspace,
+            github,
+            **inputs(
+                command="report",
+                results="eval-results/results.json",
+                install="auto",
+                junit="eval-results/junit.xml",
+                comment_id="report",
+                summary="true",
+            ),
+        )
+    )
     proc = run_entrypoint(env, workspace)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the gate's code, from lkeval
     assert "install the agent" not in proc.stdout  # nothing to install for a report
@@ -629,22 +711,31 @@ def test_action_end_to_end_on_the_hotel_example(
     shutil.copytree(HOTEL, agent_dir, ignore=shutil.ignore_patterns("__pycache__"))
     # Already installed, so install: auto runs pip for real and changes nothing.
     (agent_dir / "requirements.txt").write_text("pyyaml\n")
-    env = hotel_env(hotel_llm, **actions_env(tmp_path, workspace, github, **inputs(
-        working_directory="agent",
-        agent="agent.py",
-        scenarios="scenarios.yaml",
-        match="SCN_*",  # the three scripted scenarios of the example; the fourth is skipped
-        quarantine="flaky=true",  # SCN_vetoGrace01 fails, quarantined: reported, not blocking
-        concurrency="2",
-        boot_timeout="90",
-        install="auto",
-        markdown="lkeval-results/report.md",
-        comment="update",
-        comment_id="e2e",
-        summary="true",
-        maybe_is_pass="false",
-        extra_args="--logs-dir 'agent logs'",
-    )))
+    env = hotel_env(
+        hotel_llm,
+        **actions_env(
+            tmp_path,
+            workspace,
+            github,
+            **inputs(
+                working_directory="agent",
+                agent="agent.py",
+                scenarios="scenarios.yaml",
+                match="SCN_*",  # the three scripted scenarios of the example; the fourth is skipped
+                # SCN_vetoGrace01 fails, quarantined: reported, not blocking
+                quarantine="flaky=true",
+                concurrency="2",
+                boot_timeout="90",
+                install="auto",
+                markdown="lkeval-results/report.md",
+                comment="update",
+                comment_id="e2e",
+                summary="true",
+                maybe_is_pass="false",
+                extra_args="--logs-dir 'agent logs'",
+            ),
+        ),
+    )
     started = time.monotonic()
     proc = run_entrypoint(env, workspace, timeout=300)
     out = proc.stdout + proc.stderr
@@ -668,8 +759,11 @@ def test_action_end_to_end_on_the_hotel_example(
     assert "Agent vetoes" in (agent_dir / "lkeval-results" / "report.md").read_text()
     for report in ("results.json", "junit.xml", "report.md"):  # readable by later steps
         assert (agent_dir / "lkeval-results" / report).stat().st_mode & 0o777 == 0o644
-    litter = [p for p in workspace.rglob("*")
-              if p.name in ("__pycache__", "build") or p.name.endswith(".egg-info")]
+    litter = [
+        p
+        for p in workspace.rglob("*")
+        if p.name in ("__pycache__", "build") or p.name.endswith(".egg-info")
+    ]
     assert litter == [], "left in the checkout"
     assert list((agent_dir / "agent logs").iterdir())
 
@@ -682,8 +776,13 @@ def test_action_end_to_end_on_the_hotel_example(
     assert set(outputs) == set(action()["outputs"])
     counts = ("gate", "exit-code", "total", "passed", "failed", "skipped", "quarantined")
     assert {k: outputs[k] for k in counts} == {
-        "gate": "pass", "exit-code": "0", "total": "4", "passed": "2", "failed": "0",
-        "skipped": "1", "quarantined": "1",
+        "gate": "pass",
+        "exit-code": "0",
+        "total": "4",
+        "passed": "2",
+        "failed": "0",
+        "skipped": "1",
+        "quarantined": "1",
     }
     assert outputs["results-path"] == "lkeval-results/results.json"
     assert outputs["comment-url"] == comment["html_url"]
@@ -778,7 +877,6 @@ def test_docs_local_docker_command_is_what_the_entrypoint_passes_on() -> None:
     assert (args.command, args.agent, args.scenarios) == ("run", "agent.py", ["scenarios.yaml"])
 
 
-
 def test_the_entrypoint_masks_first_and_never_echoes_a_secret(tmp_path: Path) -> None:
     token, key, hook = "ghs_entrypoint_token_1", "sk_live_extra_args_2", "plain-named-hook-3"
     env = container_env(
@@ -799,8 +897,10 @@ def test_the_entrypoint_masks_first_and_never_echoes_a_secret(tmp_path: Path) ->
     masks = [line for line in lines if line.startswith("::add-mask::")]
     assert {token, key, hook} <= {m.removeprefix("::add-mask::") for m in masks}
     first_other = next(i for i, line in enumerate(lines) if not line.startswith("::add-mask::"))
-    assert all(not line.startswith("::add-mask::") or i < first_other for i, line in
-               enumerate(lines[: first_other + 1]))
+    assert all(
+        not line.startswith("::add-mask::") or i < first_other
+        for i, line in enumerate(lines[: first_other + 1])
+    )
     assert all(i < first_other for i, line in enumerate(lines) if token in line or key in line)
     echoed = next(line for line in lines if line.startswith("lk-eval: lkeval "))
     assert "STRIPE_SECRET_KEY=***" in echoed and "MODE=fast" in echoed

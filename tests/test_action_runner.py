@@ -217,7 +217,11 @@ def test_lkevals_own_errors_name_the_input_the_user_set(
     env = clean_env(GITHUB_ACTIONS="true", GITHUB_WORKSPACE=str(workspace), **step.env)
     proc = subprocess.run(
         [sys.executable, str(ENTRYPOINT), *step.argv],
-        env=env, cwd=workspace, capture_output=True, text=True, timeout=120,
+        env=env,
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = [x for x in proc.stderr.splitlines() if x.startswith("::error::")]
@@ -228,7 +232,10 @@ def test_lkevals_own_errors_name_the_input_the_user_set(
 def test_outside_the_action_errors_name_the_option() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "lkeval", "report", "--results", "r.json", "--pr", "abc"],
-        env=clean_env(), capture_output=True, text=True, timeout=60,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 2 and "argument --pr: invalid int value: 'abc'" in proc.stderr
     assert "::error" not in proc.stderr

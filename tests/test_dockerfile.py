@@ -143,7 +143,8 @@ def test_oci_labels_come_from_build_arguments_declared_after_the_installs() -> N
 
 def dockerignore_patterns() -> list[str]:
     return [
-        line.strip() for line in DOCKERIGNORE.read_text().splitlines()
+        line.strip()
+        for line in DOCKERIGNORE.read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
 
@@ -168,9 +169,16 @@ def ignored(path: str) -> bool:
 
 
 def test_dockerignore_keeps_local_state_out_and_the_build_inputs_in() -> None:
-    for path in (".venv/bin/python", ".pytest_cache/v", "lkeval/__pycache__/x.pyc",
-                 "lkeval_action/__pycache__/x.pyc",
-                 "lkeval-results/results.json", ".mypy_cache/x", ".ruff_cache/x", ".git/HEAD"):
+    for path in (
+        ".venv/bin/python",
+        ".pytest_cache/v",
+        "lkeval/__pycache__/x.pyc",
+        "lkeval_action/__pycache__/x.pyc",
+        "lkeval-results/results.json",
+        ".mypy_cache/x",
+        ".ruff_cache/x",
+        ".git/HEAD",
+    ):
         assert ignored(path), path
     for argument in of("COPY"):
         for source in shlex.split(argument)[:-1]:
@@ -209,8 +217,12 @@ def replay_copy(argument: str, root: Path) -> None:
     for source in sources:
         path = ROOT / source
         if path.is_dir():
-            shutil.copytree(path, target, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.py[co]"))
+            shutil.copytree(
+                path,
+                target,
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns("__pycache__", "*.py[co]"),
+            )
         elif dest.endswith("/") or len(sources) > 1:
             target.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target / path.name)
@@ -239,8 +251,14 @@ def test_install_steps_replayed_in_a_fresh_venv(tmp_path: Path) -> None:
             for path in IMAGE_PATHS:
                 command = re.sub(rf"(?<![\w/]){path}(?=/|\s|$)", f"{image}{path}", command)
             command = command.replace(" --no-cache-dir", "")
-            proc = subprocess.run(["sh", "-ec", command], env=env, cwd=tmp_path,
-                                  capture_output=True, text=True, timeout=900)
+            proc = subprocess.run(
+                ["sh", "-ec", command],
+                env=env,
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
             assert proc.returncode == 0, f"RUN {step.argument}\n{proc.stdout}\n{proc.stderr}"
             replayed += 1
     assert replayed == 2
@@ -248,21 +266,41 @@ def test_install_steps_replayed_in_a_fresh_venv(tmp_path: Path) -> None:
     # The package is installed for good: the build's copy of the source is gone.
     assert not (image / "tmp" / "lk-eval").exists()
     assert sorted(p.name for p in (image / "app").iterdir()) == [
-        "entrypoint.py", "lkeval_action", "requirements"
+        "entrypoint.py",
+        "lkeval_action",
+        "requirements",
     ]
     probe = subprocess.run(
         [str(python), "-c", "import lkeval, livekit.agents; print(lkeval.__version__)"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert probe.stdout.strip() == lkeval.__version__, probe.stderr
-    assert str(env_dir) in subprocess.run(
-        [str(python), "-c", "import lkeval; print(lkeval.__file__)"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
-    ).stdout
+    assert (
+        str(env_dir)
+        in subprocess.run(
+            [str(python), "-c", "import lkeval; print(lkeval.__file__)"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    )
     entry = image / "app" / "entrypoint.py"
-    help_ = subprocess.run([str(python), str(entry), "run", "--help"], env=env, cwd=tmp_path,
-                           capture_output=True, text=True, timeout=120)
+    help_ = subprocess.run(
+        [str(python), str(entry), "run", "--help"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert help_.returncode == 0 and "--scenarios" in help_.stdout, help_.stderr
-    uv = subprocess.run([str(env_dir / "bin" / "uv"), "--version"], capture_output=True,
-                        text=True, timeout=60)
+    uv = subprocess.run(
+        [str(env_dir / "bin" / "uv"), "--version"], capture_output=True, text=True, timeout=60
+    )
     assert uv.returncode == 0 and uv.stdout.startswith("uv ")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from lkeval.run.expectations import agent_key, check_turn, partial_mismatch
 from lkeval.results.model import TranscriptItem
+from lkeval.run.expectations import agent_key, check_turn, partial_mismatch
 from lkeval.scenarios.model import Expectation, Turn
 
 

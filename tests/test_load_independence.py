@@ -90,7 +90,9 @@ def test_transcripts_are_the_same_at_every_concurrency(tmp_path: Path, slow_llm:
                 logs_dir=logs,
                 work_dir=logs,
             )
-            engine = Engine(attempt_factory(settings, None), _Quiet(), EngineOptions(concurrency=concurrency))
+            engine = Engine(
+                attempt_factory(settings, None), _Quiet(), EngineOptions(concurrency=concurrency)
+            )
             results = asyncio.run(engine.run(groups[0].scenarios))
             assert {a.start_mode for r in results for a in r.attempts} == {"warm"}
             by_concurrency[concurrency] = _transcripts(results)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-import time
 from pathlib import Path
 
 import jsonschema
@@ -173,11 +172,9 @@ def _real_world_file(count: int) -> str:
     return "\n".join(parts)
 
 
-def test_hundred_scenario_livekit_file_loads_fast_and_clean() -> None:
+def test_hundred_scenario_livekit_file_loads_clean() -> None:
     path = write(_real_world_file(100))
-    started = time.perf_counter()
     group, diagnostics = load_scenario_file(path)
-    elapsed = time.perf_counter() - started
     assert diagnostics == []
     assert len(group.scenarios) == 100 and len({s.id for s in group.scenarios}) == 100
     last = group.scenarios[-1]
@@ -188,7 +185,6 @@ def test_hundred_scenario_livekit_file_loads_fast_and_clean() -> None:
     )
     assert last.tags == {"feature": "booking", "difficulty": "1", "priority": "1"}
     assert last.userdata is not None and last.userdata["expected_state"][1]["room"] is None
-    assert elapsed < 0.5, f"loading 100 scenarios took {elapsed:.2f}s"
     # ... and editors using the schema accept it too.
     schema = json.loads(SCHEMA_PATH.read_text())
     jsonschema.Draft202012Validator(schema).validate(yaml.safe_load(Path(path).read_text()))

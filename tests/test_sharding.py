@@ -29,10 +29,19 @@ STATUSES = ("passed", "failed", "error", "skipped")
 @pytest.fixture
 def scenarios(tmp_path: Path) -> list[Scenario]:
     """23 scenarios in two files; some with written ids, most with derived ones."""
+
     def group(name: str, count: int, with_ids: bool) -> dict:
-        return {"name": name, "scenarios": [
-            {**({"id": f"SCN_{name[:3]}{k:02d}"} if with_ids and k % 2 else {}),
-             "label": f"{name} case {k}", "instructions": "hi"} for k in range(count)]}
+        return {
+            "name": name,
+            "scenarios": [
+                {
+                    **({"id": f"SCN_{name[:3]}{k:02d}"} if with_ids and k % 2 else {}),
+                    "label": f"{name} case {k}",
+                    "instructions": "hi",
+                }
+                for k in range(count)
+            ],
+        }
 
     files = []
     for name, count, with_ids in (("Booking", 14, True), ("Cancellation", 9, False)):
@@ -83,8 +92,14 @@ def test_bad_shard_specs_are_rejected(text: str) -> None:
 def _result(s: Scenario, k: int) -> ScenarioResult:
     status = STATUSES[k % len(STATUSES)]
     return ScenarioResult(
-        scenario_id=s.id, label=s.label, group_id=s.group_id, group_name=s.group_name,
-        file=s.file, line=s.line, status=status, id_derived=s.id_derived,
+        scenario_id=s.id,
+        label=s.label,
+        group_id=s.group_id,
+        group_name=s.group_name,
+        file=s.file,
+        line=s.line,
+        status=status,
+        id_derived=s.id_derived,
         reason="" if status == "passed" else f"reason {k}",
         attempts=(Attempt(status=status, boot_seconds=0.2 + k, duration_seconds=1.0 + k),),
         duration_seconds=1.0 + k,
@@ -92,22 +107,32 @@ def _result(s: Scenario, k: int) -> ScenarioResult:
 
 
 def _metadata(shard: str | None, started: str, duration: float) -> RunMetadata:
-    return RunMetadata(lkeval_version="0", livekit_agents_version="1.8.9", agent="agent.py",
-                       scenario_files=("booking.yaml", "cancellation.yaml"), started_at=started,
-                       finished_at=started, duration_seconds=duration, shard=shard)
+    return RunMetadata(
+        lkeval_version="0",
+        livekit_agents_version="1.8.9",
+        agent="agent.py",
+        scenario_files=("booking.yaml", "cancellation.yaml"),
+        started_at=started,
+        finished_at=started,
+        duration_seconds=duration,
+        shard=shard,
+    )
 
 
 def test_merged_shards_equal_the_unsharded_results(
     scenarios: list[Scenario], tmp_path: Path
 ) -> None:
     by_id = {s.id: _result(s, k) for k, s in enumerate(scenarios)}
-    unsharded = RunResults(_metadata(None, "2024-05-01T10:00:00+00:00", 60.0),
-                           tuple(by_id[s.id] for s in scenarios))
+    unsharded = RunResults(
+        _metadata(None, "2024-05-01T10:00:00+00:00", 60.0), tuple(by_id[s.id] for s in scenarios)
+    )
     parts = []
     for i in range(1, 5):
         mine = select_shard(scenarios, i, 4)
-        shard = RunResults(_metadata(f"{i}/4", f"2024-05-01T10:00:0{i}+00:00", 10.0 + i),
-                           tuple(by_id[s.id] for s in mine))
+        shard = RunResults(
+            _metadata(f"{i}/4", f"2024-05-01T10:00:0{i}+00:00", 10.0 + i),
+            tuple(by_id[s.id] for s in mine),
+        )
         path = tmp_path / f"shard-{i}" / "results.json"
         write(shard, path)  # through the file format, as the workflow's artifacts do
         parts.append((str(path), load_results(path)))
@@ -132,10 +157,14 @@ def test_merging_overlapping_shards_is_a_clear_error(
 ) -> None:
     by_id = {s.id: _result(s, k) for k, s in enumerate(scenarios)}
     # shards of a 2-way and a 3-way split overlap: someone mixed matrix sizes
-    a = RunResults(_metadata("1/2", "2024-05-01T10:00:00+00:00", 1.0),
-                   tuple(by_id[s.id] for s in select_shard(scenarios, 1, 2)))
-    b = RunResults(_metadata("1/3", "2024-05-01T10:00:00+00:00", 1.0),
-                   tuple(by_id[s.id] for s in select_shard(scenarios, 1, 3)))
+    a = RunResults(
+        _metadata("1/2", "2024-05-01T10:00:00+00:00", 1.0),
+        tuple(by_id[s.id] for s in select_shard(scenarios, 1, 2)),
+    )
+    b = RunResults(
+        _metadata("1/3", "2024-05-01T10:00:00+00:00", 1.0),
+        tuple(by_id[s.id] for s in select_shard(scenarios, 1, 3)),
+    )
     with pytest.raises(UsageError, match=r"is in both a\.json and b\.json.*--shard N"):
         merge_results([("a.json", a), ("b.json", b)])
     # the same shard downloaded twice is an overlap too
@@ -144,8 +173,17 @@ def test_merging_overlapping_shards_is_a_clear_error(
 
     write(a, tmp_path / "a.json")
     write(b, tmp_path / "b.json")
-    proc = run_lkeval(["merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
-                       "-o", str(tmp_path / "merged.json")], clean_env(), timeout=60)
+    proc = run_lkeval(
+        [
+            "merge",
+            str(tmp_path / "a.json"),
+            str(tmp_path / "b.json"),
+            "-o",
+            str(tmp_path / "merged.json"),
+        ],
+        clean_env(),
+        timeout=60,
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "is in both" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "merged.json").exists()
@@ -158,8 +196,10 @@ def test_shards_of_different_splits_or_a_missing_one_are_named(
 
     def shard(i: int, n: int) -> RunResults:
         mine = select_shard(scenarios, i, n)
-        return RunResults(_metadata(f"{i}/{n}", "2024-05-01T10:00:00+00:00", 1.0),
-                          tuple(by_id[s.id] for s in mine))
+        return RunResults(
+            _metadata(f"{i}/{n}", "2024-05-01T10:00:00+00:00", 1.0),
+            tuple(by_id[s.id] for s in mine),
+        )
 
     assert missing_shards([("a", shard(1, 3)), ("c", shard(3, 3))]) == ["2/3"]
     with pytest.raises(UsageError, match=r"shard\(s\) 2/3 missing.*--allow-partial"):
