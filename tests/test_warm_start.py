@@ -29,10 +29,10 @@ from lkeval.agents.fork_client import (
     ForkedProcess,
     ForkServer,
     ForkServerError,
-    agent_plugins,
-    open_launcher,
 )
 from lkeval.agents.interface import SpawnRequest
+from lkeval.agents.launch import open_launcher
+from lkeval.agents.plugins import agent_plugins
 from lkeval.agents.process import AgentLaunch, AgentProcess, agent_env
 from lkeval.results.model import (
     FORMAT_VERSION,

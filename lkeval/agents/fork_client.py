@@ -21,7 +21,6 @@ so even a runner killed with SIGKILL leaves no agent behind.
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import contextlib
 import itertools
@@ -36,8 +35,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from lkeval.agents.cold import ColdLauncher
-from lkeval.agents.interface import Launcher, LaunchError, SpawnRequest
+from lkeval.agents.interface import LaunchError, SpawnRequest
+from lkeval.agents.plugins import agent_plugins
 from lkeval.agents.process import LAUNCHER_PIDS
 
 SERVER_SCRIPT = Path(__file__).resolve().with_name("fork_server.py")
@@ -388,55 +387,3 @@ def _hand_over(
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-
-
-def agent_plugins(agent: Path | None) -> list[str]:
-    """The ``livekit.plugins`` packages the agent's file imports (read, not imported: its
-    import-time code must run in each child, with that scenario's environment), and openai,
-    which LiveKit Inference models use too."""
-    names = {"livekit.plugins.openai"}
-    try:
-        tree = ast.parse(agent.read_text(encoding="utf-8")) if agent else None
-    except (OSError, SyntaxError, ValueError):
-        tree = None  # the child reports it the way a cold start would
-    for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.ImportFrom) and node.module == "livekit.plugins":
-            modules = [f"livekit.plugins.{alias.name}" for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            modules = [node.module or ""]
-        elif isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        else:
-            continue
-        names.update(
-            ".".join(m.split(".")[:3]) for m in modules if m.startswith("livekit.plugins.")
-        )
-    return sorted(names)
-
-
-def open_launcher(
-    python: str,
-    env: Mapping[str, str],
-    *,
-    agent: Path,
-    cwd: Path | None = None,
-    cold_start: bool = False,
-    log_path: Path | None = None,
-    log_is_raw: bool = False,
-) -> tuple[Launcher, str]:
-    """The run's launcher and the one line that says which start mode is used and why."""
-    if cold_start:
-        return (
-            ColdLauncher(python, "--cold-start"),
-            "lk-eval: cold starts (--cold-start): one fresh interpreter per scenario",
-        )
-    try:
-        server = ForkServer.start(
-            python, env, cwd=cwd, agent=agent, log_path=log_path, log_is_raw=log_is_raw
-        )
-    except ForkServerError as exc:
-        return (
-            ColdLauncher(python, f"warm starts unavailable: {exc}"),
-            f"lk-eval: cold starts: warm starts unavailable: {exc}",
-        )
-    return server, f"lk-eval: {server.describe()}"

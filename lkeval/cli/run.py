@@ -26,7 +26,7 @@ from typing import TextIO
 
 from lkeval import __version__
 from lkeval.agents.cold import python_problem
-from lkeval.agents.fork_client import open_launcher
+from lkeval.agents.launch import open_launcher
 from lkeval.agents.process import (
     AgentLaunch,
     adopt_orphans,

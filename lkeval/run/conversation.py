@@ -19,6 +19,7 @@ from lkeval.agents.process import AgentFailure, AgentProcess
 from lkeval.agents.protocol import ProtocolError, SessionConnection
 from lkeval.results.model import TranscriptItem, TurnMetrics, Usage, Verdict, VerdictValue
 from lkeval.results.pricing import PriceTable
+from lkeval.run.transcript import chat_item_to_transcript, state_name
 from lkeval.run.turn_metrics import measure_turn
 
 T = TypeVar("T")
@@ -32,61 +33,10 @@ _CLOSING_GRACE = 0.5
 _SETTLE_QUIET = 0.2
 _SETTLE_MAX = 2.0
 _TOOL_EVENTS = ("function_tools_started", "function_tools_executed")
-_ROLE_NAMES = {
-    pb.USER: "user",
-    pb.ASSISTANT: "assistant",
-    pb.SYSTEM: "system",
-    pb.DEVELOPER: "developer",
-}
 
 
 class AgentEndedSession(Exception):
     """The agent closed the connection or exited cleanly: it ended the conversation."""
-
-
-def chat_item_to_transcript(item: pb.ChatContext.ChatItem, turn: int) -> TranscriptItem | None:
-    """Translate one protocol chat item into the result model (None for unknown kinds)."""
-    kind = item.WhichOneof("item")
-    if kind == "message":
-        msg = item.message
-        text = "\n".join(c.text for c in msg.content if c.WhichOneof("payload") == "text")
-        return TranscriptItem(
-            kind="message",
-            turn=turn,
-            role=_ROLE_NAMES.get(msg.role, "unknown"),
-            text=text,
-            interrupted=msg.interrupted,
-        )
-    if kind == "function_call":
-        call = item.function_call
-        return TranscriptItem(
-            kind="function_call",
-            turn=turn,
-            name=call.name,
-            arguments=call.arguments,
-            call_id=call.call_id,
-        )
-    if kind == "function_call_output":
-        out = item.function_call_output
-        return TranscriptItem(
-            kind="function_call_output",
-            turn=turn,
-            name=out.name,
-            output=out.output,
-            is_error=out.is_error,
-            call_id=out.call_id,
-        )
-    if kind == "agent_handoff":
-        handoff = item.agent_handoff
-        return TranscriptItem(
-            kind="agent_handoff",
-            turn=turn,
-            old_agent=handoff.old_agent_id if handoff.HasField("old_agent_id") else None,
-            new_agent=handoff.new_agent_id,
-        )
-    if kind == "agent_config_update":
-        return TranscriptItem(kind="agent_config_update", turn=turn)
-    return None
 
 
 class TurnFailed(ProtocolError):
@@ -128,7 +78,7 @@ class Conversation:
         kind = event.WhichOneof("event")
         if kind == "agent_state_changed":
             self.state = event.agent_state_changed.new_state
-            self._remember(f"state {_state_name(self.state)}")
+            self._remember(f"state {state_name(self.state)}")
         elif kind == "error":
             self.errors.append(event.error.message)
             self._remember(f"error {event.error.message[:80]!r}")
@@ -182,7 +132,7 @@ class Conversation:
     def last_seen(self) -> str:
         """What the agent last reported, for messages about a wait that timed out."""
         seen = ", ".join(self._last_events) or "no event at all"
-        return f"state {_state_name(self.state)}; last events: {seen}"
+        return f"state {state_name(self.state)}; last events: {seen}"
 
     async def _wait_until(self, done: Callable[[], bool], deadline: float) -> bool:
         """Wait until ``done()`` holds (True) or the deadline passes (False).
@@ -437,10 +387,6 @@ class Conversation:
         if rc is None or rc == 0:
             raise AgentEndedSession(f"the agent ended the session ({self.conn.closed_reason})")
         raise AgentFailure(f"agent died: {self.agent.exit_reason()}", self.agent.log_tail())
-
-
-def _state_name(state: int) -> str:
-    return str(pb.AgentState.Name(state)).removeprefix("AS_").lower()
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
