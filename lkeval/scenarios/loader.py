@@ -233,26 +233,9 @@ def _parse_scenario(
         problems.warning(
             node, path, "neither 'turns' nor 'instructions': the simulated user has no script"
         )
-    limits = Limits(
-        boot_timeout=_number(entries, "boot_timeout", path, problems),
-        turn_timeout=_number(entries, "turn_timeout", path, problems),
-        max_turns=_count(entries, "max_turns", path, problems),
-    )
-    repeat = _count(entries, "repeat", path, problems)
-    min_pass = _count(entries, "min_pass", path, problems)
-    if repeat is not None and min_pass is not None and min_pass > repeat:
-        problems.error(
-            entries["min_pass"][1], f"{path}.min_pass", f"must not exceed repeat ({repeat})"
-        )
+    limits, repeat, min_pass = _parse_run_settings(entries, path, problems)
     judges = _parse_judges(_value(entries, "judges"), f"{path}.judges", problems)
-    then_node = _value(entries, "then_simulate")
-    then_simulate = bool(then_node and read_bool(then_node, f"{path}.then_simulate", problems))
-    if then_simulate and not instructions.strip():
-        problems.error(
-            then_node or node,
-            f"{path}.then_simulate",
-            "needs 'instructions' for the simulated user to carry on from",
-        )
+    then_simulate = _parse_then_simulate(node, entries, instructions, path, problems)
     if label is None:
         return None
     scenario_id = explicit_id or derive_id(group_name, label)
@@ -281,6 +264,43 @@ def _parse_scenario(
     else:
         site = _IdSite(scenario_id, True, file, entries["label"][1], f"{path}.label")
     return scenario, site
+
+
+def _parse_run_settings(
+    entries: dict[str, tuple[Node, Node]], path: str, problems: FileProblems
+) -> tuple[Limits, int | None, int | None]:
+    """The scenario's limits, ``repeat`` and ``min_pass`` (which may not exceed ``repeat``)."""
+    limits = Limits(
+        boot_timeout=_number(entries, "boot_timeout", path, problems),
+        turn_timeout=_number(entries, "turn_timeout", path, problems),
+        max_turns=_count(entries, "max_turns", path, problems),
+    )
+    repeat = _count(entries, "repeat", path, problems)
+    min_pass = _count(entries, "min_pass", path, problems)
+    if repeat is not None and min_pass is not None and min_pass > repeat:
+        problems.error(
+            entries["min_pass"][1], f"{path}.min_pass", f"must not exceed repeat ({repeat})"
+        )
+    return limits, repeat, min_pass
+
+
+def _parse_then_simulate(
+    node: Node,
+    entries: dict[str, tuple[Node, Node]],
+    instructions: str,
+    path: str,
+    problems: FileProblems,
+) -> bool:
+    """``then_simulate: true`` needs instructions for the simulated user to carry on from."""
+    then_node = _value(entries, "then_simulate")
+    then_simulate = bool(then_node and read_bool(then_node, f"{path}.then_simulate", problems))
+    if then_simulate and not instructions.strip():
+        problems.error(
+            then_node or node,
+            f"{path}.then_simulate",
+            "needs 'instructions' for the simulated user to carry on from",
+        )
+    return then_simulate
 
 
 def _value(entries: dict[str, tuple[Node, Node]], key: str) -> Node | None:
