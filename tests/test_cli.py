@@ -168,3 +168,19 @@ def _lkeval(*argv: str) -> subprocess.CompletedProcess[str]:
         env=clean_env(),
         timeout=60,
     )
+
+
+def test_an_oversized_results_file_is_refused_before_it_is_parsed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fork's artifact is read by the privileged comment job: a huge one is exit 2, unread."""
+    from lkeval.results.model import MAX_RESULTS_BYTES
+
+    huge = tmp_path / "results.json"
+    with huge.open("wb") as fh:  # valid JSON, so only the size can refuse it
+        fh.write(b"{}")
+        fh.write(b" " * MAX_RESULTS_BYTES)
+    assert main(["report", "--results", str(huge)]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert str(huge) in err and "larger than 64 MiB" in err
+    assert "Traceback" not in err

@@ -300,10 +300,23 @@ def write_results(results: RunResults, path: str | Path) -> None:
         raise
 
 
+#: A results file is read by privileged jobs (the fork-safe ``workflow_run`` recipe) from an
+#: artifact a fork's code wrote: a larger one is refused before it is parsed. Real files are a
+#: few MiB (300 scenarios with transcripts: ~3 MiB).
+MAX_RESULTS_BYTES = 64 * 1024 * 1024
+
+
 def load_results(path: str | Path) -> RunResults:
     """Read a results file written by any lk-eval of the same format version."""
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_RESULTS_BYTES + 1)
+        if len(data) > MAX_RESULTS_BYTES:
+            raise ResultsFileError(
+                f"{path}: larger than {MAX_RESULTS_BYTES // (1024 * 1024)} MiB: "
+                "not a results file lk-eval wrote"
+            )
+        raw = json.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise ResultsFileError(f"{path}: no such results file") from None
     except (OSError, UnicodeDecodeError) as exc:
