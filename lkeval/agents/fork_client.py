@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from lkeval.agents.interface import LaunchError, SpawnRequest
+from lkeval.agents.orphans import LAUNCHER_PIDS
 from lkeval.agents.plugins import agent_plugins
-from lkeval.agents.process import LAUNCHER_PIDS
 
 SERVER_SCRIPT = Path(__file__).resolve().with_name("fork_server.py")
 # Variables the interpreter reads only at start-up: a forked child cannot take new values of

@@ -42,6 +42,7 @@ from lkeval.agents.logs import publish_log as publish_log
 from lkeval.agents.logs import publish_pending_logs as publish_pending_logs
 from lkeval.agents.logs import read_log_tail as read_log_tail
 from lkeval.agents.protocol import SessionConnection, SessionListener
+from lkeval.agents.workdir import prepare_agent_dir
 
 CRASH_MARKERS = ('"reason": "job crashed"', "reason=job crashed", "job crashed")
 # A Python exception line, dotted names included: ``openai.OpenAIError: Missing credentials``,
@@ -377,52 +378,6 @@ class AgentProcess:
         self._release()
 
 
-def prepare_agent_dir(path: Path, project: Path) -> None:
-    """The agent's own working directory: a link to each entry of the project directory (so
-    relative reads work), plus its temp dir; files it creates stay its own."""
-    path.mkdir(parents=True, exist_ok=True)
-    (path / agent_host.AGENT_TMP).mkdir(exist_ok=True)
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(project):
-            link = path / entry.name
-            if entry.name != agent_host.AGENT_TMP and not os.path.lexists(link):
-                with contextlib.suppress(OSError):
-                    link.symlink_to(Path(entry.path).resolve())
-
-
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-
-
-def kill_all_now() -> None:
-    """Last resort on interrupt, and the run's final sweep: SIGKILL every agent still alive,
-    with its whole tree, and (after :func:`adopt_orphans`) every orphan adopted meanwhile."""
-    for agent in list(LIVE_PROCESSES):
-        agent.kill_now()
-    LIVE_PROCESSES.clear()
-    if _ADOPTING:
-        _sweep_orphans()
-
-
-# Processes of the run's launchers (a fork server): lk-eval's children, but not orphans.
-LAUNCHER_PIDS: set[int] = set()
-_ADOPTING = False
-
-
-def adopt_orphans() -> None:
-    """Make lk-eval a child subreaper (Linux): descendants of an agent that died on its own (a
-    crash in a tool that had started a ``setsid`` child) come to lk-eval instead of init, and
-    :func:`kill_all_now` stops them. For the CLI process, which starts nothing else."""
-    global _ADOPTING
-    agent_host.become_subreaper()
-    _ADOPTING = True
-
-
-def _sweep_orphans() -> None:
-    me = os.getpid()
-    for pid, started in agent_host.process_tree(me):
-        fields = agent_host.read_stat(pid)
-        if fields is None or int(fields[1]) != me or pid in LAUNCHER_PIDS:
-            continue
-        agent_host.kill_processes([(pid, started), *agent_host.process_tree(pid)])

@@ -27,13 +27,8 @@ from typing import TextIO
 from lkeval import __version__
 from lkeval.agents.cold import python_problem
 from lkeval.agents.launch import open_launcher
-from lkeval.agents.process import (
-    AgentLaunch,
-    adopt_orphans,
-    agent_env,
-    kill_all_now,
-    publish_pending_logs,
-)
+from lkeval.agents.orphans import adopt_orphans, kill_all_now
+from lkeval.agents.process import AgentLaunch, agent_env, publish_pending_logs
 from lkeval.cli.flags import add_llm_arguments, add_report_arguments, add_run_arguments
 from lkeval.cli.options import RunOptions, run_options
 from lkeval.cli.report import finish, load_baseline
