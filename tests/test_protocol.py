@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 from pathlib import Path
 
@@ -174,5 +175,33 @@ def test_a_frame_over_the_inbound_limit_is_reported_as_that(tmp_path: Path) -> N
             await sleeper.wait()
             writer.close()
             await conn.close()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("how", ["close", "reset"])
+def test_an_agent_that_goes_away_reads_the_same_whether_its_socket_sent_fin_or_rst(
+    how: str,
+) -> None:
+    """Timing alone picks FIN or RST when an agent exits with our request unread; a report
+    must not change with it (a stable reason for the same broken agent)."""
+
+    async def scenario() -> None:
+        listener = SessionListener()
+        addr = await listener.start()
+        reader, writer = await _peer(addr)
+        conn = await asyncio.wait_for(listener.accepted, 5)
+        request = asyncio.create_task(
+            conn.request(pb.SessionRequest(ping=pb.SessionRequest.Ping()), 5)
+        )
+        await _read(reader)  # the request reached the agent, which never answers it
+        if how == "reset":  # SO_LINGER 0: close() sends RST, as a dying process's socket may
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.close()
+        with pytest.raises(ProtocolError, match="the agent closed the connection"):
+            await request
+        assert conn.closed_reason == "the agent closed the connection"
+        await conn.close()
 
     asyncio.run(scenario())

@@ -142,7 +142,9 @@ class SessionConnection:
                 msg = pb.AgentSessionMessage()
                 msg.ParseFromString(data)
                 await self._dispatch(msg)
-        except asyncio.IncompleteReadError:
+        except (asyncio.IncompleteReadError, ConnectionResetError):
+            # A reset is the agent closing too: its socket went away with our last request
+            # unread (timing alone picks FIN or RST), so both read the same in a report.
             pass
         except (ConnectionError, OSError) as exc:
             reason = f"connection error: {exc}"
