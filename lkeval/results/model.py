@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from lkeval.errors import InputFileError
+from lkeval.scenarios.model import Scenario
 
 FORMAT_VERSION = 1
 
@@ -176,6 +177,23 @@ class ScenarioResult:
     # The scenario's ``latency:`` budget in ms by statistic, kept so a later ``lkeval report``
     # checks it from the results file alone.
     latency_budget: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, scenario: Scenario, status: Status, reason: str, **more: Any) -> ScenarioResult:
+        """The result of ``scenario``, its identity and place copied from the scenario itself."""
+        return cls(
+            scenario_id=scenario.id,
+            label=scenario.label,
+            group_id=scenario.group_id,
+            group_name=scenario.group_name,
+            file=scenario.file,
+            line=scenario.line,
+            status=status,
+            reason=reason,
+            id_derived=scenario.id_derived,
+            tags=dict(scenario.tags),
+            **more,
+        )
 
     @property
     def passes(self) -> int:

@@ -280,17 +280,10 @@ class Engine:
         min_pass: int | None = None,
     ) -> ScenarioResult:
         started = self._started.get(scenario.id)
-        return ScenarioResult(
-            scenario_id=scenario.id,
-            label=scenario.label,
-            group_id=scenario.group_id,
-            group_name=scenario.group_name,
-            file=scenario.file,
-            line=scenario.line,
-            status=status,
-            reason=reason,
-            id_derived=scenario.id_derived,
-            tags=dict(scenario.tags),
+        return ScenarioResult.of(
+            scenario,
+            status,
+            reason,
             attempts=tuple(attempts),
             min_pass=min_pass if min_pass is not None else self.plan(scenario)[1],
             quarantined=self.is_quarantined(scenario),

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from lkeval import __version__
 from lkeval.publish.github.workflow import command
 from lkeval.results.masking import redact_argv
-from lkeval.results.model import RunMetadata, RunResults, ScenarioResult, Status
+from lkeval.results.model import RunMetadata, RunResults, ScenarioResult
 from lkeval.scenarios.model import Scenario
 
 #: Where the docs explain how to evaluate a fork's PR.
@@ -89,22 +89,9 @@ def not_run_results(
         argv=redact_argv(argv),
     )
     results = tuple(
-        _result(s, "error", reason) if selects(s) else _result(s, "skipped", "not selected")
+        ScenarioResult.of(s, "error", reason)
+        if selects(s)
+        else ScenarioResult.of(s, "skipped", "not selected")
         for s in scenarios
     )
     return RunResults(metadata=metadata, scenarios=results)
-
-
-def _result(scenario: Scenario, status: Status, reason: str) -> ScenarioResult:
-    return ScenarioResult(
-        scenario_id=scenario.id,
-        label=scenario.label,
-        group_id=scenario.group_id,
-        group_name=scenario.group_name,
-        file=scenario.file,
-        line=scenario.line,
-        status=status,
-        reason=reason,
-        id_derived=scenario.id_derived,
-        tags=dict(scenario.tags),
-    )
