@@ -106,3 +106,23 @@ def container_step(
     else:
         line = next((v for k, v in inputs.items() if k.lower() == "args"), "")
     return ContainerStep(env=env, argv=split_command_line(line))
+
+
+def runner_commands(output: str) -> list[str]:
+    """The commands GitHub's runner would execute in ``output``: lines split at LF, CR or
+    CRLF; ``::`` at the start after whitespace, or ``##[`` anywhere; none between
+    ``::stop-commands::TOKEN`` and ``::TOKEN::``."""
+    commands: list[str] = []
+    stopped: str | None = None
+    for line in re.split(r"\r\n|\r|\n", output):
+        text = line.lstrip()
+        if stopped is not None:
+            if text == f"::{stopped}::":
+                stopped = None
+            continue
+        if text.startswith("::stop-commands::"):
+            stopped = text.removeprefix("::stop-commands::")
+            continue
+        if text.startswith("::") or "##[" in line:
+            commands.append(text)
+    return commands

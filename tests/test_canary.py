@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from action_runner import runner_commands
 from conftest import TEST_AGENTS, clean_env, run_lkeval
 from github_server import github_server
 
@@ -47,24 +48,6 @@ RULES = [
     {**JUDGE, "tool_calls": [verdict("pass", "fine")]},
     {"model": "caller", "text": "bye"},
 ]
-
-
-def runner_commands(output: str) -> list[str]:
-    """What GitHub's runner would execute: lines split at LF, CR or CRLF; ``::`` at the start
-    after whitespace, or ``##[`` anywhere; nothing inside a ``::stop-commands::`` block."""
-    found: list[str] = []
-    stopped: str | None = None
-    for line in re.split(r"\r\n|\r|\n", output):
-        text = line.lstrip()
-        if stopped is not None:
-            if text == f"::{stopped}::":
-                stopped = None
-            continue
-        if text.startswith("::stop-commands::"):
-            stopped = text.removeprefix("::stop-commands::")
-        elif text.startswith("::") or "##[" in line:
-            found.append(text)
-    return found
 
 
 def leaks(text: str, canaries: list[str]) -> list[str]:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
+from action_runner import runner_commands
 
 from lkeval.publish.github.workflow import inert, inert_line
 from lkeval.results.untrusted import (
@@ -18,26 +17,6 @@ from lkeval.results.untrusted import (
 )
 
 HOSTILE = "Book\n::error::pwned\r::add-mask::x \x1b]0;title\x07 ##[warning]old-style"
-
-
-def runner_commands(output: str) -> list[str]:
-    """The commands GitHub's runner would execute in ``output``: lines split at LF, CR or
-    CRLF; ``::`` at the start after whitespace, or ``##[`` anywhere; none between
-    ``::stop-commands::TOKEN`` and ``::TOKEN::``."""
-    commands: list[str] = []
-    stopped: str | None = None
-    for line in re.split(r"\r\n|\r|\n", output):
-        text = line.lstrip()
-        if stopped is not None:
-            if text == f"::{stopped}::":
-                stopped = None
-            continue
-        if text.startswith("::stop-commands::"):
-            stopped = text.removeprefix("::stop-commands::")
-            continue
-        if text.startswith("::") or "##[" in line:
-            commands.append(text)
-    return commands
 
 
 def test_inert_line_is_never_a_command() -> None:
