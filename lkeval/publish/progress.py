@@ -87,8 +87,10 @@ class _Writer:
             self.stream.flush()
 
 
-class TerminalProgress:
-    """One line per finished scenario, with the reason when it did not pass."""
+class _Progress:
+    """What both displays share: a masked, counted writer, and nothing printed at a start
+    (with scenarios running in parallel, a start line is noise and a ``::group::`` opened then
+    would swallow other scenarios' groups)."""
 
     def __init__(
         self, stream: TextIO, masker: Masker | None = None, total: int | None = None
@@ -96,7 +98,11 @@ class TerminalProgress:
         self._out = _Writer(stream, masker, total)
 
     def scenario_started(self, scenario_id: str, label: str) -> None:
-        """Nothing: with scenarios running in parallel, start lines would only add noise."""
+        """Nothing: see the class docstring."""
+
+
+class TerminalProgress(_Progress):
+    """One line per finished scenario, with the reason when it did not pass."""
 
     def scenario_finished(self, result: ScenarioResult) -> None:
         """Print ``✓ label (1.2s)``; a scenario that did not pass gets ``— reason`` appended."""
@@ -108,16 +114,8 @@ class TerminalProgress:
         self._out.write([inert_line(line, 4000)])  # a CI log may still read it for commands
 
 
-class GitHubProgress:
+class GitHubProgress(_Progress):
     """A collapsed log group per scenario: title line, then transcript and reasons inside."""
-
-    def __init__(
-        self, stream: TextIO, masker: Masker | None = None, total: int | None = None
-    ) -> None:
-        self._out = _Writer(stream, masker, total)
-
-    def scenario_started(self, scenario_id: str, label: str) -> None:
-        """Nothing: a group opened now would swallow other scenarios' groups."""
 
     def scenario_finished(self, result: ScenarioResult) -> None:
         """Print the scenario's group in one write."""
