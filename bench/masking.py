@@ -24,7 +24,7 @@ from report_fixtures import results_of, scenario
 
 from lkeval.reporters import JUnitReporter, MarkdownReporter, build_report
 from lkeval.results.gate import evaluate_gate
-from lkeval.results.masking import Masker, clip, reset_process_masker
+from lkeval.text.masking import Masker, clip, reset_process_masker
 
 
 def best_of(runs: int, fn: Callable[[], object]) -> float:

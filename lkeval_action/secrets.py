@@ -1,6 +1,6 @@
 """The entrypoint's part of masking: tell the runner every secret first, never echo one.
 
-lkeval masks everything it prints itself (``lkeval.results.masking``); the entrypoint runs
+lkeval masks everything it prints itself (``lkeval.text.masking``); the entrypoint runs
 before it, prints lkeval's command line and runs the user's install command, so it announces
 the secrets it can see with ``::add-mask::`` before printing anything, and prints the command
 line with secret values replaced. The name rule is lkeval's (a test keeps them equal); standard

@@ -71,7 +71,7 @@ def hotel_llm() -> Iterator[LLMServer]:
 @pytest.fixture(autouse=True)
 def _fresh_process_masker() -> Iterator[None]:
     """Secrets registered by one in-process test (a token, ``--env`` values) stay its own."""
-    from lkeval.results.masking import reset_process_masker
+    from lkeval.text.masking import reset_process_masker
 
     reset_process_masker()
     yield

@@ -910,7 +910,7 @@ def test_the_entrypoint_masks_first_and_never_echoes_a_secret(tmp_path: Path) ->
 
 
 def test_the_entrypoint_uses_lkevals_secret_name_rule() -> None:
-    from lkeval.results import masking
+    from lkeval.text import masking
     from lkeval_action import secrets as action_secrets
 
     assert action_secrets.SECRET_NAME_PARTS == masking.SECRET_NAME_PARTS

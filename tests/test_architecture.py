@@ -14,13 +14,15 @@ import lkeval
 PACKAGE = Path(lkeval.__file__).parent
 
 #: Layers from the top of the pipeline to the bottom; a module may import its own layer and
-#: any layer below it. ``errors`` and the package root are the floor everyone may use.
+#: any layer below it. ``text`` (masking, inert text, clipping) is the lowest, so every layer
+#: may use it; ``errors`` and the package root are the floor everyone may use.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli"}),
     frozenset({"llm", "publish"}),
     frozenset({"run", "reporters"}),
     frozenset({"results"}),
     frozenset({"agents", "scenarios"}),
+    frozenset({"text"}),
 )
 FLOOR = frozenset({"errors", ""})
 #: Run by path in the agent's interpreter: stdlib and livekit only.
@@ -149,3 +151,23 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     assert edges == [("lkeval.cli.main", 2)]
     graph = {"lkeval.results.fake": [("lkeval.cli", 2)], "lkeval.cli": [("lkeval.results", 9)]}
     assert _upward(graph) == ["lkeval.results.fake:2 imports lkeval.cli (upward)"]
+
+
+def test_text_safety_uses_the_standard_library_only() -> None:
+    # The Action's entrypoint masks with lkeval.text before it installs anything; a third-party
+    # import here would make masking depend on what the agent's install left in the image.
+    import sys
+
+    for path in (PACKAGE / "text").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            for name in names:
+                top = name.split(".")[0]
+                assert top in sys.stdlib_module_names or name.startswith("lkeval.text"), (
+                    f"{path.name}:{node.lineno} imports {name}"
+                )

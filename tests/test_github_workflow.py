@@ -14,20 +14,16 @@ from report_fixtures import ERRORED, FAILED, results_of, run_results, scenario
 from lkeval.publish.github.context import read_context
 from lkeval.publish.github.workflow import (
     MAX_SUMMARY_BYTES,
-    add_mask_commands,
     annotation_path,
     append_step_summary,
-    command,
     error_annotations,
-    escape_data,
-    escape_property,
     format_outputs,
     group,
-    inert,
 )
 from lkeval.publish.progress import GitHubProgress, TerminalProgress, make_progress
-from lkeval.results.masking import Masker
 from lkeval.results.model import Attempt, TurnMetrics, Usage
+from lkeval.text.commands import add_mask_commands, command, escape_data, escape_property, inert
+from lkeval.text.masking import Masker
 
 
 def test_escapes() -> None:

@@ -11,8 +11,8 @@ from report_fixtures import ERRORED, FAILED, msg, results_of, run_results
 from lkeval.publish.progress import make_progress
 from lkeval.reporters import REPORTER_BY_NAME, build_report
 from lkeval.results.gate import evaluate_gate
-from lkeval.results.masking import Masker, is_secret_name, redact_argv
 from lkeval.results.model import Attempt, RunResults
+from lkeval.text.masking import Masker, is_secret_name, redact_argv
 
 OPENAI = "sk-test-4f8a9b2c1d0e"
 LIVEKIT = 'lk_secret_Zq8&<x>"9'  # characters that reporters escape
@@ -165,7 +165,7 @@ def test_fragment_in_an_escaped_form_is_masked() -> None:
 def test_process_masker_knows_env_flags_secret_env_and_token(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from lkeval.results.masking import process_masker, register_environ, register_secret
+    from lkeval.text.masking import process_masker, register_environ, register_secret
 
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI)
     monkeypatch.setenv("MY_PLAIN_VALUE", "shown-as-it-is")

@@ -16,8 +16,8 @@ from report_fixtures import run_results
 from lkeval.cli import main
 from lkeval.errors import OutputError, UsageError
 from lkeval.publish.files import ResultsDirLock, check_writable, write_all, write_text
-from lkeval.results.masking import Masker
 from lkeval.results.model import write_results
+from lkeval.text.masking import Masker
 
 
 def test_written_files_are_0644_whatever_the_umask(tmp_path: Path) -> None:

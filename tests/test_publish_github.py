@@ -26,8 +26,8 @@ from lkeval.cli import main
 from lkeval.cli.flags import add_report_arguments
 from lkeval.cli.options import parse_pass_rate
 from lkeval.cli.report import BaselineError, load_comparison
-from lkeval.results.masking import Masker
 from lkeval.results.model import Attempt, RunResults, write_results
+from lkeval.text.masking import Masker
 
 REPO = "acme/hotel"
 PR = 7

@@ -323,7 +323,7 @@ def test_transcript_excerpt_keeps_the_end() -> None:
 
 def test_report_masks_results_it_is_built_from() -> None:
     s = replace(scenario("x", "failed"), reason="token sk-live-abcdef123456 leaked")
-    from lkeval.results.masking import Masker
+    from lkeval.text.masking import Masker
 
     report = build_report(
         results_of(s),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from action_runner import runner_commands
 
-from lkeval.publish.github.workflow import inert, inert_line
-from lkeval.results.untrusted import (
+from lkeval.text.commands import inert, inert_line
+from lkeval.text.untrusted import (
     LABEL_CHARS,
     label,
     md_cell,

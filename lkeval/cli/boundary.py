@@ -16,8 +16,8 @@ from typing import TextIO
 
 from lkeval.errors import ExitCode, LkevalError
 from lkeval.publish.github.action_inputs import for_action
-from lkeval.publish.github.workflow import inert_lines
-from lkeval.results.masking import mask
+from lkeval.text.commands import inert_lines
+from lkeval.text.masking import mask
 
 BUG_TIP = "this is a bug in lk-eval; please report it with the command you ran"
 

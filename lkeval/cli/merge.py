@@ -8,9 +8,9 @@ import sys
 
 from lkeval.errors import ExitCode, UsageError
 from lkeval.publish.files import write_text
-from lkeval.publish.github.workflow import inert_line
-from lkeval.results.masking import process_masker
 from lkeval.results.model import RunResults, dump_results, load_results
+from lkeval.text.commands import inert_line
+from lkeval.text.masking import process_masker
 
 
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

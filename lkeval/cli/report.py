@@ -21,12 +21,12 @@ from lkeval.publish.github.checkout import repo_root
 from lkeval.publish.github.comments import comment_title
 from lkeval.publish.github.context import GitHubContext, commit_shown, read_context
 from lkeval.publish.github.step import StepSettings, publish_step
-from lkeval.publish.github.workflow import add_mask_commands, inert_line
 from lkeval.reporters import REPORTER_BY_NAME, Report
 from lkeval.results.baseline import Comparison, compare
 from lkeval.results.gate import GateOutcome, evaluate_gate, gate_line
-from lkeval.results.masking import Masker, process_masker, register_secret
 from lkeval.results.model import ResultsFileError, RunResults, load_results
+from lkeval.text.commands import add_mask_commands, inert_line
+from lkeval.text.masking import Masker, process_masker, register_secret
 
 REPORT_NAMES = {"junit": "JUnit", "markdown": "Markdown"}
 """How the ``reports:`` line names each file."""
@@ -37,7 +37,7 @@ class BaselineError(ResultsFileError):
 
 
 def build_masker(options: ReportOptions) -> Masker:
-    """The process's one masker (:func:`~lkeval.results.masking.process_masker`), with the
+    """The process's one masker (:func:`~lkeval.text.masking.process_masker`), with the
     GitHub token registered as a secret."""
     register_secret(options.github_token)
     return process_masker()

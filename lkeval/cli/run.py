@@ -41,9 +41,7 @@ from lkeval.publish.files import ResultsDirLock, check_writable, write_text
 from lkeval.publish.github.checkout import recorded_commit
 from lkeval.publish.github.context import read_context
 from lkeval.publish.github.fork import fork_error, not_run_reason, not_run_results
-from lkeval.publish.github.workflow import inert_line
 from lkeval.publish.progress import make_progress
-from lkeval.results.masking import Masker, mask, process_masker, redact_argv
 from lkeval.results.model import (
     RunMetadata,
     RunResults,
@@ -57,6 +55,8 @@ from lkeval.run.engine import Engine, EngineOptions, attempt_factory, default_co
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.scenarios.model import Scenario, min_pass_problem
 from lkeval.scenarios.selection import Selection, select_shard
+from lkeval.text.commands import inert_line
+from lkeval.text.masking import Masker, mask, process_masker, redact_argv
 
 
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

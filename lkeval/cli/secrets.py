@@ -1,6 +1,6 @@
 """The run's secrets, known before anything is printed.
 
-The process's :func:`~lkeval.results.masking.process_masker` reads the environment by itself;
+The process's :func:`~lkeval.text.masking.process_masker` reads the environment by itself;
 what only the command line knows is registered here: ``--env`` values whose names look secret,
 the values of ``--secret-env NAME`` (a secret under any name), and ``--github-token``. In
 GitHub Actions the runner is told too (``::add-mask::``), first, so even a line printed by
@@ -13,8 +13,8 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
-from lkeval.publish.github.workflow import add_mask_commands
-from lkeval.results.masking import process_masker, register_environ, register_secret
+from lkeval.text.commands import add_mask_commands
+from lkeval.text.masking import process_masker, register_environ, register_secret
 
 
 def add_secret_arguments(parser: argparse.ArgumentParser) -> None:

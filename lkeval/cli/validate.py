@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from lkeval.errors import ExitCode
-from lkeval.publish.github.workflow import inert_line, inert_lines
 from lkeval.scenarios.loader import load_scenario_files, summarize
+from lkeval.text.commands import inert_line, inert_lines
 
 
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -30,8 +30,8 @@ from livekit.agents.llm import (
 from lkeval.llm.client import LLMError, LLMReply, MeteredLLM
 from lkeval.llm.config import LLMSpec
 from lkeval.llm.judge import JUDGE_RETRIES, VERDICTS, JudgeError, parse_verdict
-from lkeval.results.masking import clip
 from lkeval.results.model import TranscriptItem, Usage, Verdict
+from lkeval.text.masking import clip
 
 __all__ = ["run_builtin_judges", "to_chat_context"]
 

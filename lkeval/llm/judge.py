@@ -31,8 +31,8 @@ from livekit.agents.llm import (
 from lkeval.llm.client import LLMReply, call_llm, make_tool
 from lkeval.llm.config import BUILTIN_JUDGES, LLMSpec
 from lkeval.llm.textcalls import json_values
-from lkeval.results.masking import clip
 from lkeval.results.model import TranscriptItem, Usage, Verdict, VerdictValue
+from lkeval.text.masking import clip
 
 __all__ = [
     "BUILTIN_JUDGES",

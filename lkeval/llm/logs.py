@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from lkeval.results.masking import process_masker
+from lkeval.text.masking import process_masker
 
 __all__ = ["route_livekit_logs"]
 

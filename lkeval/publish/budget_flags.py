@@ -6,12 +6,13 @@ line naming the flag, exit 2, never a budget silently read as "no budget".)
 
 from __future__ import annotations
 
-from lkeval.publish.github.workflow import annotation_path, command
+from lkeval.publish.github.workflow import annotation_path
 from lkeval.results.baseline import Comparison
 from lkeval.results.gate import GateOutcome
 from lkeval.results.metrics import suite_metrics
 from lkeval.results.model import RunResults
 from lkeval.results.wording import plain
+from lkeval.text.commands import command
 
 
 def budget_annotations(gate: GateOutcome, workspace: str | None) -> list[str]:

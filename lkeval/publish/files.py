@@ -25,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 
 from lkeval.errors import OutputError, UsageError
-from lkeval.results.masking import Masker
+from lkeval.text.masking import Masker
 
 FILE_MODE = 0o644
 LOCK_NAME = ".lkeval.lock"

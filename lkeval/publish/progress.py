@@ -9,7 +9,7 @@ so writes are serialised with a lock and a scenario's lines never interleave wit
 Each finished scenario is counted against the run's total: ``[3/12 · 0:41]`` with the elapsed
 time in a terminal, a compact ``[3/12]`` in CI logs (which stamp their own times).
 
-Output passes through a :class:`~lkeval.results.masking.Masker`: the log of a public repository's
+Output passes through a :class:`~lkeval.text.masking.Masker`: the log of a public repository's
 workflow is as public as its PR comments.
 """
 
@@ -19,12 +19,9 @@ import threading
 import time
 from typing import TextIO
 
-from lkeval.publish.github.workflow import command, inert, inert_line
-from lkeval.results.masking import Masker, process_masker
 from lkeval.results.metrics import format_ms, scenario_metrics
 from lkeval.results.model import ScenarioResult
 from lkeval.results.pricing import format_cost
-from lkeval.results.untrusted import terminal_text
 from lkeval.results.wording import (
     attempt_to_show,
     count,
@@ -37,6 +34,9 @@ from lkeval.results.wording import (
     seconds,
 )
 from lkeval.run.engine import ProgressObserver
+from lkeval.text.commands import command, inert, inert_line
+from lkeval.text.masking import Masker, process_masker
+from lkeval.text.untrusted import terminal_text
 
 MARK = {"passed": "✓", "failed": "✗", "error": "!", "skipped": "-"}
 

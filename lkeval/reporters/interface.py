@@ -13,8 +13,8 @@ from typing import ClassVar
 
 from lkeval.results.baseline import Comparison
 from lkeval.results.gate import GateOutcome
-from lkeval.results.masking import Masker
 from lkeval.results.model import RunResults
+from lkeval.text.masking import Masker
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ from junit_xml import TestCase, TestSuite
 
 from lkeval.reporters.interface import Report, Reporter
 from lkeval.results.model import RunResults, ScenarioResult
-from lkeval.results.untrusted import label
 from lkeval.results.wording import (
     attempt_to_show,
     failure_reasons,
@@ -36,6 +35,7 @@ from lkeval.results.wording import (
     plain,
     ran_attempts,
 )
+from lkeval.text.untrusted import label
 
 #: How many log lines of a crashed agent go into an ``error`` element.
 LOG_TAIL_LINES = 40

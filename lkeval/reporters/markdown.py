@@ -38,8 +38,8 @@ from lkeval.reporters.markdown_parts import (
 )
 from lkeval.results.baseline import ScenarioChange
 from lkeval.results.model import ScenarioResult
-from lkeval.results.untrusted import LABEL_CHARS
 from lkeval.results.wording import count, is_repeated
+from lkeval.text.untrusted import LABEL_CHARS
 
 __all__ = ["MarkdownReporter", "cell", "llm_warnings", "text"]
 

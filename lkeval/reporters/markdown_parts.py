@@ -6,7 +6,7 @@ a pure function of the report; :mod:`lkeval.reporters.markdown` assembles them a
 whole to its size budget.
 
 Everything that comes from the agent, the scenario file, an LLM or a results file is inert
-(:mod:`lkeval.results.untrusted`): no HTML, links, images or ``@`` mentions in text and table
+(:mod:`lkeval.text.untrusted`): no HTML, links, images or ``@`` mentions in text and table
 cells, labels bounded, transcripts and logs in fenced code blocks whose fence outgrows any
 backtick run inside.
 """
@@ -22,7 +22,6 @@ from lkeval.results.gate import format_rate, tally
 from lkeval.results.metrics import format_ms, format_spread, scenario_metrics, suite_metrics
 from lkeval.results.model import RunResults, ScenarioResult, Usage
 from lkeval.results.pricing import format_cost, total_cost
-from lkeval.results.untrusted import LABEL_CHARS, REASON_CHARS, md_cell, md_code_block, md_text
 from lkeval.results.wording import (
     attempt_to_show,
     count,
@@ -34,6 +33,7 @@ from lkeval.results.wording import (
     ran_attempts,
     seconds,
 )
+from lkeval.text.untrusted import LABEL_CHARS, REASON_CHARS, md_cell, md_code_block, md_text
 
 LOG_TAIL_LINES = 10
 CHART_SCENARIOS = 10

@@ -21,8 +21,8 @@ from lkeval.errors import ExitCode
 from lkeval.results.baseline import Comparison
 from lkeval.results.budgets import BudgetMiss, Budgets, check_budgets
 from lkeval.results.model import RunResults, ScenarioResult
-from lkeval.results.untrusted import label
 from lkeval.scenarios.model import NOTHING_TO_CHECK
+from lkeval.text.untrusted import label
 
 FailOn = Literal["any", "regression", "never"]
 FAIL_ON_CHOICES: tuple[FailOn, ...] = ("any", "regression", "never")

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from lkeval.results.masking import clip
 from lkeval.results.model import Attempt, ScenarioResult, TranscriptItem
-from lkeval.results.untrusted import strip_ansi, visible
+from lkeval.text.masking import clip
+from lkeval.text.untrusted import strip_ansi, visible
 
 ONE_LINE_LIMIT = 240
 

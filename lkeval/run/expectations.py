@@ -16,9 +16,9 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from lkeval.results.masking import clip
 from lkeval.results.model import ExpectationResult, TranscriptItem
 from lkeval.scenarios.model import Expectation, Turn
+from lkeval.text.masking import clip
 
 # (message text, intent) -> (passed, reason)
 IntentJudge = Callable[[str, str], Awaitable[tuple[bool, str]]]

@@ -21,17 +21,13 @@ from lkeval.publish.github.context import GitHubContext, find_pull_request, read
 from lkeval.publish.github.workflow import (
     MAX_ERROR_ANNOTATIONS,
     MAX_SUMMARY_BYTES,
-    add_mask_commands,
     append_step_summary,
-    command,
     error_annotations,
-    escape_data,
-    escape_property,
     format_outputs,
     group,
-    warning,
     write_outputs,
 )
+from lkeval.text.commands import add_mask_commands, command, escape_data, escape_property, warning
 
 __all__ = [
     "COMMENT_MODES",

@@ -4,7 +4,7 @@ Posting results is a courtesy, never the verdict: the callers turn every :class:
 into a ``::warning::`` and carry on, so this module's job is to fail fast and describe the
 failure in one line (status, GitHub's own message), never to raise anything else.
 
-Every request body passes through the :class:`~lkeval.results.masking.Masker`, and the token
+Every request body passes through the :class:`~lkeval.text.masking.Masker`, and the token
 only ever goes to the configured API origin (a ``Link`` header pointing elsewhere is not
 followed).
 """
@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from lkeval import __version__
-from lkeval.results.masking import Masker
+from lkeval.text.masking import Masker
 
 DEFAULT_TIMEOUT = 10.0
 #: Overrides the timeout in seconds (a slow GitHub Enterprise Server, or fast tests).

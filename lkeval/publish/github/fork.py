@@ -16,10 +16,10 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from lkeval import __version__
-from lkeval.publish.github.workflow import command
-from lkeval.results.masking import redact_argv
 from lkeval.results.model import RunMetadata, RunResults, ScenarioResult
 from lkeval.scenarios.model import Scenario
+from lkeval.text.commands import command
+from lkeval.text.masking import redact_argv
 
 #: Where the docs explain how to evaluate a fork's PR.
 FORK_RECIPE = "docs/action.md#pull-requests-from-forks"

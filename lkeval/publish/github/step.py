@@ -2,7 +2,7 @@
 and the step outputs.
 
 The gate is already decided (by the command) and the report already built and masked; this
-module only sends them out, through the one :class:`~lkeval.results.masking.Masker` the
+module only sends them out, through the one :class:`~lkeval.text.masking.Masker` the
 command passes in. Everything here is best effort: GitHub being unreachable, a fork's
 read-only token or a missing PR are warnings, never a change to the verdict.
 """
@@ -25,14 +25,13 @@ from lkeval.publish.github.workflow import (
     MAX_ERROR_ANNOTATIONS,
     append_step_summary,
     error_annotations,
-    inert_line,
     summary_budget,
-    warning,
     write_outputs,
 )
 from lkeval.reporters import MarkdownReporter, Report
 from lkeval.results.gate import tally
-from lkeval.results.masking import Masker
+from lkeval.text.commands import inert_line, warning
+from lkeval.text.masking import Masker
 
 #: Room kept free below GitHub's hard limits, for the marker line and a later edit by hand.
 COMMENT_MARGIN = 1024

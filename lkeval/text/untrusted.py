@@ -10,7 +10,7 @@ privileged job. None of it may steer what displays it:
   HTML or ``@`` mentions, which would ping people from the bot's account;
 * lengths are bounded, so one huge label cannot push every other scenario out of a report.
 
-Every cut here masks first (:func:`lkeval.results.masking.clip`): a cut secret is not
+Every cut here masks first (:func:`lkeval.text.masking.clip`): a cut secret is not
 recognised afterwards. Workflow-command inertness is in :mod:`lkeval.publish.github.workflow`.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import html
 import re
 
-from lkeval.results.masking import clip, markdown_entities
+from lkeval.text.masking import clip, markdown_entities
 
 #: Longest label shown anywhere (a table cell, a log line, a JUnit name).
 LABEL_CHARS = 200

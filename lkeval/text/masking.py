@@ -348,7 +348,7 @@ def _escaped_forms(secret: str) -> set[str]:
 
 
 #: Characters that Markdown (GitHub's) could read as syntax, written as numeric entities by
-#: :func:`lkeval.results.untrusted.md_text`; kept here because a secret must be recognised
+#: :func:`lkeval.text.untrusted.md_text`; kept here because a secret must be recognised
 #: in that form too.
 MARKDOWN_SYNTAX = "\\`*_[]|~#"
 
