@@ -322,6 +322,11 @@ def write_results(results: RunResults, path: str | Path) -> None:
 #: artifact a fork's code wrote: a larger one is refused before it is parsed. Real files are a
 #: few MiB (300 scenarios with transcripts: ~3 MiB).
 MAX_RESULTS_BYTES = 64 * 1024 * 1024
+#: Nesting a results file may have: lk-eval writes about ten levels plus the scenario's own
+#: values (``userdata``, function arguments: at most 100 deep, see scenarios/yaml_bounds.py).
+#: A deeper file is refused, so no reader below (the masker, the comparison) ever recurses
+#: through a fork's 100,000 brackets.
+MAX_RESULTS_DEPTH = 200
 
 
 def load_results(path: str | Path) -> RunResults:
@@ -335,13 +340,37 @@ def load_results(path: str | Path) -> RunResults:
                 "not a results file lk-eval wrote"
             )
         raw = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ResultsFileError(_too_deep(path)) from None
     except FileNotFoundError:
         raise ResultsFileError(f"{path}: no such results file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ResultsFileError(f"{path}: cannot read: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ResultsFileError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    if _depth_over(raw, MAX_RESULTS_DEPTH):
+        raise ResultsFileError(_too_deep(path))
     return results_from_dict(raw, source=str(path))
+
+
+def _too_deep(path: str | Path) -> str:
+    return (
+        f"{path}: nested more than {MAX_RESULTS_DEPTH} levels deep: "
+        "not a results file lk-eval wrote"
+    )
+
+
+def _depth_over(raw: Any, limit: int) -> bool:
+    """Whether parsed JSON nests deeper than ``limit`` (iterative: no recursion to exhaust)."""
+    stack: list[tuple[Any, int]] = [(raw, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > limit:
+                return True
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((item, depth + 1) for item in items)
+    return False
 
 
 def results_from_dict(raw: Any, source: str = "<results>") -> RunResults:
