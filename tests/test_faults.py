@@ -54,3 +54,99 @@ def test_a_results_file_nested_within_the_limit_is_read(tmp_path: Path) -> None:
     """The bound refuses only what lk-eval never writes: just under it reads (exit 0 or 1)."""
     path = _nested_results(tmp_path, "ok.json", MAX_RESULTS_DEPTH - 5)
     assert main(["report", "--results", str(path)]) in (ExitCode.PASSED, ExitCode.GATE_FAILED)
+
+
+SCENARIO = """\
+scenarios:
+  - label: Books a room
+    instructions: Book a double room.
+    agent_expectations: The agent books a double room.
+    {key}: {value}
+"""
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "wanted"),
+    [
+        ("repeat", "1000000", "from 1 to 1000"),
+        ("repeat", "99999999999999999999999", "from 1 to 1000"),
+        ("min_pass", "1001", "from 1 to 1000"),
+        ("max_turns", "1000000", "from 1 to 1000"),
+        ("boot_timeout", "1e999", "up to 3600"),
+        ("turn_timeout", "86400", "up to 3600"),
+        ("turn_timeout", ".nan", "up to 3600"),
+    ],
+)
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_an_unbounded_scale_in_a_scenario_file_is_exit_2_with_file_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    key: str,
+    value: str,
+    wanted: str,
+) -> None:
+    """``repeat: 1000000`` once passed validate and grew run to 3.4 GB; a 23-digit repeat
+    crashed it (OverflowError, exit 4). validate and run refuse alike, naming file:line."""
+    monkeypatch.chdir(tmp_path)
+    Path("s.yaml").write_text(SCENARIO.format(key=key, value=value), encoding="utf-8")
+    Path("agent.py").write_text("raise SystemExit('never imported')\n", encoding="utf-8")
+    argv = ["validate", "s.yaml"]
+    if command == "run":
+        argv = ["run", "--agent", "agent.py", "--scenarios", "s.yaml", "--no-github"]
+    assert main(argv) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert f"s.yaml:5:" in err and f"scenarios[0].{key}" in err and wanted in err, err
+    assert "Traceback" not in err
+    assert not Path("lkeval-results").exists()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--repeat", "1000000"),
+        ("--repeat", "99999999999999999999999"),
+        ("--min-pass", "1001"),
+        ("--max-turns", "1001"),
+        ("--concurrency", "100000"),
+        ("--boot-timeout", "inf"),
+        ("--turn-timeout", "nan"),
+        ("--llm-timeout", "1e999"),
+    ],
+)
+def test_an_unbounded_scale_flag_is_exit_2_naming_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    flag: str,
+    value: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("s.yaml").write_text(SCENARIO.format(key="repeat", value="1"), encoding="utf-8")
+    argv = ["run", "--agent", "agent.py", "--scenarios", "s.yaml", "--no-github", flag, value]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert f"argument {flag}" in err and "at most" in err, err
+    assert not Path("lkeval-results").exists()
+
+
+def test_too_many_runs_in_total_is_exit_2_before_anything_boots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each scenario within its bound, the whole run not: refused with what to do instead."""
+    monkeypatch.chdir(tmp_path)
+    body = "".join(
+        f"  - label: Scenario {i}\n    instructions: Say hi.\n    repeat: 1000\n"
+        for i in range(101)
+    )
+    Path("s.yaml").write_text("scenarios:\n" + body, encoding="utf-8")
+    Path("agent.py").write_text("raise SystemExit('never imported')\n", encoding="utf-8")
+    assert main(["validate", "s.yaml"]) == ExitCode.PASSED
+    argv = ["run", "--agent", "agent.py", "--scenarios", "s.yaml", "--no-github"]
+    assert main(argv) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "101000 runs" in err and "at most 100000" in err and "--shard" in err, err
+    assert not Path("lkeval-results").exists()

@@ -23,6 +23,7 @@ from lkeval.publish.github.comments import COMMENT_MODES
 from lkeval.reporters import REPORTER_BY_NAME
 from lkeval.results.gate import FAIL_ON_CHOICES
 from lkeval.run.engine import default_concurrency
+from lkeval.scenarios.bounds import MAX_CONCURRENCY, MAX_REPEAT, MAX_TURNS
 from lkeval.scenarios.model import BUILTIN_JUDGES
 
 
@@ -75,14 +76,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 def _add_limits(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--boot-timeout",
-        type=opt.positive_float,
+        type=opt.seconds,
         default=RunOptions.boot_timeout,
         metavar="S",
         help=f"seconds for an agent to boot and connect (default {RunOptions.boot_timeout:g})",
     )
     group.add_argument(
         "--turn-timeout",
-        type=opt.positive_float,
+        type=opt.seconds,
         default=RunOptions.turn_timeout,
         metavar="S",
         help=f"seconds for one agent turn (default {RunOptions.turn_timeout:g}: an agent gives "
@@ -90,20 +91,20 @@ def _add_limits(group: argparse._ArgumentGroup) -> None:
     )
     group.add_argument(
         "--concurrency",
-        type=opt.positive_int,
+        type=opt.positive_int_up_to(MAX_CONCURRENCY),
         metavar="N",
         help="conversations at once, while up to N more agents boot (default "
         f"{default_concurrency()} on this machine)",
     )
     group.add_argument(
         "--repeat",
-        type=opt.positive_int,
+        type=opt.positive_int_up_to(MAX_REPEAT),
         metavar="N",
         help="run every scenario N times (a scenario's own `repeat` wins)",
     )
     group.add_argument(
         "--min-pass",
-        type=opt.positive_int,
+        type=opt.positive_int_up_to(MAX_REPEAT),
         metavar="N",
         help="passes a repeated scenario needs (default: all of its runs)",
     )
@@ -195,7 +196,7 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--llm-timeout",
         metavar="SECONDS",
-        type=opt.positive_float,
+        type=opt.seconds,
         help="timeout of one caller/judge LLM request (env LKEVAL_LLM_TIMEOUT, default "
         f"{DEFAULT_TIMEOUT:g})",
     )
@@ -226,7 +227,7 @@ def _add_judging(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--max-turns",
         metavar="N",
-        type=opt.positive_int,
+        type=opt.positive_int_up_to(MAX_TURNS),
         default=LLMOptions.max_turns,
         help=f"most caller turns in a simulated conversation (default {LLMOptions.max_turns})",
     )

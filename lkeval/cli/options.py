@@ -5,7 +5,7 @@ Each option is a named field with its default written once, here (the flags in
 follow ``judge_model`` from the flag to the code that uses it. Environment defaults that belong
 to the command line (``GITHUB_ACTIONS``, ``GITHUB_TOKEN``) are resolved here too.
 
-The generic argument types (``positive_int`` ...) live here as well: argparse calls them at
+The generic argument types (``seconds`` ...) live here as well: argparse calls them at
 parse time, so a typo exits 2 before any agent boots.
 """
 
@@ -26,6 +26,7 @@ from lkeval.results.gate import FailOn
 from lkeval.results.pricing import parse_price_override
 from lkeval.run.attempt import RunSettings
 from lkeval.run.systemic import DEFAULT_MAX_ERRORS
+from lkeval.scenarios.bounds import MAX_TIMEOUT_SECONDS
 from lkeval.scenarios.latency import parse_latency_flag
 from lkeval.scenarios.model import BUILTIN_JUDGES
 from lkeval.scenarios.selection import parse_shard, parse_tag_selector
@@ -129,14 +130,28 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _positive_float(text: str) -> float:
+def _seconds(text: str) -> float:
+    """A timeout: more than 0, finite and at most :data:`MAX_TIMEOUT_SECONDS` (nan, inf and
+    1e999 are refused here, not met as a hang or an OverflowError later)."""
     try:
         value = float(text)
     except ValueError:
         raise ValueError(f"{text!r} is not a number") from None
-    if value <= 0:
-        raise ValueError(f"{text!r} must be more than 0")
+    if not 0 < value <= MAX_TIMEOUT_SECONDS:
+        raise ValueError(f"{text!r} must be more than 0 and at most {MAX_TIMEOUT_SECONDS:g}")
     return value
+
+
+def positive_int_up_to(maximum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from 1 to ``maximum`` (see scenarios/bounds.py)."""
+
+    def positive_int(text: str) -> int:
+        value = _positive_int(text)
+        if value > maximum:
+            raise ValueError(f"{text!r} must be at most {maximum}")
+        return value
+
+    return _argument_type(positive_int)
 
 
 def _judge_names(text: str) -> tuple[str, ...]:
@@ -193,8 +208,7 @@ def _comment_id(value: str) -> str:
 
 
 non_negative_int = _argument_type(_non_negative_int)
-positive_int = _argument_type(_positive_int)
-positive_float = _argument_type(_positive_float)
+seconds = _argument_type(_seconds)
 parse_judge_names = _argument_type(_judge_names)
 """``"safety, tool_use"`` → ``("safety", "tool_use")``, rejecting unknown names."""
 price = _argument_type(_price)
@@ -308,11 +322,11 @@ __all__ = [
     "parse_comment_id",
     "parse_judge_names",
     "parse_pass_rate",
-    "positive_float",
-    "positive_int",
+    "positive_int_up_to",
     "price",
     "report_options",
     "run_options",
+    "seconds",
     "shard",
     "tag",
 ]

@@ -52,6 +52,7 @@ from lkeval.results.model import (
 from lkeval.results.pricing import PriceTable
 from lkeval.run.attempt import RunSettings
 from lkeval.run.engine import Engine, EngineOptions, attempt_factory, default_concurrency
+from lkeval.scenarios.bounds import runs_problem
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.scenarios.model import Scenario, min_pass_problem
 from lkeval.scenarios.selection import Selection, select_shard
@@ -103,7 +104,9 @@ def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
     problem = python_problem(options.python)  # before anything boots: one line, not N failures
     if problem is not None:
         raise UsageError(f"--python: {problem}")
-    problem = min_pass_problem(plan.selected, options.repeat, options.min_pass)
+    problem = min_pass_problem(plan.selected, options.repeat, options.min_pass) or runs_problem(
+        plan.selected, options.repeat, options.min_pass
+    )
     if problem is not None:
         raise UsageError(problem)
     if report.baseline:

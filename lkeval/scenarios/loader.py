@@ -22,6 +22,7 @@ from typing import Any
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from lkeval.errors import InputFileError
+from lkeval.scenarios.bounds import MAX_REPEAT, MAX_TIMEOUT_SECONDS, MAX_TURNS
 from lkeval.scenarios.latency import read_latency_node
 from lkeval.scenarios.model import BUILTIN_JUDGES, Limits, Scenario, ScenarioGroup, derive_id
 from lkeval.scenarios.summary import summarize
@@ -273,10 +274,10 @@ def _parse_run_settings(
     limits = Limits(
         boot_timeout=_number(entries, "boot_timeout", path, problems),
         turn_timeout=_number(entries, "turn_timeout", path, problems),
-        max_turns=_count(entries, "max_turns", path, problems),
+        max_turns=_count(entries, "max_turns", path, problems, MAX_TURNS),
     )
-    repeat = _count(entries, "repeat", path, problems)
-    min_pass = _count(entries, "min_pass", path, problems)
+    repeat = _count(entries, "repeat", path, problems, MAX_REPEAT)
+    min_pass = _count(entries, "min_pass", path, problems, MAX_REPEAT)
     if repeat is not None and min_pass is not None and min_pass > repeat:
         problems.error(
             entries["min_pass"][1], f"{path}.min_pass", f"must not exceed repeat ({repeat})"
@@ -313,16 +314,20 @@ def _number(
     node = _value(entries, key)
     if node is None or is_null(node):
         return None
-    return read_positive_number(node, f"{path}.{key}", problems)
+    return read_positive_number(node, f"{path}.{key}", problems, MAX_TIMEOUT_SECONDS)
 
 
 def _count(
-    entries: dict[str, tuple[Node, Node]], key: str, path: str, problems: FileProblems
+    entries: dict[str, tuple[Node, Node]],
+    key: str,
+    path: str,
+    problems: FileProblems,
+    maximum: int,
 ) -> int | None:
     node = _value(entries, key)
     if node is None or is_null(node):
         return None
-    return read_positive_int(node, f"{path}.{key}", problems)
+    return read_positive_int(node, f"{path}.{key}", problems, maximum)
 
 
 def _parse_tags(

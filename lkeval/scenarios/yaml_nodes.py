@@ -332,23 +332,31 @@ def read_bool(node: Node, path: str, problems: FileProblems) -> bool | None:
     return None
 
 
-def read_positive_int(node: Node, path: str, problems: FileProblems) -> int | None:
-    """An integer >= 1, or None after reporting."""
+def read_positive_int(
+    node: Node, path: str, problems: FileProblems, maximum: int | None = None
+) -> int | None:
+    """An integer >= 1 (and <= ``maximum``), or None after reporting."""
     if isinstance(node, ScalarNode) and node.tag == INT_TAG:
         value = _SCALARS.construct_yaml_int(node)
-        if value >= 1:
+        if value >= 1 and (maximum is None or value <= maximum):
             return value
-    problems.error(node, path, f"must be a whole number of at least 1, got {describe(node)}")
+    wanted = "of at least 1" if maximum is None else f"from 1 to {maximum}"
+    problems.error(node, path, f"must be a whole number {wanted}, got {describe(node)}")
     return None
 
 
-def read_positive_number(node: Node, path: str, problems: FileProblems) -> float | None:
-    """A finite number > 0 (seconds), or None after reporting."""
+def read_positive_number(
+    node: Node, path: str, problems: FileProblems, maximum: float = math.inf
+) -> float | None:
+    """A finite number > 0 (seconds, at most ``maximum``), or None after reporting."""
     if isinstance(node, ScalarNode) and node.tag in (INT_TAG, FLOAT_TAG):
         value = float(_SCALARS.construct_yaml_float(node))
-        if value > 0 and math.isfinite(value):
+        if 0 < value <= maximum and math.isfinite(value):
             return value
-    problems.error(node, path, f"must be a positive number of seconds, got {describe(node)}")
+    wanted = "" if maximum == math.inf else f" up to {maximum:g}"
+    problems.error(
+        node, path, f"must be a positive number of seconds{wanted}, got {describe(node)}"
+    )
     return None
 
 
