@@ -201,6 +201,9 @@ def test_import_error_means_nothing_could_run(tmp_path: Path) -> None:
         clean_env(),
     )
     assert proc.returncode == 3, proc.stdout + proc.stderr
+    # one line for what --match left out, and [k/N] counts what runs (was [2/2])
+    assert "1 of 2 scenarios selected (match 'any*'); 1 not selected" in proc.stdout
+    assert proc.stdout.count("not selected") == 1 and "[1/1]" in proc.stdout, proc.stdout
     result, unselected = read_json(results_path)["scenarios"]
     assert unselected["status"] == "skipped" and "not selected" in unselected["reason"]
     assert unselected["attempts"] == []

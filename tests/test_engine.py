@@ -64,7 +64,8 @@ class _FakeAttempt:
             self.script.talking -= 1
         status = self.script.outcomes[self.scenario.id][self.attempt_no - 1]
         reason = "" if status == "passed" else f"{status} #{self.attempt_no}"
-        return Attempt(status=status, reason=reason)
+        own = self.script.delay.get(self.scenario.id, 0.0)  # its conversation's own time
+        return Attempt(status=status, reason=reason, duration_seconds=own)
 
 
 class Quiet:
@@ -129,10 +130,13 @@ def test_unselected_scenarios_are_skipped_and_never_attempted() -> None:
     script = Scripted({"s-1": ["passed"]})
     chosen = scenario("s-1", tags={"feature": "rooms"})
     other = scenario("s-2", tags={"feature": "spa"})
-    results, _ = run([chosen, other], script, selection=Selection(tags=(("feature", "rooms"),)))
+    results, progress = run(
+        [chosen, other], script, selection=Selection(tags=(("feature", "rooms"),))
+    )
     assert [r.status for r in results] == ["passed", "skipped"]
     assert results[1].reason == "not selected (tag feature=rooms)"
     assert script.made == [("s-1", 1)]
+    assert progress.finished == ["s-1"]  # no progress line per unselected scenario
 
 
 def test_results_come_back_in_scenario_order_whatever_finishes_first() -> None:
@@ -158,3 +162,13 @@ def test_the_error_brake_stops_booting_after_the_same_agent_cause() -> None:
     assert all(r.status != "passed" for r in results)
     skipped = [r for r in results if r.status == "skipped"]
     assert skipped and all(r.reason for r in skipped)
+
+
+def test_a_scenarios_duration_is_its_conversations_not_its_wait_for_a_slot() -> None:
+    """At c=32 a 10 s conversation once read 25 s (the wait for a boot and a conversation slot
+    counted), and JUnit times summed to 50x the run: the duration is the attempts' own time."""
+    ids = [f"s-{n}" for n in range(1, 5)]
+    script = Scripted({i: ["passed", "passed"] for i in ids}, delay=dict.fromkeys(ids, 0.05))
+    results, _ = run([scenario(i) for i in ids], script, concurrency=1, repeat=2)
+    # at concurrency 1, the last scenario waited for six conversations before its own two
+    assert [r.duration_seconds for r in results] == [0.1] * 4

@@ -231,6 +231,14 @@ def execute(
         log_is_raw=True,
     )
     stream.write(start_line + "\n")
+    unselected = len(plan.scenarios) - len(plan.selected)
+    if unselected:  # one line for all of them; the progress counts what runs
+        selection = plan.engine_options.selection.describe()
+        line = (
+            f"{len(plan.selected)} of {len(plan.scenarios)} scenarios selected ({selection}); "
+            f"{unselected} not selected (reported skipped)"
+        )
+        stream.write(inert_line(masker.mask(line)) + "\n")
     stream.flush()
     try:
         # The scenario reaches each agent over its control channel, and each agent's own
@@ -245,7 +253,7 @@ def execute(
             prices=PriceTable(dict(options.llm.prices)),
         )
         progress = make_progress(
-            stream, github=options.report.github, masker=masker, total=len(plan.scenarios)
+            stream, github=options.report.github, masker=masker, total=len(plan.selected)
         )
         engine = Engine(attempt_factory(settings, evaluator), progress, plan.engine_options)
         return _run_until_signal(engine, plan.scenarios, evaluator)
