@@ -7,14 +7,20 @@ back. Faults about secrets live in test_canary.py, about processes in test_orpha
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
+from conftest import HOTEL, hotel_env, run_argv
 from report_fixtures import run_results
 
 from lkeval.cli import main
 from lkeval.errors import ExitCode
 from lkeval.results.model import MAX_RESULTS_DEPTH, dump_results
+from lkeval.testing.llm_server import LLMServer
 
 
 def _nested_results(tmp_path: Path, name: str, depth: int) -> Path:
@@ -150,3 +156,88 @@ def test_too_many_runs_in_total_is_exit_2_before_anything_boots(
     err = capsys.readouterr().err
     assert "101000 runs" in err and "at most 100000" in err and "--shard" in err, err
     assert not Path("lkeval-results").exists()
+
+
+def _hotel_scripted(tmp_path: Path) -> Path:
+    """Two of the example's scripted scenarios, without the parts that need a judge."""
+    example = yaml.safe_load((HOTEL / "scenarios.yaml").read_text(encoding="utf-8"))
+    scripted = [s for s in example["scenarios"] if "turns" in s][:2]
+    for scenario in scripted:
+        scenario.pop("agent_expectations", None)
+        scenario.pop("instructions", None)
+    path = tmp_path / "scenarios.yaml"
+    path.write_text(yaml.safe_dump({"name": "Hotel", "scenarios": scripted}), encoding="utf-8")
+    return path
+
+
+@pytest.mark.e2e
+def test_a_full_disk_names_each_file_prints_the_gate_and_is_never_exit_4(
+    tmp_path: Path, hotel_llm: LLMServer
+) -> None:
+    """The results dir on a full file system once meant exit 4 ("internal error"), no gate
+    line: an agent's log could not be published and the OSError ended the run. A real full
+    file system: a 256 KiB tmpfs, filled, in a mount namespace of its own (nothing is left
+    mounted, and no root is needed where user namespaces are allowed)."""
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    out = mnt / "out"
+    argv = [
+        *run_argv(HOTEL / "agent.py", _hotel_scripted(tmp_path), out / "results.json"),
+        "--junit",
+        str(out / "junit.xml"),
+    ]
+    script = (
+        f"mount -t tmpfs -o size=256k tmpfs {mnt} && "
+        f"(dd if=/dev/zero of={mnt}/filler bs=4k || true) 2>/dev/null && "
+        f'exec "$0" -m lkeval "$@"'
+    )
+    unshare = ["unshare", "--mount"] + ([] if os.geteuid() == 0 else ["--map-root-user"])
+    proc = subprocess.run(
+        [*unshare, "sh", "-c", script, sys.executable, *argv],
+        env=hotel_env(hotel_llm),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == ExitCode.USAGE, proc.stdout + proc.stderr
+    assert "lk-eval gate: passed" in proc.stdout, proc.stdout
+    for name in ("results.json", "junit.xml"):
+        assert f"{out / name}: cannot write: No space left on device" in proc.stderr
+    assert "logs" in proc.stderr and "not written" in proc.stderr  # one warning for the logs
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+SECRET = "sk-live-0123456789abcdef"
+
+
+def test_an_agent_log_is_capped_with_a_marker_and_masked_across_batches(tmp_path: Path) -> None:
+    """An agent flooding stdout once left a 1.1 GB log and grew lk-eval to 3.3 GB (the whole
+    log masked at once): the published copy is masked a batch at a time, with a secret at
+    every offset around a batch edge still masked, and stops at the cap with a marker."""
+    from lkeval.agents import logs
+    from lkeval.results.masking import Masker
+
+    raw = tmp_path / "raw.log"
+    filler = b"z" * 999 + b"\n"
+    with raw.open("wb") as fh:
+        for shift in range(40):  # the secret's line crosses the 1 MiB batch edge at each offset
+            fh.write(filler * (logs._BATCH_BYTES // 1000 - 1) + b"y" * (900 + shift) + b"\n")
+            fh.write(b"key=" + SECRET.encode() + b" end\n")
+        fh.write(b"pad " * (logs._LINE_BYTES // 3) + SECRET.encode() + b" tail\n")  # too long
+    masker = Masker([SECRET])
+    target = tmp_path / "logs" / "agent.log"
+    raw.with_name("copy.log").write_bytes(raw.read_bytes())
+    logs.publish_log(raw, target, masker.mask)
+    text = target.read_text(encoding="utf-8")
+    assert SECRET not in text and SECRET[:8] not in text
+    assert text.count("key=*** end") == 40
+    assert "[lk-eval: line longer than 64 KiB cut]" in text and "tail" not in text
+    assert "log cut" not in text and not raw.exists()
+
+    logs.publish_log(raw.with_name("copy.log"), target, masker.mask, limit=4 * 1024 * 1024)
+    text = target.read_text(encoding="utf-8")
+    assert text.endswith(
+        "lk-eval: log cut at 4 MiB (lk-eval's limit per agent); the agent wrote 40 MiB\n"
+    ), text[-300:]
+    assert target.stat().st_size <= 4 * 1024 * 1024 + 200 and SECRET not in text

@@ -123,7 +123,10 @@ def finish(
         stream.write(masker.mask(line) + "\n")
 
     report, ctx = decide(results, options, masker)
-    files = [(path, REPORTER_BY_NAME[name]().format(report)) for name, path in options.files]
+    # The small file CI reads first (JUnit) before the others: on a disk that fills up as
+    # they are written, the one a test-report step needs is the one that made it.
+    ordered = sorted(options.files, key=lambda f: f[0] != "junit")
+    files = [(path, REPORTER_BY_NAME[name]().format(report)) for name, path in ordered]
     failures = write_all(files, masker)
     # Where every report went, so nobody has to guess (results and logs: ``lkeval run``).
     failed = {f.path for f in failures}
@@ -142,6 +145,8 @@ def finish(
         emit("reports: " + " · ".join(written))
     emit(printed_gate_line(gate := report.gate))
     stream.flush()
+    for failure in failures[1:]:  # every file that could not be written is named
+        print(f"lk-eval: {failure}", file=sys.stderr)
     if failures:
         raise failures[0]
     return gate

@@ -159,7 +159,12 @@ def _write_and_finish(
         # JUnit and Markdown too (an interrupted run is still a complete report), but no
         # GitHub comment or summary: a cancelled job has seconds left, not a network round.
         report = dataclasses.replace(report, github=False)
-    gate = finish(results, str(plan.results_path), report, masker, out)
+    try:
+        gate = finish(results, str(plan.results_path), report, masker, out)
+    except OutputError as exc:  # a full disk is exit 2 naming each file, never exit 4
+        if failure is None:
+            raise
+        print(f"lk-eval: {exc}", file=sys.stderr)
     if failure is not None:
         raise failure
     if stopped_by is not None:
