@@ -103,7 +103,7 @@ def test_an_unbounded_scale_in_a_scenario_file_is_exit_2_with_file_line(
         argv = ["run", "--agent", "agent.py", "--scenarios", "s.yaml", "--no-github"]
     assert main(argv) == ExitCode.USAGE
     err = capsys.readouterr().err
-    assert f"s.yaml:5:" in err and f"scenarios[0].{key}" in err and wanted in err, err
+    assert "s.yaml:5:" in err and f"scenarios[0].{key}" in err and wanted in err, err
     assert "Traceback" not in err
     assert not Path("lkeval-results").exists()
 
@@ -216,7 +216,7 @@ def test_an_agent_log_is_capped_with_a_marker_and_masked_across_batches(tmp_path
     log masked at once): the published copy is masked a batch at a time, with a secret at
     every offset around a batch edge still masked, and stops at the cap with a marker."""
     from lkeval.agents import logs
-    from lkeval.results.masking import Masker
+    from lkeval.text.masking import Masker
 
     raw = tmp_path / "raw.log"
     filler = b"z" * 999 + b"\n"

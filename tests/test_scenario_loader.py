@@ -261,7 +261,7 @@ SCENARIO_ERRORS = [
     (HEAD + "    label: B\n", "4:5 scenarios[0].label: duplicate key (first at line 2)"),
     (HEAD + "    boot_timeout: 0\n", "4:19 scenarios[0].boot_timeout: must be a positive number"),
     (HEAD + "    turn_timeout: x\n", "4:19 scenarios[0].turn_timeout: must be a positive number"),
-    (HEAD + "    max_turns: 2.5\n", "4:16 scenarios[0].max_turns: must be a whole number from 1 to 1000"),
+    (HEAD + "    max_turns: 2.5\n", "4:16 scenarios[0].max_turns: must be a whole number from 1"),
     (HEAD + "    repeat: 0\n", "4:13 scenarios[0].repeat: must be a whole number from 1 to 1000"),
     (
         HEAD + "    repeat: 2\n    min_pass: 3\n",
