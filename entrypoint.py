@@ -16,8 +16,10 @@ command, which is the user's own line run with ``sh -c`` and has nothing else pu
 GitHub token goes to lkeval as ``GITHUB_TOKEN`` in its environment, never on its command line,
 which a results file records and ``ps`` shows.
 
-Standard library only (with ``lkeval_action/`` beside it): it must work before anything else
-is known to, and it is tested by running it exactly as the runner runs the container.
+Standard library only (with ``lkeval_action/`` beside it), plus ``lkeval.text``, lkeval's
+text safety, which is itself standard library only and installed in the image before the
+agent's dependencies are: the entrypoint masks with lkeval's own masker, so the two cannot
+disagree about a secret. It is tested by running it exactly as the runner runs the container.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from lkeval.text.masking import redact_argv
 from lkeval_action.commands import log, workflow_command
 from lkeval_action.inputs import (
     INPUT_OF_FLAG,
@@ -53,7 +56,7 @@ from lkeval_action.processes import (
     run_lkeval,
     wait_for,
 )
-from lkeval_action.secrets import mask_commands, redacted, secret_values
+from lkeval_action.secrets import Announcer
 from lkeval_action.workspace import hand_back, report_paths
 
 __all__ = [
@@ -94,15 +97,13 @@ def run_action(environ: Mapping[str, str]) -> int:
     then the workspace handed back to its owner whatever happened."""
     workspace = Path(environ.get("GITHUB_WORKSPACE") or Path.cwd())
     plan: Plan | None = None
-    masked = secret_values(environ)
-    for line in mask_commands(masked):  # before anything else is printed
-        log(line)
+    announcer = Announcer()
     with SignalRelay() as relay, tempfile.TemporaryDirectory(prefix="lkeval-") as scratch:
         try:
-            plan = build_plan(environ)
-            more = [v for v in secret_values(environ, plan.argv) if v not in masked]
-            for line in mask_commands(more):  # --env, --secret-env, --github-token values
-                log(line)
+            try:
+                plan = build_plan(environ)
+            finally:  # before anything else is printed, the input error included
+                announcer.announce(environ, plan.argv if plan else ())
             return _run(plan, environ, workspace, Path(scratch), relay)
         except (InputError, InstallError) as exc:
             log(workflow_command("error", f"lk-eval: {exc}"))
@@ -149,7 +150,7 @@ def _run(
         if install.in_copy and install.commands:
             where = copy_checkout(Path.cwd(), workspace, scratch)
         run_install(install, action_environment(environ, {}), log, relay, cwd=where)
-    shown = redacted(plan.argv, secret_values(environ, plan.argv))
+    shown = redact_argv(plan.argv)  # its secrets were announced before the first line
     log(f"lk-eval: {shlex.join(['lkeval', *shown])}  (in {Path.cwd()})")
     return run_lkeval(plan.argv, env, relay)
 

@@ -1,18 +1,21 @@
-"""Workflow commands (``::error::``, ``::group::``) and the entrypoint's own log lines."""
+"""Workflow commands (``::error::``, ``::group::``) and the entrypoint's own log lines.
+
+Both are lkeval's (:mod:`lkeval.text`): a command's message and properties are escaped as the
+runner expects and never carry a live ``##[``; every line is masked with the process's one
+masker, whose secrets :mod:`lkeval_action.secrets` announced first.
+"""
 
 from __future__ import annotations
 
-
-def escape(message: str) -> str:
-    """Escape a workflow command's message (``%``, CR, LF), as the runner expects."""
-    return message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+from lkeval.text.commands import command
+from lkeval.text.masking import mask
 
 
 def workflow_command(name: str, message: str) -> str:
     """``::name::message``: ``::error::...`` shows as an annotation, ``::group::`` folds."""
-    return f"::{name}::{escape(message)}"
+    return command(name, message)
 
 
 def log(line: str) -> None:
-    """One line to stdout, flushed before any child writes its own."""
-    print(line, flush=True)
+    """One line to stdout, masked, flushed before any child writes its own."""
+    print(mask(line), flush=True)

@@ -28,6 +28,20 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def fake_lkeval(where: Path, main: str) -> Path:
+    """A stand-in ``lkeval`` package under ``where`` (for ``PYTHONPATH``): ``python -m lkeval``
+    runs ``main``, while every other module (``lkeval.text``, which the entrypoint masks with)
+    is the real one, as in the image."""
+    import lkeval
+
+    package = where / "lkeval"
+    package.mkdir(parents=True, exist_ok=True)
+    real = str(Path(lkeval.__file__).parent)
+    (package / "__init__.py").write_text(f"__path__.append({real!r})\n")
+    (package / "__main__.py").write_text(main)
+    return where
+
+
 def hotel_env(llm: LLMServer, **extra: str) -> dict[str, str]:
     """Environment that points the example agent at the local LLM."""
     return clean_env(

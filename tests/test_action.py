@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import HOTEL, ROOT, clean_env, hotel_env, read_json
+from conftest import HOTEL, ROOT, clean_env, fake_lkeval, hotel_env, read_json
 from github_server import FakeGitHub, github_server
 from report_fixtures import results_of, scenario
 
@@ -554,11 +554,7 @@ time.sleep(60)
 
 
 def test_sigterm_is_forwarded_and_the_exit_code_kept(tmp_path: Path) -> None:
-    fake = tmp_path / "fake" / "lkeval"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("")
-    (fake / "__main__.py").write_text(FAKE_LKEVAL)
-    env = clean_env(PYTHONPATH=str(tmp_path / "fake"))
+    env = clean_env(PYTHONPATH=str(fake_lkeval(tmp_path / "fake", FAKE_LKEVAL)))
     proc = subprocess.Popen(
         [sys.executable, str(ENTRYPOINT), "run", "--agent", "a.py"],
         env=env,
@@ -879,46 +875,61 @@ def test_docs_local_docker_command_is_what_the_entrypoint_passes_on() -> None:
 
 def test_the_entrypoint_masks_first_and_never_echoes_a_secret(tmp_path: Path) -> None:
     token, key, hook = "ghs_entrypoint_token_1", "sk_live_extra_args_2", "plain-named-hook-3"
+    url_pass, index_pass = "PASSWORD-in-a-url-4", "index-pass-5"  # issue 19.1
     env = container_env(
         tmp_path,
         DEPLOY_HOOK=hook,
+        PIP_EXTRA_INDEX_URL=f"https://a:{index_pass}@pypi.example/simple https://pypi.org/s",
         **inputs(
             agent="agent.py",
             scenarios="s.yaml",
             github_token=token,
             install="none",
             extra_args=f"--env STRIPE_SECRET_KEY={key} --env MODE=fast "
-            "--secret-env DEPLOY_HOOK --help",
+            f"--env DB=postgres://u:{url_pass}@h/x --secret-env DEPLOY_HOOK --help",
         ),
     )
     proc = run_entrypoint(env, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    secrets = (token, key, hook, url_pass, index_pass)
     lines = proc.stdout.splitlines()
-    masks = [line for line in lines if line.startswith("::add-mask::")]
-    assert {token, key, hook} <= {m.removeprefix("::add-mask::") for m in masks}
     first_other = next(i for i, line in enumerate(lines) if not line.startswith("::add-mask::"))
-    assert all(
-        not line.startswith("::add-mask::") or i < first_other
-        for i, line in enumerate(lines[: first_other + 1])
-    )
-    assert all(i < first_other for i, line in enumerate(lines) if token in line or key in line)
-    echoed = next(line for line in lines if line.startswith("lk-eval: lkeval "))
+    # every secret is announced before the first line that is not a mask (lkeval repeats
+    # its own masks later, which the runner consumes too)
+    announced = {line.removeprefix("::add-mask::") for line in lines[:first_other]}
+    assert set(secrets) <= announced, announced
+    shown = [line for line in lines if not line.startswith("::add-mask::")]
+    echoed = next(line for line in shown if line.startswith("lk-eval: lkeval "))
     assert "STRIPE_SECRET_KEY=***" in echoed and "MODE=fast" in echoed
-    shown = "\n".join(lines[first_other:]) + proc.stderr
-    for secret in (token, key, hook):
-        assert secret not in shown
+    assert "DB=postgres://u:***@h/x" in echoed
+    for secret in secrets:
+        assert secret not in "\n".join(shown) + proc.stderr, secret
 
 
-def test_the_entrypoint_uses_lkevals_secret_name_rule() -> None:
-    from lkeval.text import masking
-    from lkeval_action import secrets as action_secrets
+def test_an_input_error_is_printed_after_the_masks(tmp_path: Path) -> None:
+    # The inputs make no plan (an unclosed quote): the error quotes extra-args, which carries
+    # a URL password; the runner must have been told it first.
+    secret = "PASSWORD-in-bad-input-6"
+    env = container_env(
+        tmp_path,
+        **inputs(
+            agent="agent.py",
+            scenarios="s.yaml",
+            install="none",
+            extra_args=f'--env DB=postgres://u:{secret}@h/x --judge-model "unclosed',
+        ),
+    )
+    proc = run_entrypoint(env, tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"::add-mask::{secret}"
+    error = next(line for line in lines if line.startswith("::error::"))
+    assert "extra-args" in error and secret not in error
 
-    assert action_secrets.SECRET_NAME_PARTS == masking.SECRET_NAME_PARTS
-    assert action_secrets.MIN_SECRET_LENGTH == masking.MIN_SECRET_LENGTH
 
-
-def test_the_entrypoint_masks_url_passwords() -> None:
-    from lkeval_action.secrets import secret_values
-
-    env = {"PIP_INDEX_URL": "https://user:index-pass-123@pypi.example/simple", "HOME": "/root"}
-    assert secret_values(env) == ["index-pass-123"]
+def test_the_entrypoint_has_no_masking_rules_of_its_own() -> None:
+    # issue 19.1: lkeval_action once had a second masker without the URL-password rule.
+    source = "\n".join(p.read_text() for p in (ROOT / "lkeval_action").glob("*.py"))
+    source += (ROOT / "entrypoint.py").read_text()
+    for own_rule in ("SECRET_NAME_PARTS", "urlsplit", "is_secret_name", ".replace(value, "):
+        assert own_rule not in source, own_rule

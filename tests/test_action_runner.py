@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from action_runner import container_step, split_command_line
-from conftest import ROOT, clean_env
+from conftest import ROOT, clean_env, fake_lkeval
 from test_action import MAPPING
 
 ENTRYPOINT = ROOT / "entrypoint.py"
@@ -58,10 +58,7 @@ def run_step(
     **extra_env: str,
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
     """Run the container's entrypoint for a step ``with:`` these inputs; what lkeval saw."""
-    fake = tmp_path / "fake"
-    (fake / "lkeval").mkdir(parents=True, exist_ok=True)
-    (fake / "lkeval" / "__init__.py").write_text("")
-    (fake / "lkeval" / "__main__.py").write_text(RECORDING_LKEVAL)
+    fake = fake_lkeval(tmp_path / "fake", RECORDING_LKEVAL)
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
     record = tmp_path / "record.json"

@@ -125,6 +125,30 @@ def test_a_bad_flag_value_is_exit_2_naming_the_flag(capsys: pytest.CaptureFixtur
     assert "--boot-timeout" in capsys.readouterr().err
 
 
+def test_secrets_on_the_command_line_are_masked_before_argparse_speaks(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 19.1: the runner must know a secret before the first line that could carry it,
+    # and argparse quotes the value it refuses.
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    url = "postgres://u:flag-pass-1234@h/x"
+    with pytest.raises(SystemExit) as stop:
+        main(["run", "--env", f"DB={url}", "--concurrency", url])
+    assert stop.value.code == 2
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0] == "::add-mask::flag-pass-1234"
+    assert "--concurrency" in err and "flag-pass-1234" not in err
+
+
+def test_flags_are_not_abbreviated(capsys: pytest.CaptureFixture[str]) -> None:
+    # The secret flags are found by their exact names before parsing; an abbreviation
+    # (--github-tok) would carry a token past that.
+    with pytest.raises(SystemExit) as stop:
+        main(["report", "--results", "r.json", "--github-tok", "ghs_abbreviated_1"])
+    assert stop.value.code == 2
+    assert "unrecognized arguments: --github-tok" in capsys.readouterr().err
+
+
 def test_merge_of_a_missing_file_is_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -23,7 +23,7 @@ from lkeval.publish.github.workflow import (
 from lkeval.publish.progress import GitHubProgress, TerminalProgress, make_progress
 from lkeval.results.model import Attempt, TurnMetrics, Usage
 from lkeval.text.commands import add_mask_commands, command, escape_data, escape_property, inert
-from lkeval.text.masking import Masker
+from lkeval.text.masking import register_secret
 
 
 def test_escapes() -> None:
@@ -64,7 +64,8 @@ def test_outputs_single_and_multiline() -> None:
 
 
 def test_add_mask_commands() -> None:
-    assert add_mask_commands(Masker(["secret-one", "secret-two-longer"])) == [
+    register_secret("secret-one", "secret-two-longer")
+    assert add_mask_commands() == [
         "::add-mask::secret-two-longer",
         "::add-mask::secret-one",
     ]
@@ -135,7 +136,7 @@ def test_context_of_workflow_run_and_push(tmp_path: Path) -> None:
 
 def test_terminal_progress_lines() -> None:
     stream = io.StringIO()
-    progress = make_progress(stream, github=False, masker=Masker(), total=7)
+    progress = make_progress(stream, github=False, total=7)
     assert isinstance(progress, TerminalProgress)
     for s in run_results().scenarios:
         progress.scenario_started(s.scenario_id, s.label)
@@ -161,7 +162,7 @@ class _Terminal(io.StringIO):
 
 def test_terminal_progress_counts_with_the_elapsed_time_on_a_tty() -> None:
     stream = _Terminal()
-    progress = make_progress(stream, github=False, masker=Masker(), total=2)
+    progress = make_progress(stream, github=False, total=2)
     progress.scenario_finished(run_results().scenarios[0])
     assert stream.getvalue() == "[1/2 · 0:00] ✓ Simple room booking (3.2s)\n"
 
@@ -171,13 +172,13 @@ def test_a_scenarios_line_shows_its_latency_and_cost() -> None:
     usage = {"agent": Usage(100, 10, 0.0021, ("gpt-4.1-mini",))}
     measured = scenario("Timed", attempts=(Attempt("passed", turns=turns, usage=usage),))
     stream = io.StringIO()
-    make_progress(stream, github=False, masker=Masker(), total=1).scenario_finished(measured)
+    make_progress(stream, github=False, total=1).scenario_finished(measured)
     assert stream.getvalue() == "[1/1] ✓ Timed (1.0s, 4 turns, p95 400 ms, $0.0021)\n"
 
 
 def test_github_progress_groups() -> None:
     stream = io.StringIO()
-    progress = make_progress(stream, github=True, masker=Masker(), total=3)
+    progress = make_progress(stream, github=True, total=3)
     assert isinstance(progress, GitHubProgress)
     progress.scenario_finished(FAILED)
     out = stream.getvalue().splitlines()

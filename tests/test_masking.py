@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import io
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from report_fixtures import ERRORED, FAILED, msg, results_of, run_results
 
+from lkeval.publish.files import write_text
 from lkeval.publish.progress import make_progress
 from lkeval.reporters import REPORTER_BY_NAME, build_report
 from lkeval.results.gate import evaluate_gate
 from lkeval.results.model import Attempt, RunResults
-from lkeval.text.masking import Masker, is_secret_name, redact_argv
+from lkeval.text.masking import (
+    Masker,
+    is_secret_name,
+    process_masker,
+    redact_argv,
+    register_argv,
+    url_passwords,
+)
 
 OPENAI = "sk-test-4f8a9b2c1d0e"
 LIVEKIT = 'lk_secret_Zq8&<x>"9'  # characters that reporters escape
@@ -103,15 +112,18 @@ def leaky_results() -> RunResults:
 
 
 def test_no_reporter_output_contains_a_secret(
-    monkeypatch: pytest.MonkeyPatch, leaky_results: RunResults
+    monkeypatch: pytest.MonkeyPatch, leaky_results: RunResults, tmp_path: Path
 ) -> None:
+    # Nobody hands a masker down: reporters, progress and files mask with the process's one,
+    # which knows the environment (a writer given an empty masker once masked nothing).
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI)
     monkeypatch.setenv("LIVEKIT_API_SECRET", LIVEKIT)
     monkeypatch.setenv("DB_PASSWORD", PASSWORD)
-    masker = Masker.from_environ()
     results = leaky_results
     gate = evaluate_gate(results, None)
-    report = build_report(results, None, gate, masker=masker)
+    report = build_report(results, None, gate)
+    write_text(tmp_path / "f.txt", f"raw {OPENAI}")
+    assert (tmp_path / "f.txt").read_text(encoding="utf-8") == "raw ***"
     for name, cls in REPORTER_BY_NAME.items():
         out = cls().format(report)
         assert "***" in out, name
@@ -181,9 +193,7 @@ def test_process_masker_knows_env_flags_secret_env_and_token(
         "on-for-everyone shown-as-it-is"
     )
     assert masker.mask(text) == "*** *** *** *** on-for-everyone shown-as-it-is"
-    monkeypatch.setenv("LATE_TOKEN", "set-after-the-first-use")
-    assert process_masker().mask("set-after-the-first-use") == "***"  # follows the environment
-    assert process_masker().mask("ghs_token_value_42") == "***"  # and keeps the registered
+    assert process_masker() is masker  # one masker, built once: not per call, not per writer
 
 
 def test_url_passwords_and_paths(tmp_path: object) -> None:
@@ -207,6 +217,54 @@ def test_redact_argv_hides_secret_env_values() -> None:
         "--env",
         "A_TOKEN=***",
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "passwords"),
+    [
+        ("postgres://app:s3cr3t-pass-word@db:5432/x", ["s3cr3t-pass-word"]),
+        # issue 19.1: a URL inside a value (an --env pair inside the extra-args input)
+        ("--env DB=postgres://u:PASSWORD-19-1@h/x --judge-model m", ["PASSWORD-19-1"]),
+        (
+            "https://a:first-pass@x/simple https://b:second-pass@y/simple",
+            ["first-pass", "second-pass"],
+        ),
+        ("https://u:p%40ss-word-9@h/", ["p%40ss-word-9", "p@ss-word-9"]),
+        ("https://u:p@ss-word-9@h/", ["p@ss-word-9"]),
+        ("https://user@host/x https://host:8080/x mailto:a@b", []),
+    ],
+)
+def test_url_passwords_anywhere_in_a_value(value: str, passwords: list[str]) -> None:
+    assert url_passwords(value) == passwords
+
+
+def test_register_argv_knows_what_the_command_line_carries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEPLOY_HOOK", "opaque-hook-value-123")
+    register_argv(
+        [
+            "run",
+            "--env",
+            "DB=postgres://u:url-password-42@h/x",  # issue 19.1: a plain name, a URL password
+            "--env=STRIPE_SECRET_KEY=sk_live_abcdef123456",
+            "--env",
+            "MODE=fast-and-visible",
+            "--secret-env",
+            "DEPLOY_HOOK",
+            "--github-token=ghs_token_value_42",
+            "--judge-base-url",
+            "https://judge:judge-pass-77@llm.example/v1",
+        ]
+    )
+    masker = process_masker()
+    assert set(masker.secrets) == {
+        "url-password-42",
+        "sk_live_abcdef123456",
+        "opaque-hook-value-123",
+        "ghs_token_value_42",
+        "judge-pass-77",
+    }
+    argv = ["run", "--env", "DB=postgres://u:url-password-42@h/x", "--env", "MODE=fast"]
+    assert redact_argv(argv) == ("run", "--env", "DB=postgres://u:***@h/x", "--env", "MODE=fast")
 
 
 # --- agent logs: published masked and without colours, or not at all ------------------------

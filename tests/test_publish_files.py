@@ -17,7 +17,7 @@ from lkeval.cli import main
 from lkeval.errors import OutputError, UsageError
 from lkeval.publish.files import ResultsDirLock, check_writable, write_all, write_text
 from lkeval.results.model import write_results
-from lkeval.text.masking import Masker
+from lkeval.text.masking import register_secret
 
 
 def test_written_files_are_0644_whatever_the_umask(tmp_path: Path) -> None:
@@ -69,9 +69,9 @@ def test_a_full_disk_leaves_the_old_file_not_a_zero_byte_one(tmp_path: Path) -> 
 def test_write_all_writes_the_others_and_returns_the_failures(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("", encoding="utf-8")
-    masker = Masker(["sk-secret-value-123456"])
+    register_secret("sk-secret-value-123456")
     failures = write_all(
-        [(blocker / "a.xml", "a"), (tmp_path / "b.md", "key sk-secret-value-123456")], masker
+        [(blocker / "a.xml", "a"), (tmp_path / "b.md", "key sk-secret-value-123456")]
     )
     assert [f.path for f in failures] == [str(blocker / "a.xml")]
     assert (tmp_path / "b.md").read_text(encoding="utf-8") == "key ***"

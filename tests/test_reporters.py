@@ -323,12 +323,8 @@ def test_transcript_excerpt_keeps_the_end() -> None:
 
 def test_report_masks_results_it_is_built_from() -> None:
     s = replace(scenario("x", "failed"), reason="token sk-live-abcdef123456 leaked")
-    from lkeval.text.masking import Masker
+    from lkeval.text.masking import register_secret
 
-    report = build_report(
-        results_of(s),
-        None,
-        evaluate_gate(results_of(s), None),
-        masker=Masker(["sk-live-abcdef123456"]),
-    )
+    register_secret("sk-live-abcdef123456")
+    report = build_report(results_of(s), None, evaluate_gate(results_of(s), None))
     assert report.results.scenarios[0].reason == "token *** leaked"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from lkeval import __version__
 from lkeval.cli import merge as merge_command
@@ -18,7 +18,9 @@ from lkeval.cli import report as report_command
 from lkeval.cli import run as run_command
 from lkeval.cli import validate as validate_command
 from lkeval.cli.boundary import guarded
+from lkeval.cli.secrets import announce_secrets
 from lkeval.errors import ExitCode
+from lkeval.text.masking import mask
 
 #: The subcommands, in ``--help`` order: each adds its parser and sets its ``handler``.
 COMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
@@ -30,11 +32,21 @@ COMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], 
 
 
 class _Parser(argparse.ArgumentParser):
-    """In the Action, a usage error names the input the user set, not the option it became."""
+    """In the Action, a usage error names the input the user set, not the option it became.
+
+    No abbreviations (``--github-tok``): the secrets a command line carries are found by
+    their flags' exact names before it is parsed (:mod:`lkeval.cli.secrets`), here and in
+    the Action's entrypoint.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         from lkeval.publish.github.action_inputs import for_action, input_names
 
+        message = mask(message)  # argparse quotes the value it refused
         if not input_names():
             super().error(message)
         self.exit(ExitCode.USAGE, for_action(f"lk-eval: {self.prog}: {message}") + "\n")
@@ -58,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``lkeval``; returns the process exit code (argparse itself exits 2 on bad flags)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    announce_secrets(argv, sys.stdout)  # before argparse or anything else prints a line
     args = build_parser().parse_args(argv)
     return int(guarded(args.handler, args))
 

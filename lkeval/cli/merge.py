@@ -10,7 +10,6 @@ from lkeval.errors import ExitCode, UsageError
 from lkeval.publish.files import write_text
 from lkeval.results.model import RunResults, dump_results, load_results
 from lkeval.text.commands import inert_line
-from lkeval.text.masking import process_masker
 
 
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -93,7 +92,7 @@ def merge_main(files: list[str], output: str, allow_partial: bool = False) -> Ex
     """Merge and write; bad inputs exit 2 through the CLI boundary."""
     parts = [(path, load_results(path)) for path in files]
     merged = merge_results(parts, allow_partial=allow_partial)
-    write_text(output, process_masker().mask(dump_results(merged)))  # a file leaves the process
+    write_text(output, dump_results(merged))  # masked as it leaves the process
     print(f"merged {len(parts)} file(s), {len(merged.scenarios)} scenario(s) into {output}")
     if merged.metadata.missing_shards:
         missing = ", ".join(merged.metadata.missing_shards)

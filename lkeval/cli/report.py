@@ -25,8 +25,8 @@ from lkeval.reporters import REPORTER_BY_NAME, Report
 from lkeval.results.baseline import Comparison, compare
 from lkeval.results.gate import GateOutcome, evaluate_gate, gate_line
 from lkeval.results.model import ResultsFileError, RunResults, load_results
-from lkeval.text.commands import add_mask_commands, inert_line
-from lkeval.text.masking import Masker, process_masker, register_secret
+from lkeval.text.commands import inert_line
+from lkeval.text.masking import mask, mask_results
 
 REPORT_NAMES = {"junit": "JUnit", "markdown": "Markdown"}
 """How the ``reports:`` line names each file."""
@@ -34,21 +34,6 @@ REPORT_NAMES = {"junit": "JUnit", "markdown": "Markdown"}
 
 class BaselineError(ResultsFileError):
     """The baseline results file cannot be used (exit 2)."""
-
-
-def build_masker(options: ReportOptions) -> Masker:
-    """The process's one masker (:func:`~lkeval.text.masking.process_masker`), with the
-    GitHub token registered as a secret."""
-    register_secret(options.github_token)
-    return process_masker()
-
-
-def announce_masks(options: ReportOptions, masker: Masker, stream: TextIO) -> None:
-    """In Actions, ``::add-mask::`` every secret before anything else is printed."""
-    if options.github:
-        for line in add_mask_commands(masker):
-            stream.write(line + "\n")  # consumed by the runner, never shown
-        stream.flush()
 
 
 def load_baseline(path: str) -> RunResults:
@@ -60,11 +45,11 @@ def load_baseline(path: str) -> RunResults:
         raise BaselineError(f"baseline: {exc}") from None
 
 
-def load_comparison(results: RunResults, path: str | None, masker: Masker) -> Comparison | None:
+def load_comparison(results: RunResults, path: str | None) -> Comparison | None:
     """Compare with the baseline file, if one was given (:class:`BaselineError`: exit 2)."""
     if not path:
         return None
-    return compare(results, masker.mask_results(load_baseline(path)))
+    return compare(results, mask_results(load_baseline(path)))
 
 
 def printed_gate_line(gate: GateOutcome) -> str:
@@ -73,15 +58,13 @@ def printed_gate_line(gate: GateOutcome) -> str:
     return inert_line(gate_line(gate), 4000)
 
 
-def decide(
-    results: RunResults, options: ReportOptions, masker: Masker
-) -> tuple[Report, GitHubContext | None]:
+def decide(results: RunResults, options: ReportOptions) -> tuple[Report, GitHubContext | None]:
     """Compare with the baseline, decide the gate, and build the one :class:`Report`.
 
     The results must already be masked; in Actions the report shows the PR's head commit
     (not the merge commit ``GITHUB_SHA``) and links the run.
     """
-    comparison = load_comparison(results, options.baseline, masker)
+    comparison = load_comparison(results, options.baseline)
     gate = evaluate_gate(
         results,
         comparison,
@@ -111,7 +94,6 @@ def finish(
     results: RunResults,
     results_path: str | None,
     options: ReportOptions,
-    masker: Masker,
     stream: TextIO,
 ) -> GateOutcome:
     """Gate the (masked) results, write the reports and GitHub output, print the gate line.
@@ -120,14 +102,14 @@ def finish(
     """
 
     def emit(line: str) -> None:
-        stream.write(masker.mask(line) + "\n")
+        stream.write(mask(line) + "\n")
 
-    report, ctx = decide(results, options, masker)
+    report, ctx = decide(results, options)
     # The small file CI reads first (JUnit) before the others: on a disk that fills up as
     # they are written, the one a test-report step needs is the one that made it.
     ordered = sorted(options.files, key=lambda f: f[0] != "junit")
     files = [(path, REPORTER_BY_NAME[name]().format(report)) for name, path in ordered]
-    failures = write_all(files, masker)
+    failures = write_all(files)
     # Where every report went, so nobody has to guess (results and logs: ``lkeval run``).
     failed = {f.path for f in failures}
     written = [f"{REPORT_NAMES.get(n, n)} {p}" for n, p in options.files if p not in failed]
@@ -140,7 +122,7 @@ def finish(
             results_path=results_path,
             junit_path=options.file("junit"),
         )
-        written += publish_step(report, ctx, settings, masker, emit)
+        written += publish_step(report, ctx, settings, emit)
     if written:
         emit("reports: " + " · ".join(written))
     emit(printed_gate_line(gate := report.gate))
@@ -168,10 +150,8 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 def report_main(results_path: str, options: ReportOptions, stream: TextIO | None = None) -> int:
     """Publish a results file as if the run had just ended; returns the gate's exit code."""
     out = stream if stream is not None else sys.stdout
-    masker = build_masker(options)
-    announce_masks(options, masker, out)
-    results = masker.mask_results(load_results(results_path))
-    return finish(results, results_path, options, masker, out).exit_code
+    results = mask_results(load_results(results_path))
+    return finish(results, results_path, options, out).exit_code
 
 
 def _report_handler(args: argparse.Namespace) -> int:
@@ -181,7 +161,6 @@ def _report_handler(args: argparse.Namespace) -> int:
 __all__ = [
     "BaselineError",
     "add_command",
-    "build_masker",
     "finish",
     "load_comparison",
     "report_main",

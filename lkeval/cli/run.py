@@ -32,7 +32,6 @@ from lkeval.agents.process import AgentLaunch, agent_env, publish_pending_logs
 from lkeval.cli.flags import add_llm_arguments, add_report_arguments, add_run_arguments
 from lkeval.cli.options import RunOptions, run_options
 from lkeval.cli.report import finish, load_baseline
-from lkeval.cli.secrets import register_run_secrets
 from lkeval.errors import ExitCode, OutputError, UsageError
 from lkeval.llm.config import MissingCredentialsError
 from lkeval.llm.evaluator import LLMEvaluator, build_evaluator
@@ -57,7 +56,7 @@ from lkeval.scenarios.loader import load_or_raise
 from lkeval.scenarios.model import Scenario, min_pass_problem
 from lkeval.scenarios.selection import Selection, select_shard
 from lkeval.text.commands import inert_line
-from lkeval.text.masking import Masker, mask, process_masker, redact_argv
+from lkeval.text.masking import mask, mask_results, redact_argv
 
 
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -93,11 +92,6 @@ def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
     """The ``run`` subcommand; returns the exit code (errors go to the CLI boundary)."""
     out = stream if stream is not None else sys.stdout
     report = options.report
-    # Before anything else is printed: every secret known, and in Actions masked by the runner.
-    register_run_secrets(
-        dict(options.env), options.secret_env, report.github_token, report.github, out
-    )
-    masker = process_masker()
     plan = build_plan(options)
     check_writable([plan.results_path, plan.logs_dir / "fork-server.log", *_report_paths(options)])
     adopt_orphans()  # what a crashed agent leaves behind comes to us, stopped at the end
@@ -116,7 +110,7 @@ def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
     except MissingCredentialsError as exc:
         if not (report.github and read_context().fork):
             raise
-        return _fork_without_secrets(options, plan, exc, masker, out)
+        return _fork_without_secrets(options, plan, exc, out)
     # the first lines name the caller and judge; a judge that cannot give a verdict stops here
     if evaluator is not None:
         route_livekit_logs(plan.logs_dir / "livekit-in-lkeval.log")  # not into the progress
@@ -128,14 +122,14 @@ def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
     with ResultsDirLock(plan.results_path.parent):
         started_at = dt.datetime.now(dt.timezone.utc)
         started = time.monotonic()
-        scenario_results, stopped_by = execute(options, plan, evaluator, masker, out)
+        scenario_results, stopped_by = execute(options, plan, evaluator, out)
         metadata = dataclasses.replace(
             build_metadata(options, scenario_results, started_at, started, stopped_by),
             llms=evaluator.llms_in_use() if evaluator is not None else (),
             judge_check=judge_check,
         )
-        results = masker.mask_results(RunResults(metadata, tuple(scenario_results)))
-        return _write_and_finish(options, plan, results, stopped_by, masker, out)
+        results = mask_results(RunResults(metadata, tuple(scenario_results)))
+        return _write_and_finish(options, plan, results, stopped_by, out)
 
 
 def _write_and_finish(
@@ -143,7 +137,6 @@ def _write_and_finish(
     plan: _Plan,
     results: RunResults,
     stopped_by: signal.Signals | None,
-    masker: Masker,
     out: TextIO,
 ) -> int:
     """Write the results file, then the reports and the gate; a write error is raised last."""
@@ -160,7 +153,7 @@ def _write_and_finish(
         # GitHub comment or summary: a cancelled job has seconds left, not a network round.
         report = dataclasses.replace(report, github=False)
     try:
-        gate = finish(results, str(plan.results_path), report, masker, out)
+        gate = finish(results, str(plan.results_path), report, out)
     except OutputError as exc:  # a full disk is exit 2 naming each file, never exit 4
         if failure is None:
             raise
@@ -213,7 +206,6 @@ def execute(
     options: RunOptions,
     plan: _Plan,
     evaluator: LLMEvaluator | None,
-    masker: Masker,
     stream: TextIO,
 ) -> tuple[list[ScenarioResult], signal.Signals | None]:
     """Start the launcher, run the engine until done or a signal; (results, signal)."""
@@ -243,7 +235,7 @@ def execute(
             f"{len(plan.selected)} of {len(plan.scenarios)} scenarios selected ({selection}); "
             f"{unselected} not selected (reported skipped)"
         )
-        stream.write(inert_line(masker.mask(line)) + "\n")
+        stream.write(inert_line(line) + "\n")  # masked, inert
     stream.flush()
     try:
         # The scenario reaches each agent over its control channel, and each agent's own
@@ -257,9 +249,7 @@ def execute(
             max_turns=options.llm.max_turns,
             prices=PriceTable(dict(options.llm.prices)),
         )
-        progress = make_progress(
-            stream, github=options.report.github, masker=masker, total=len(plan.selected)
-        )
+        progress = make_progress(stream, github=options.report.github, total=len(plan.selected))
         engine = Engine(attempt_factory(settings, evaluator), progress, plan.engine_options)
         return _run_until_signal(engine, plan.scenarios, evaluator)
     finally:
@@ -290,7 +280,7 @@ def build_metadata(
         git_branch=commit[1],
         shard=_shard(options),
         interrupted=stopped_by is not None,
-        argv=redact_argv(sys.argv[1:], process_masker()),
+        argv=redact_argv(sys.argv[1:]),
         start_mode=run_start_mode(scenario_results),
     )
 
@@ -303,7 +293,6 @@ def _fork_without_secrets(
     options: RunOptions,
     plan: _Plan,
     exc: MissingCredentialsError,
-    masker: Masker,
     out: TextIO,
 ) -> int:
     """A fork's PR has no secrets: write results saying so, publish them, exit by the gate."""
@@ -319,10 +308,10 @@ def _fork_without_secrets(
         shard=_shard(options),
         argv=sys.argv[1:],
     )
-    results = masker.mask_results(results)
+    results = mask_results(results)
     write_text(plan.results_path, dump_results(results))
     out.write(f"results: {plan.results_path}\n")
-    return finish(results, str(plan.results_path), options.report, masker, out).exit_code
+    return finish(results, str(plan.results_path), options.report, out).exit_code
 
 
 def _run_until_signal(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from lkeval.text.masking import process_masker
+from lkeval.text.masking import mask
 
 __all__ = ["route_livekit_logs"]
 
@@ -29,7 +29,7 @@ class _MaskingFileHandler(logging.FileHandler):
 
     def format(self, record: logging.LogRecord) -> str:
         """The usual line, with every known secret masked."""
-        return process_masker().mask(super().format(record))
+        return mask(super().format(record))
 
 
 def route_livekit_logs(path: Path | None) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 
 from lkeval.errors import OutputError, UsageError
-from lkeval.text.masking import Masker
+from lkeval.text.masking import mask
 
 FILE_MODE = 0o644
 LOCK_NAME = ".lkeval.lock"
@@ -56,10 +56,10 @@ def check_writable(paths: Iterable[str | Path]) -> None:
             raise OutputError(str(path), f"{parent} is not writable")
 
 
-def write_text(path: str | Path, text: str, masker: Masker | None = None) -> None:
-    """Write ``text`` (masked) to ``path`` atomically with mode 0644; :class:`OutputError`."""
+def write_text(path: str | Path, text: str) -> None:
+    """Write ``text``, masked, to ``path`` atomically with mode 0644; :class:`OutputError`."""
     target = Path(path)
-    data = (masker.mask(text) if masker is not None else text).encode("utf-8")
+    data = mask(text).encode("utf-8")
     tmp: str | None = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -78,12 +78,12 @@ def write_text(path: str | Path, text: str, masker: Masker | None = None) -> Non
                 os.unlink(tmp)
 
 
-def write_all(files: Iterable[tuple[str | Path, str]], masker: Masker) -> list[OutputError]:
+def write_all(files: Iterable[tuple[str | Path, str]]) -> list[OutputError]:
     """Write every (path, text); return the failures instead of stopping at the first."""
     failures: list[OutputError] = []
     for path, text in files:
         try:
-            write_text(path, text, masker)
+            write_text(path, text)
         except OutputError as exc:
             failures.append(exc)
     return failures

@@ -9,8 +9,8 @@ so writes are serialised with a lock and a scenario's lines never interleave wit
 Each finished scenario is counted against the run's total: ``[3/12 · 0:41]`` with the elapsed
 time in a terminal, a compact ``[3/12]`` in CI logs (which stamp their own times).
 
-Output passes through a :class:`~lkeval.text.masking.Masker`: the log of a public repository's
-workflow is as public as its PR comments.
+Output passes through the process's one masker (:mod:`lkeval.text.masking`): the log of a
+public repository's workflow is as public as its PR comments.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from lkeval.results.wording import (
 )
 from lkeval.run.engine import ProgressObserver
 from lkeval.text.commands import command, inert, inert_line
-from lkeval.text.masking import Masker, process_masker
+from lkeval.text.masking import mask, mask_results
 from lkeval.text.untrusted import terminal_text
 
 MARK = {"passed": "✓", "failed": "✗", "error": "!", "skipped": "-"}
@@ -59,9 +59,8 @@ def headline(result: ScenarioResult) -> str:
 
 
 class _Writer:
-    def __init__(self, stream: TextIO, masker: Masker | None, total: int | None = None) -> None:
+    def __init__(self, stream: TextIO, total: int | None = None) -> None:
         self.stream = stream
-        self.masker = masker if masker is not None else process_masker()
         self._lock = threading.Lock()
         self.total = total
         self.done = 0
@@ -81,7 +80,7 @@ class _Writer:
         return f"[{done}{of} · {minutes}:{secs:02d}]"
 
     def write(self, lines: list[str]) -> None:
-        text = self.masker.mask("".join(line + "\n" for line in lines))
+        text = mask("".join(line + "\n" for line in lines))
         with self._lock:
             self.stream.write(text)
             self.stream.flush()
@@ -92,10 +91,8 @@ class _Progress:
     (with scenarios running in parallel, a start line is noise and a ``::group::`` opened then
     would swallow other scenarios' groups)."""
 
-    def __init__(
-        self, stream: TextIO, masker: Masker | None = None, total: int | None = None
-    ) -> None:
-        self._out = _Writer(stream, masker, total)
+    def __init__(self, stream: TextIO, total: int | None = None) -> None:
+        self._out = _Writer(stream, total)
 
     def scenario_started(self, scenario_id: str, label: str) -> None:
         """Nothing: see the class docstring."""
@@ -106,7 +103,7 @@ class TerminalProgress(_Progress):
 
     def scenario_finished(self, result: ScenarioResult) -> None:
         """Print ``✓ label (1.2s)``; a scenario that did not pass gets ``— reason`` appended."""
-        result = self._out.masker.mask_results(result)  # mask before anything is cut
+        result = mask_results(result)  # mask before anything is cut
         line = f"{self._out.counter()} {headline(result)}"
         reason = primary_reason(result) if result.status != "passed" else ""
         if reason:
@@ -119,7 +116,7 @@ class GitHubProgress(_Progress):
 
     def scenario_finished(self, result: ScenarioResult) -> None:
         """Print the scenario's group in one write."""
-        result = self._out.masker.mask_results(result)  # mask before anything is cut
+        result = mask_results(result)  # mask before anything is cut
         lines: list[str] = []
         reasons = failure_reasons(result) if result.status != "passed" else []
         if reasons:
@@ -136,11 +133,9 @@ class GitHubProgress(_Progress):
         self._out.write([command("group", title), *inert(lines), "::endgroup::"])
 
 
-def make_progress(
-    stream: TextIO, github: bool, masker: Masker | None = None, total: int | None = None
-) -> ProgressObserver:
+def make_progress(stream: TextIO, github: bool, total: int | None = None) -> ProgressObserver:
     """The progress display for where lk-eval runs (``github``: inside GitHub Actions);
     ``total`` is the number of scenarios the run will report."""
     if github:
-        return GitHubProgress(stream, masker, total)
-    return TerminalProgress(stream, masker, total)
+        return GitHubProgress(stream, total)
+    return TerminalProgress(stream, total)

@@ -8,13 +8,13 @@ comparing its whole output with a golden file.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 from lkeval.results.baseline import Comparison
 from lkeval.results.gate import GateOutcome
 from lkeval.results.model import RunResults
-from lkeval.text.masking import Masker
+from lkeval.text.masking import mask_results
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,6 @@ class Report:
     title: str = "lk-eval"
     repo_root: str | None = None
     """The repository's root, that file paths in reports are relative to (None: as recorded)."""
-    masker: Masker = field(default_factory=Masker, compare=False, repr=False)
 
 
 def build_report(
@@ -45,29 +44,27 @@ def build_report(
     comparison: Comparison | None,
     gate: GateOutcome,
     *,
-    masker: Masker | None = None,
     max_chars: int | None = None,
     max_bytes: int | None = None,
     details: bool = True,
     run_url: str | None = None,
     title: str = "lk-eval",
 ) -> Report:
-    """A :class:`Report` of data masked here, for callers that have not masked it yet.
+    """A :class:`Report` of data masked here (with the process's one masker), for callers
+    that have not masked it yet.
 
     ``lkeval run``/``report`` mask the results once when they enter and build the
     :class:`Report` directly; this is for tests and library use.
     """
-    masker = masker or Masker()
     return Report(
-        results=masker.mask_results(results),
-        comparison=masker.mask_results(comparison),
-        gate=masker.mask_results(gate),
+        results=mask_results(results),
+        comparison=mask_results(comparison),
+        gate=mask_results(gate),
         max_chars=max_chars,
         max_bytes=max_bytes,
         details=details,
         run_url=run_url,
         title=title,
-        masker=masker,
     )
 
 
@@ -81,4 +78,4 @@ class Reporter(ABC):
 
     @abstractmethod
     def format(self, report: Report) -> str:
-        """The rendered report, masked with ``report.masker``."""
+        """The rendered report, masked (:func:`lkeval.text.masking.mask`)."""

@@ -35,6 +35,7 @@ from lkeval.results.wording import (
     plain,
     ran_attempts,
 )
+from lkeval.text.masking import mask
 from lkeval.text.untrusted import label
 
 #: How many log lines of a crashed agent go into an ``error`` element.
@@ -109,7 +110,7 @@ class JUnitReporter(Reporter):
         root.set("time", f"{total_time:.3f}")
         ET.indent(root, space="  ")
         body = ET.tostring(root, encoding="unicode")
-        return report.masker.mask('<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n")
+        return mask('<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n")
 
 
 def _groups(results: RunResults) -> Iterable[tuple[str, list[ScenarioResult]]]:

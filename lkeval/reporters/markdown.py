@@ -39,6 +39,7 @@ from lkeval.reporters.markdown_parts import (
 from lkeval.results.baseline import ScenarioChange
 from lkeval.results.model import ScenarioResult
 from lkeval.results.wording import count, is_repeated
+from lkeval.text.masking import mask
 from lkeval.text.untrusted import LABEL_CHARS
 
 __all__ = ["MarkdownReporter", "cell", "llm_warnings", "text"]
@@ -75,7 +76,7 @@ class MarkdownReporter(Reporter):
 
     def format(self, report: Report) -> str:
         """The Markdown report, trimmed to its budget and masked."""
-        return report.masker.mask(_fit(report))
+        return mask(_fit(report))
 
 
 def _fits(value: str, report: Report) -> bool:

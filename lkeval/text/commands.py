@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 
-from lkeval.text.masking import Masker
+from lkeval.text.masking import process_masker
 from lkeval.text.untrusted import REASON_CHARS, ZERO_WIDTH_SPACE, terminal_text
 
 
@@ -45,9 +45,9 @@ def warning(message: str) -> str:
     return command("warning", message)
 
 
-def add_mask_commands(masker: Masker) -> list[str]:
-    """``::add-mask::`` lines for every secret the masker knows, so the runner hides them too."""
-    return [command("add-mask", secret) for secret in masker.secrets]
+def add_mask_commands() -> list[str]:
+    """``::add-mask::`` lines for every secret this process knows, so the runner hides them too."""
+    return [command("add-mask", secret) for secret in process_masker().secrets]
 
 
 def inert_line(text: str, limit: int = REASON_CHARS) -> str:

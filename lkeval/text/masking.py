@@ -8,9 +8,13 @@ and summary, ``$GITHUB_OUTPUT``, the agent logs) passes through a :class:`Masker
 
 Three rules make that hold:
 
-* One set of secrets per process (:func:`process_masker`): the environment's secret-looking
-  variables, ``--env`` values with such names, ``--secret-env NAME`` values and the GitHub
-  token are all registered into it, so a writer cannot mask with a set that lacks one.
+* One masker per process (:func:`process_masker`), and no other: the environment's
+  secret-looking variables, read once when it is first used, and what the command line
+  carries (``--env`` values with such names, ``--secret-env NAME`` values, the GitHub token,
+  URL passwords), registered by :func:`register_argv` before anything is printed. Every
+  writer masks with it, so none can mask with a set that lacks a secret, or with none because
+  a caller did not pass one along. (A masker built per run and handed down was the other way;
+  it could not reach a library's log line or a ``clip`` deep inside the judge.)
 * Mask *before* cutting. A secret cut in half is no longer recognised, so every truncation of
   text that may hold one goes through :func:`clip`, which masks first.
 * Fragments count. Any run of :data:`MIN_FRAGMENT_LENGTH` or more characters of a secret is
@@ -25,9 +29,9 @@ import html
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote
 
 #: Environment variables whose name contains one of these (case-insensitive) hold secrets.
 SECRET_NAME_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
@@ -51,6 +55,8 @@ MASK = "***"
 SECRET_FLAGS = ("--github-token",)
 #: Flags whose ``NAME=VALUE`` argument is masked when NAME looks secret.
 ENV_FLAGS = ("--env",)
+#: Flags naming a variable whose value is a secret whatever its name.
+SECRET_ENV_FLAGS = ("--secret-env",)
 
 # Fragments are found by looking up windows of this many characters at every _STEP-th
 # position: any run of MIN_FRAGMENT_LENGTH characters covers one such window whole.
@@ -84,7 +90,8 @@ class Masker:
             if is_secret_name(name) and not _is_existing_path(value):
                 self.add(value)
             else:
-                self.add(_url_password(value))
+                for password in url_passwords(value):
+                    self.add(password)
 
     def add(self, value: str | None) -> None:
         """Add one secret (ignored when empty or shorter than :data:`MIN_SECRET_LENGTH`)."""
@@ -224,47 +231,77 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-_REGISTERED: list[str] = []
-_PROCESS: tuple[tuple[tuple[str, str], ...], Masker] | None = None
+_PROCESS: Masker | None = None
 
 
 def process_masker() -> Masker:
-    """The masker of this process: the environment's secrets plus every one registered with
-    :func:`register_secret` (``--env``, ``--secret-env``, the GitHub token). Every writer masks
-    with it; it follows changes of the environment."""
+    """The one masker of this process; every writer, reporter and log line masks with it.
+
+    Built from the environment on first use (each command does that first thing, see
+    :func:`register_argv`), then grown by :func:`register_secret` and :func:`register_argv`.
+    lk-eval never changes its own environment afterwards (an agent gets its own), so the
+    environment is read once, not on every call.
+    """
     global _PROCESS
-    key = tuple(sorted(os.environ.items()))
-    if _PROCESS is None or _PROCESS[0] != key:
-        masker = Masker.from_environ()
-        for value in _REGISTERED:
-            masker.add(value)
-        _PROCESS = (key, masker)
-    return _PROCESS[1]
+    if _PROCESS is None:
+        _PROCESS = Masker.from_environ()
+    return _PROCESS
 
 
 def register_secret(*values: str | None) -> None:
     """Make values secrets for the rest of the process (too short ones are ignored)."""
+    masker = process_masker()
     for value in values:
-        if value:
-            _REGISTERED.append(value)
-            if _PROCESS is not None:
-                _PROCESS[1].add(value)
+        masker.add(value)
 
 
 def register_environ(environ: Mapping[str, str], names: Iterable[str] = ()) -> None:
-    """Register the secrets of ``--env`` pairs (by the name rule) and the values of ``names``
-    (``--secret-env``), looked up in ``environ`` first, then in the process environment."""
-    scratch = Masker()
-    scratch.add_environ(environ)
-    register_secret(*scratch.secrets)
+    """Register the secrets of an environment or of ``--env`` pairs (by the name rule, URL
+    passwords whatever the name) and the values of ``names`` (``--secret-env``), looked up in
+    ``environ`` first, then in the process environment."""
+    masker = process_masker()
+    masker.add_environ(environ)
     for name in names:
-        register_secret(environ.get(name) or os.environ.get(name))
+        masker.add(environ.get(name) or os.environ.get(name))
+
+
+def register_argv(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> None:
+    """Register the secrets an lkeval command line carries, before it is parsed or printed:
+    ``--env NAME=VALUE`` (by the name rule), ``--secret-env NAME`` (looked up in those pairs,
+    then in ``environ``, default the process's), ``--github-token`` and the password of any
+    URL in any argument.
+
+    The Action's entrypoint calls this on the command line it is about to echo, and lkeval on
+    its own argv, so both know the same secrets before either prints a line.
+    """
+    environ = os.environ if environ is None else environ
+    pairs: dict[str, str] = {}
+    for value in _flag_values(argv, ENV_FLAGS):
+        name, _, pair_value = value.partition("=")
+        pairs[name] = pair_value
+    register_environ(pairs)
+    register_secret(*_flag_values(argv, SECRET_FLAGS))
+    for name in _flag_values(argv, SECRET_ENV_FLAGS):
+        register_secret(pairs.get(name) or environ.get(name))
+    register_secret(*(password for arg in argv for password in url_passwords(arg)))
+
+
+def _flag_values(argv: Sequence[str], flags: Iterable[str]) -> list[str]:
+    """The values of ``FLAG VALUE`` and ``FLAG=VALUE`` items of ``argv`` (exact flag names:
+    lkeval's parser takes no abbreviations)."""
+    flags = tuple(flags)
+    values = []
+    for index, arg in enumerate(argv):
+        if arg in flags and index + 1 < len(argv):
+            values.append(argv[index + 1])
+        elif arg.startswith(tuple(f + "=" for f in flags)):
+            values.append(arg.split("=", 1)[1])
+    return values
 
 
 def reset_process_masker() -> None:
-    """Forget every registered secret; for a process that runs lk-eval more than once (tests)."""
+    """Forget every secret; for a process that runs lk-eval more than once (tests)."""
     global _PROCESS
-    _REGISTERED.clear()
     _PROCESS = None
 
 
@@ -281,18 +318,24 @@ def mask(text: str) -> str:
     return process_masker().mask(text)
 
 
+def mask_results(value: T) -> T:
+    """A copy of a frozen result model (or any nest of them) masked with the process's
+    secrets."""
+    return process_masker().mask_results(value)
+
+
 def is_secret_name(name: str) -> bool:
     """Whether an environment variable of this name is treated as a secret."""
     upper = name.upper()
     return upper in KNOWN_SECRET_NAMES or any(part in upper for part in SECRET_NAME_PARTS)
 
 
-def redact_argv(argv: Iterable[str], masker: Masker | None = None) -> tuple[str, ...]:
+def redact_argv(argv: Iterable[str]) -> tuple[str, ...]:
     """``argv`` with secret flag values (``--github-token X``, ``--env SOME_KEY=X``) and every
     known secret replaced by ``***``.
 
-    A results file records its command line and is kept as an artifact; a token given on the
-    command line must not travel with it.
+    A results file records its command line and is kept as an artifact, and the Action's
+    entrypoint prints the command line it runs: a token given on it must travel with neither.
     """
     out: list[str] = []
     pending: str | None = None
@@ -308,7 +351,8 @@ def redact_argv(argv: Iterable[str], masker: Masker | None = None) -> tuple[str,
             out.append(f"{flag}={_redact_value(flag, value)}")
         else:
             out.append(arg)
-    return tuple(masker.mask(a) for a in out) if masker is not None else tuple(out)
+    masker = process_masker()
+    return tuple(masker.mask(a) for a in out)
 
 
 def _redact_value(flag: str, value: str) -> str:
@@ -324,13 +368,20 @@ def _is_existing_path(value: str) -> bool:
     return os.path.isabs(value) and os.path.exists(value)
 
 
-def _url_password(value: str) -> str | None:
-    if "://" not in value or "@" not in value:
-        return None
-    try:
-        return urlsplit(value.strip()).password
-    except ValueError:
-        return None
+#: The user-info part of every URL in a text (up to the last ``@`` before the path).
+_URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^\s/?#]*)@")
+
+
+def url_passwords(value: str) -> list[str]:
+    """The password of every URL in ``value``, wherever it sits (``DB=postgres://u:PW@h``,
+    two index URLs in one variable, a ``--env`` pair inside ``extra-args``), as written and,
+    when it differs, percent-decoded."""
+    found: list[str] = []
+    for match in _URL_USERINFO.finditer(value):
+        _, sep, password = match.group(1).partition(":")
+        if sep and password:
+            found += dict.fromkeys((password, unquote(password)))
+    return found
 
 
 def _escaped_forms(secret: str) -> set[str]:

@@ -4,9 +4,9 @@ Posting results is a courtesy, never the verdict: the callers turn every :class:
 into a ``::warning::`` and carry on, so this module's job is to fail fast and describe the
 failure in one line (status, GitHub's own message), never to raise anything else.
 
-Every request body passes through the :class:`~lkeval.text.masking.Masker`, and the token
-only ever goes to the configured API origin (a ``Link`` header pointing elsewhere is not
-followed).
+Every request body is masked (with the process's one masker, which learns the token), and
+the token only ever goes to the configured API origin (a ``Link`` header pointing elsewhere is
+not followed).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from lkeval import __version__
-from lkeval.text.masking import Masker
+from lkeval.text.masking import mask_results, register_secret
 
 DEFAULT_TIMEOUT = 10.0
 #: Overrides the timeout in seconds (a slow GitHub Enterprise Server, or fast tests).
@@ -54,12 +54,10 @@ class GitHubApi:
         api_url: str,
         token: str | None,
         *,
-        masker: Masker | None = None,
         timeout: float | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.api_url = api_url.rstrip("/")
-        self.masker = masker or Masker()
         headers = {
             "Accept": "application/vnd.github+json",
             "X-GitHub-Api-Version": "2022-11-28",
@@ -67,7 +65,7 @@ class GitHubApi:
         }
         if token:
             headers["Authorization"] = f"Bearer {token}"
-            self.masker.add(token)
+            register_secret(token)
         self.timeout = timeout if timeout is not None else timeout_from_env()
         self._client = httpx.Client(
             headers=headers, timeout=self.timeout, transport=transport, follow_redirects=False
@@ -97,7 +95,7 @@ class GitHubApi:
     ) -> httpx.Response:
         """One call, retried once on a 5xx or a failed connection; raises :class:`GitHubError`."""
         url = self.url(path)
-        body = self.masker.mask_results(json) if json is not None else None
+        body = mask_results(json) if json is not None else None
         what = f"{method} {urlsplit(url).path}"
         for attempt in (1, 2):
             try:

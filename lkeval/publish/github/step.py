@@ -2,8 +2,8 @@
 and the step outputs.
 
 The gate is already decided (by the command) and the report already built and masked; this
-module only sends them out, through the one :class:`~lkeval.text.masking.Masker` the
-command passes in. Everything here is best effort: GitHub being unreachable, a fork's
+module only sends them out, masked with the process's one masker
+(:mod:`lkeval.text.masking`). Everything here is best effort: GitHub being unreachable, a fork's
 read-only token or a missing PR are warnings, never a change to the verdict.
 """
 
@@ -31,7 +31,7 @@ from lkeval.publish.github.workflow import (
 from lkeval.reporters import MarkdownReporter, Report
 from lkeval.results.gate import tally
 from lkeval.text.commands import inert_line, warning
-from lkeval.text.masking import Masker
+from lkeval.text.masking import mask
 
 #: Room kept free below GitHub's hard limits, for the marker line and a later edit by hand.
 COMMENT_MARGIN = 1024
@@ -53,7 +53,7 @@ class StepSettings:
 
 
 def publish_step(
-    report: Report, ctx: GitHubContext, settings: StepSettings, masker: Masker, emit: Emit
+    report: Report, ctx: GitHubContext, settings: StepSettings, emit: Emit
 ) -> list[str]:
     """Annotations, then the comment, the summary and the outputs, each best effort.
 
@@ -62,22 +62,22 @@ def publish_step(
     annotations, omitted = error_annotations(report.results, ctx.workspace)
     for line in annotations + budget_annotations(report.gate, ctx.workspace):
         emit(line)
-    comment_url = post_comment(report, ctx, settings, masker, emit)
+    comment_url = post_comment(report, ctx, settings, emit)
     if ctx.step_summary and settings.summary:
-        write_summary(ctx.step_summary, report, omitted, masker, emit)
+        write_summary(ctx.step_summary, report, omitted, emit)
         written.append("job summary")
     written += [f"PR comment {comment_url}"] if comment_url else []
     if ctx.output:
         outputs = step_outputs(report, settings, comment_url)
         try:
-            write_outputs(ctx.output, {k: masker.mask(v) for k, v in outputs.items()})
+            write_outputs(ctx.output, {k: mask(v) for k, v in outputs.items()})
         except OSError as exc:
             emit(warning(f"lk-eval could not write $GITHUB_OUTPUT: {exc.strerror}"))
     return written
 
 
 def post_comment(
-    report: Report, ctx: GitHubContext, settings: StepSettings, masker: Masker, emit: Emit
+    report: Report, ctx: GitHubContext, settings: StepSettings, emit: Emit
 ) -> str | None:
     """Post or update the sticky comment; any problem is a warning. Returns the comment URL."""
     if settings.comment == "off":
@@ -89,7 +89,7 @@ def post_comment(
         emit(warning("lk-eval: no GitHub token (GITHUB_TOKEN or --github-token); no PR comment"))
         return None
     try:
-        with GitHubApi(ctx.api_url, ctx.token, masker=masker) as api:
+        with GitHubApi(ctx.api_url, ctx.token) as api:
             number = _pull_request(api, ctx, emit)
             if number is None:
                 return None
@@ -100,11 +100,11 @@ def post_comment(
                 api,
                 ctx.repository,
                 number,
-                masker.mask(MarkdownReporter().format(fitted)),
+                mask(MarkdownReporter().format(fitted)),
                 comment_id=settings.comment_id,
                 mode=settings.comment,
                 warn=lambda message: emit(warning(message)),
-                compact=lambda: masker.mask(MarkdownReporter().format(compact)),
+                compact=lambda: mask(MarkdownReporter().format(compact)),
                 author=settings.comment_author,
             )
     except Exception as exc:  # best effort: never the verdict
@@ -128,7 +128,7 @@ def _pull_request(api: GitHubApi, ctx: GitHubContext, emit: Emit) -> int | None:
     return number
 
 
-def write_summary(path: str, report: Report, omitted: int, masker: Masker, emit: Emit) -> None:
+def write_summary(path: str, report: Report, omitted: int, emit: Emit) -> None:
     """Append the report to the job summary, within what is left of its 1 MiB."""
     note = ""
     if omitted:
@@ -139,7 +139,7 @@ def write_summary(path: str, report: Report, omitted: int, masker: Masker, emit:
     budget = max(0, summary_budget(path) - len(note.encode()) - SUMMARY_MARGIN)
     markdown = MarkdownReporter().format(dataclasses.replace(report, max_bytes=budget))
     try:
-        append_step_summary(path, masker.mask(markdown) + note)
+        append_step_summary(path, mask(markdown) + note)
     except OSError as exc:
         emit(warning(f"lk-eval could not write the job summary: {exc.strerror}"))
 
