@@ -38,6 +38,7 @@ def best_of(runs: int, fn: Callable[[], object]) -> float:
 
 
 def main() -> None:
+    print(f"load average (1 min) at the start: {os.getloadavg()[0]:.1f}")
     rng = random.Random(1)
     secrets = ["".join(rng.choices(string.ascii_letters + string.digits, k=40)) for _ in range(20)]
     masker = Masker(secrets)

@@ -126,3 +126,16 @@ def runner_commands(output: str) -> list[str]:
         if text.startswith("::") or "##[" in line:
             commands.append(text)
     return commands
+
+
+def legacy_markers(output: str) -> list[str]:
+    """Lines of ``output`` carrying ``##[``, the old command form: the runner reads it
+    anywhere in a line that is not a ``::`` command, and its log viewer reads it from the
+    stored log whatever the line (``::group::T`` is stored as ``##[group]T``, so an ``##[``
+    in a group title is in the log), stop-commands blocks included. Only an ``::add-mask::``
+    line may carry one: its value must be the secret exactly, and it is never shown."""
+    return [
+        line
+        for line in re.split(r"\r\n|\r|\n", output)
+        if "##[" in line and not line.lstrip().startswith("::add-mask::")
+    ]

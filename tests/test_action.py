@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
+from action_runner import legacy_markers, runner_commands
 from conftest import HOTEL, ROOT, clean_env, fake_lkeval, hotel_env, read_json
 from github_server import FakeGitHub, github_server
 from report_fixtures import results_of, scenario
@@ -925,6 +926,17 @@ def test_an_input_error_is_printed_after_the_masks(tmp_path: Path) -> None:
     assert lines[0] == f"::add-mask::{secret}"
     error = next(line for line in lines if line.startswith("::error::"))
     assert "extra-args" in error and secret not in error
+
+
+def test_the_entrypoints_own_commands_break_the_legacy_prefix(tmp_path: Path) -> None:
+    # issue 19.7: an input quoted in the entrypoint's ::error:: carried ##[ unbroken.
+    env = container_env(tmp_path, **inputs(command="##[error]injected", install="none"))
+    proc = run_entrypoint(env, tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "injected" in out
+    assert legacy_markers(out) == [], out
+    assert [c.split("::")[1] for c in runner_commands(out)] == ["error"]
 
 
 def test_the_entrypoint_has_no_masking_rules_of_its_own() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from action_runner import runner_commands
+from action_runner import legacy_markers, runner_commands
 from conftest import TEST_AGENTS, clean_env, run_lkeval
 from github_server import github_server
 
@@ -184,8 +184,10 @@ def test_no_canary_leaks_and_no_text_injects(tmp_path: Path, start: str) -> None
     for name, text in sources.items():
         assert leaks(text, canaries) == [], name
 
-    # 2. no workflow command but lk-eval's own, on stdout or stderr
+    # 2. no workflow command but lk-eval's own, on stdout or stderr, and no ##[ in any line
+    #    (issue 19.7: the crash scenario's label reached its ::group:: title and ::error title)
     for stream in (proc.stdout, proc.stderr):
+        assert legacy_markers(stream) == [], legacy_markers(stream)
         for command in runner_commands(stream):
             name = command[2:].split("::", 1)[0].split(" ", 1)[0]
             assert name in {"add-mask", "group", "endgroup", "error", "warning", "notice"}, command

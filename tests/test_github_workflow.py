@@ -64,9 +64,10 @@ def test_outputs_single_and_multiline() -> None:
 
 
 def test_add_mask_commands() -> None:
-    register_secret("secret-one", "secret-two-longer")
+    register_secret("secret-one", "secret-two-longer", "pw##[as-it-is")
     assert add_mask_commands() == [
         "::add-mask::secret-two-longer",
+        "::add-mask::pw##[as-it-is",  # exact: the runner must hide this very value
         "::add-mask::secret-one",
     ]
 

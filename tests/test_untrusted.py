@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
-from action_runner import runner_commands
+from action_runner import legacy_markers, runner_commands
 
 from lkeval.text.commands import inert, inert_line
 from lkeval.text.untrusted import (
@@ -144,8 +146,34 @@ def test_progress_lines_are_inert(github: bool) -> None:
     hostile = scenario(HOSTILE, "failed")
     make_progress(stream, github).scenario_finished(results_of(hostile).scenarios[0])
     out = stream.getvalue()
-    assert "pwned" in out
+    assert "pwned" in out and "old-style" in out
     assert [
         c for c in runner_commands(out) if not c.startswith(("::group::", "::endgroup::"))
     ] == []
+    assert legacy_markers(out) == []  # issue 19.7: the ::group:: title carried the label's ##[
     assert "\x1b" not in out and "\x07" not in out and "\r" not in out
+
+
+def test_no_workflow_command_carries_an_unbroken_legacy_prefix() -> None:
+    # issue 19.7: ``##[`` reached ::group:: titles and ::error title= unbroken.
+    from report_fixtures import results_of, scenario
+
+    from lkeval.publish.github.workflow import error_annotations, group
+    from lkeval.text.commands import command, warning
+
+    hostile = "Crash ##[error]legacy, command: ##[group]x"
+    lines = [
+        command("error", hostile, file=f"s{hostile}.yaml", line=3, title=hostile),
+        command("notice", "%23#[" + hostile),
+        warning(hostile),
+        *error_annotations(results_of(scenario(hostile, "failed")))[0],
+        *inert([hostile, "##[endgroup]"]),
+    ]
+    with io.StringIO() as stream:
+        with group(stream, hostile):
+            stream.write(inert_line(hostile) + "\n")
+        lines.append(stream.getvalue())
+    out = "\n".join(lines)
+    assert "legacy" in out and legacy_markers(out) == [], legacy_markers(out)
+    names = [c.split("::")[1].split(" ")[0] for c in runner_commands(out)]
+    assert names == ["error", "notice", "warning", "error", "group", "endgroup"]

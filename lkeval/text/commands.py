@@ -19,10 +19,24 @@ import uuid
 from lkeval.text.masking import process_masker
 from lkeval.text.untrusted import REASON_CHARS, ZERO_WIDTH_SPACE, terminal_text
 
+#: The old command form, which the runner reads anywhere in a line, and its log viewer too
+#: (``::group::T`` is written to the log as ``##[group]T``).
+LEGACY_PREFIX = "##["
+
+
+def without_legacy(text: str) -> str:
+    """``text`` with every ``##[`` broken by a zero-width space (it reads the same)."""
+    return text.replace(LEGACY_PREFIX, "##" + ZERO_WIDTH_SPACE + "[")
+
+
+def _escape(value: str) -> str:
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
 
 def escape_data(value: str) -> str:
-    """Escape a workflow command's message."""
-    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """Escape a workflow command's message: ``%``, CR and LF as the runner expects, and no
+    ``##[`` (a label in a ``::group::`` title or an annotation is untrusted text)."""
+    return without_legacy(_escape(value))
 
 
 def escape_property(value: str) -> str:
@@ -46,8 +60,13 @@ def warning(message: str) -> str:
 
 
 def add_mask_commands() -> list[str]:
-    """``::add-mask::`` lines for every secret this process knows, so the runner hides them too."""
-    return [command("add-mask", secret) for secret in process_masker().secrets]
+    """``::add-mask::`` lines for every secret this process knows, so the runner hides them too.
+
+    The one command whose message is not cleared of ``##[``: the value must be the secret
+    exactly, and the runner reads a line starting with a known ``::`` command as that command
+    alone (it tries the legacy form only when that fails) and never shows it.
+    """
+    return [f"::add-mask::{_escape(secret)}" for secret in process_masker().secrets]
 
 
 def inert_line(text: str, limit: int = REASON_CHARS) -> str:
@@ -57,7 +76,7 @@ def inert_line(text: str, limit: int = REASON_CHARS) -> str:
     text is masked and bounded; a line that would start with ``::`` gets a zero-width space in
     front, and the legacy ``##[`` prefix is broken wherever it appears.
     """
-    line = terminal_text(text, limit).replace("##[", "##" + ZERO_WIDTH_SPACE + "[")
+    line = without_legacy(terminal_text(text, limit))
     return ZERO_WIDTH_SPACE + line if line.lstrip().startswith("::") else line
 
 
@@ -75,9 +94,10 @@ def inert(lines: list[str]) -> list[str]:
 
     The runner parses a command on any line that *starts* with ``::`` after leading spaces,
     and a transcript is text the agent (or a prompt injection) chose; ``::stop-commands::``
-    with a random token switches parsing off until the token is echoed back.
+    with a random token switches parsing off until the token is echoed back. ``##[`` is
+    broken inside too: the log viewer reads that form from the stored log, commands or not.
     """
     if not lines:
         return []
     token = f"lkeval-{uuid.uuid4().hex}"
-    return [f"::stop-commands::{token}", *lines, f"::{token}::"]
+    return [f"::stop-commands::{token}", *map(without_legacy, lines), f"::{token}::"]
