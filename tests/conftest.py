@@ -53,8 +53,13 @@ def hotel_env(llm: LLMServer, **extra: str) -> dict[str, str]:
 
 
 def run_argv(agent: Path | str, scenarios: Path | str, results: Path | str) -> list[str]:
-    """``lkeval run`` with its three everyday flags; a test appends what it is about."""
-    return ["run", "--agent", str(agent), "--scenarios", str(scenarios), "--results", str(results)]
+    """``lkeval run`` with its three everyday flags and one attempt per scenario (``--repeat
+    1``: the sequential test, the default, has its own tests); a test appends what it is
+    about."""
+    return [
+        "run", "--agent", str(agent), "--scenarios", str(scenarios), "--results", str(results),
+        "--repeat", "1",
+    ]  # fmt: skip
 
 
 def run_lkeval(

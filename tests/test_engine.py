@@ -83,6 +83,7 @@ def run(
     scenarios: list[Scenario], script: Scripted, **options: object
 ) -> tuple[list[ScenarioResult], Quiet]:
     progress = Quiet()
+    options.setdefault("repeat", 1)  # one attempt each; the sequential test: test_engine_sampling
     engine = Engine(script, progress, EngineOptions(**options))  # type: ignore[arg-type]
     return asyncio.run(engine.run(scenarios)), progress
 

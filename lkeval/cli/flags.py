@@ -22,8 +22,8 @@ from lkeval.llm.options import DEFAULT_MODEL, DEFAULT_RETRIES, DEFAULT_TIMEOUT, 
 from lkeval.publish.github.comments import COMMENT_MODES
 from lkeval.reporters import REPORTER_BY_NAME
 from lkeval.results.gate import FAIL_ON_CHOICES
-from lkeval.run.engine import default_concurrency
-from lkeval.scenarios.bounds import MAX_CONCURRENCY, MAX_REPEAT, MAX_TURNS
+from lkeval.run.engine import RUN_ATTEMPTS_PER_SCENARIO, default_concurrency
+from lkeval.scenarios.bounds import MAX_CONCURRENCY, MAX_REPEAT, MAX_RUNS, MAX_TURNS
 from lkeval.scenarios.model import BUILTIN_JUDGES
 
 
@@ -100,13 +100,30 @@ def _add_limits(group: argparse._ArgumentGroup) -> None:
         "--repeat",
         type=opt.positive_int_up_to(MAX_REPEAT),
         metavar="N",
-        help="run every scenario N times (a scenario's own `repeat` wins)",
+        help="a fixed plan instead of the sequential test: run every scenario N times (a "
+        "scenario's own `repeat` wins)",
     )
     group.add_argument(
         "--min-pass",
         type=opt.positive_int_up_to(MAX_REPEAT),
         metavar="N",
         help="passes a repeated scenario needs (default: all of its runs)",
+    )
+    group.add_argument(
+        "--max-attempts",
+        type=opt.positive_int_up_to(MAX_REPEAT),
+        default=RunOptions.max_attempts,
+        metavar="N",
+        help="the sequential test (the default, without --repeat) stops a scenario after N "
+        f"attempts (default {RunOptions.max_attempts}; see docs/sampling.md)",
+    )
+    group.add_argument(
+        "--max-run-attempts",
+        type=opt.positive_int_up_to(MAX_RUNS),
+        metavar="N",
+        help="attempts the whole run may start; a scenario still undecided when they run "
+        f"out is an error, never a pass (default {RUN_ATTEMPTS_PER_SCENARIO} per selected "
+        "scenario)",
     )
     group.add_argument(
         "--max-errors",

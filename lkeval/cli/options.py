@@ -24,6 +24,7 @@ from lkeval.publish.github.comments import CommentMode, marker
 from lkeval.results.budgets import Budgets
 from lkeval.results.gate import FailOn
 from lkeval.results.pricing import parse_price_override
+from lkeval.results.sampling import SequentialRule
 from lkeval.run.attempt import RunSettings
 from lkeval.run.systemic import DEFAULT_MAX_ERRORS
 from lkeval.scenarios.bounds import MAX_TIMEOUT_SECONDS
@@ -86,6 +87,10 @@ class RunOptions:
     """None: :func:`lkeval.run.engine.default_concurrency`."""
     repeat: int | None = None
     min_pass: int | None = None
+    max_attempts: int = SequentialRule.max_attempts
+    """The sequential test's cap on one scenario's attempts (``--max-attempts``)."""
+    max_run_attempts: int | None = None
+    """Attempts the run may start in all (None: RUN_ATTEMPTS_PER_SCENARIO per scenario)."""
     max_errors: int = DEFAULT_MAX_ERRORS
     """Stop booting when the first N scenarios fail alike on the agent's side (0: never)."""
     cold_start: bool = False
@@ -291,6 +296,8 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         concurrency=args.concurrency,
         repeat=args.repeat,
         min_pass=args.min_pass,
+        max_attempts=args.max_attempts,
+        max_run_attempts=args.max_run_attempts,
         max_errors=args.max_errors,
         cold_start=args.cold_start,
         shard=args.shard,

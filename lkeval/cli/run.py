@@ -49,8 +49,16 @@ from lkeval.results.model import (
     run_start_mode,
 )
 from lkeval.results.pricing import PriceTable
+from lkeval.results.sampling import SequentialRule
 from lkeval.run.attempt import RunSettings
-from lkeval.run.engine import Engine, EngineOptions, attempt_factory, default_concurrency
+from lkeval.run.engine import (
+    Engine,
+    EngineOptions,
+    attempt_factory,
+    attempts_problem,
+    default_concurrency,
+)
+from lkeval.run.revote import ask_again_with
 from lkeval.scenarios.bounds import runs_problem
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.scenarios.model import Scenario, min_pass_problem
@@ -98,8 +106,10 @@ def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
     problem = python_problem(options.python)  # before anything boots: one line, not N failures
     if problem is not None:
         raise UsageError(f"--python: {problem}")
-    problem = min_pass_problem(plan.selected, options.repeat, options.min_pass) or runs_problem(
-        plan.selected, options.repeat, options.min_pass
+    problem = (
+        min_pass_problem(plan.selected, options.repeat, options.min_pass)
+        or runs_problem(plan.selected, options.repeat, options.min_pass)
+        or attempts_problem(plan.selected, plan.engine_options)
     )
     if problem is not None:
         raise UsageError(problem)
@@ -188,6 +198,8 @@ def build_plan(options: RunOptions) -> _Plan:
         quarantine=options.quarantine,
         selection=Selection(tags=options.tags, patterns=options.match),
         max_errors=options.max_errors,
+        sampling=SequentialRule(max_attempts=options.max_attempts),
+        max_run_attempts=options.max_run_attempts,
     )
     return _Plan(
         scenarios=scenarios,
@@ -250,7 +262,12 @@ def execute(
             prices=PriceTable(dict(options.llm.prices)),
         )
         progress = make_progress(stream, github=options.report.github, total=len(plan.selected))
-        engine = Engine(attempt_factory(settings, evaluator), progress, plan.engine_options)
+        engine = Engine(
+            attempt_factory(settings, evaluator),
+            progress,
+            plan.engine_options,
+            ask_again=ask_again_with(evaluator) if evaluator is not None else None,
+        )
         return _run_until_signal(engine, plan.scenarios, evaluator)
     finally:
         launcher.close()
@@ -282,7 +299,15 @@ def build_metadata(
         interrupted=stopped_by is not None,
         argv=redact_argv(sys.argv[1:]),
         start_mode=run_start_mode(scenario_results),
+        sampling_rule=rule_record(options, scenario_results),
     )
+
+
+def rule_record(options: RunOptions, scenario_results: list[ScenarioResult]) -> dict[str, float]:
+    """The sequential test's parameters when a scenario ran it (``lkeval report`` recomputes)."""
+    if not any(s.sampling and s.sampling.mode == "sequential" for s in scenario_results):
+        return {}
+    return dataclasses.asdict(SequentialRule(max_attempts=options.max_attempts))
 
 
 def _shard(options: RunOptions) -> str | None:

@@ -162,6 +162,22 @@ class LLMEvaluator:
             )
         return verdicts
 
+    async def judge_again(
+        self, scenario: Scenario, transcript: Sequence[TranscriptItem], usage: dict[str, Usage]
+    ) -> Verdict | None:
+        """One more vote of the conversation judge on ``transcript`` (None when there is no
+        such judge); the sequential test asks it where a vote would settle the scenario."""
+        spec = self.judge_spec
+        if spec is None or not scenario.agent_expectations.strip():
+            return None
+        from lkeval.llm.judge import judge_conversation
+
+        verdict, used = await judge_conversation(
+            self._llm(spec), spec, transcript, scenario.agent_expectations, scenario.instructions
+        )
+        usage["judge"] = usage.get("judge", Usage()) + used
+        return verdict
+
     def passes(self, verdicts: Sequence[Verdict]) -> tuple[bool, str]:
         """AND of every verdict; ``maybe`` fails unless configured otherwise."""
         from lkeval.llm.judge import combine_verdicts

@@ -157,6 +157,25 @@ def run_start_mode(scenarios: Any) -> str:
 
 
 @dataclass(frozen=True)
+class Sampling:
+    """How a scenario's verdict was reached, kept in results.json and shown in every report.
+
+    ``mode`` is "sequential" or "fixed"; ``confidence`` the chance the decision is right for a
+    scenario at the other hypothesis (1 - alpha for a fail, 1 - beta for a pass, exact);
+    ``text`` the sentence reports show ("failed 4 of 5 — ...").
+    """
+
+    mode: str
+    outcome: str
+    passes: int
+    attempts: int
+    judge_votes: int = 0
+    evidence: float = 0.0
+    confidence: float | None = None
+    text: str = ""
+
+
+@dataclass(frozen=True)
 class ScenarioResult:
     """The outcome of one scenario over all its attempts."""
 
@@ -177,6 +196,8 @@ class ScenarioResult:
     # The scenario's ``latency:`` budget in ms by statistic, kept so a later ``lkeval report``
     # checks it from the results file alone.
     latency_budget: dict[str, float] = field(default_factory=dict)
+    # How its verdict was reached (lkeval.results.sampling); None in older results files.
+    sampling: Sampling | None = None
 
     @classmethod
     def of(cls, scenario: Scenario, status: Status, reason: str, **more: Any) -> ScenarioResult:
@@ -259,6 +280,9 @@ class RunMetadata:
     # Older results files have neither: they load with none recorded.
     llms: tuple[LLMInUse, ...] = ()
     judge_check: JudgeCheck | None = None
+    # The sequential test's parameters (lkeval.results.sampling.SequentialRule), so that
+    # ``lkeval report`` recomputes every decision; empty when every scenario ran a fixed plan.
+    sampling_rule: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

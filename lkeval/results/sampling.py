@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
+from lkeval.results.model import Attempt, Sampling
+
 Outcome = Literal["passed", "failed", "undecided"]
 
 #: An attempt's net judge vote (pass votes minus fail votes), or a definite outcome.
@@ -262,25 +264,6 @@ def suite_blocks(p_fail: float, scenarios: int) -> float:
 # --- the decision, as recorded ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Sampling:
-    """How a scenario's verdict was reached, kept in results.json and shown in every report.
-
-    ``mode`` is "sequential" or "fixed"; ``confidence`` the chance the decision is right for a
-    scenario at the other hypothesis (1 - alpha for a fail, 1 - beta for a pass, exact);
-    ``text`` the sentence reports show ("failed 4 of 5 — ...").
-    """
-
-    mode: str
-    outcome: str
-    passes: int
-    attempts: int
-    judge_votes: int = 0
-    evidence: float = 0.0
-    confidence: float | None = None
-    text: str = ""
-
-
 def describe(rule: SequentialRule, observations: Sequence[Observation]) -> Sampling:
     """The recorded decision of a scenario's observations (in attempt order)."""
     outcome = rule.outcome(observations)
@@ -325,3 +308,38 @@ def _pct(x: float) -> str:
     if edge >= 1 or edge <= 0:
         return f"{value:.0f}%"
     return f"{value:.{1 - math.floor(math.log10(edge))}f}%"
+
+
+# --- from attempts ---------------------------------------------------------------------------
+
+JUDGE_SOURCE = "judge"
+
+
+def judge_votes(attempt: Attempt) -> tuple[int, int] | None:
+    """(pass votes, fail votes) of the conversation judge when the attempt's outcome hangs on
+    it alone (every other verdict passed, nothing else went wrong); None otherwise."""
+    if attempt.status not in ("passed", "failed"):
+        return None
+    judged = [v for v in attempt.verdicts if v.source == JUDGE_SOURCE]
+    others = [v for v in attempt.verdicts if v.source != JUDGE_SOURCE]
+    if len(judged) != 1 or any(v.verdict != "pass" for v in others):
+        return None
+    votes = judged[0].votes or (judged[0].verdict,)
+    if any(v not in ("pass", "fail") for v in votes):
+        return None  # a "maybe" is settled by --maybe-is-pass, not counted as a vote
+    passed = sum(1 for v in votes if v == "pass")
+    if (passed > len(votes) - passed) != (attempt.status == "passed"):
+        return None  # the status says otherwise (e.g. a veto): it is definite
+    return passed, len(votes) - passed
+
+
+def observe(attempt: Attempt) -> Observation | None:
+    """What an attempt says for the stopping rule: its judge votes when the judge alone decided
+    it, else a definite pass or fail (an error never helps a scenario pass); None when it was
+    skipped (it says nothing)."""
+    if attempt.status == "skipped":
+        return None
+    votes = judge_votes(attempt)
+    if votes is not None:
+        return Observation(*votes)
+    return Observation(definite=DEFINITE_PASS if attempt.status == "passed" else DEFINITE_FAIL)

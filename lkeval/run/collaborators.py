@@ -55,6 +55,20 @@ class Evaluator(Protocol):
         ...
 
 
+class Rejudge(Protocol):
+    """The conversation judge asked once more (the sequential test's extra votes)."""
+
+    async def judge_again(
+        self, scenario: Scenario, transcript: Sequence[TranscriptItem], usage: dict[str, Usage]
+    ) -> Verdict | None:
+        """One more vote on ``transcript``, its tokens added to ``usage``; None without a judge."""
+        ...
+
+    def passes(self, verdicts: Sequence[Verdict]) -> tuple[bool, str]:
+        """Combine verdicts into pass/fail and a reason."""
+        ...
+
+
 class Slot(Protocol):
     """The attempt's place in the run's concurrency (:class:`lkeval.run.engine.AgentSlots`)."""
 

@@ -14,11 +14,18 @@ import asyncio
 import contextlib
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from lkeval.results.model import Attempt, ScenarioResult, Status
+from lkeval.results.model import Attempt, Sampling, ScenarioResult, Status
+from lkeval.results.sampling import (
+    Observation,
+    SequentialRule,
+    describe,
+    describe_fixed,
+    observe,
+)
 from lkeval.run.attempt import (
     NOT_RUN_INTERRUPTED,
     Evaluator,
@@ -63,6 +70,12 @@ class AttemptRunner(Protocol):
 AttemptFactory = Callable[[Scenario, int], AttemptRunner]
 """``(scenario, attempt number from 1)`` → the attempt to run."""
 
+AskAgain = Callable[[Scenario, Attempt], Awaitable[Attempt]]
+"""Ask the judge once more about an attempt's transcript: the attempt with one more vote."""
+
+#: Attempts a run may start in all, by default, per selected scenario (``--max-run-attempts``).
+RUN_ATTEMPTS_PER_SCENARIO = 10
+
 
 def attempt_factory(
     settings: RunSettings, evaluator: Evaluator | None, run_id: str | None = None
@@ -95,6 +108,40 @@ class EngineOptions:
     max_errors: int = DEFAULT_MAX_ERRORS  # 0: never stop early (lkeval.run.systemic)
     # scenario id -> why it has nothing to check; decided before anything boots, not played
     nothing_to_check: dict[str, str] = field(default_factory=dict)
+    # The sequential test of scenarios without a fixed repeat/min_pass (lkeval.results.sampling)
+    sampling: SequentialRule = field(default_factory=SequentialRule)
+    # Attempts the whole run may start (None: RUN_ATTEMPTS_PER_SCENARIO per selected scenario)
+    max_run_attempts: int | None = None
+
+    def fixed(self, scenario: Scenario) -> bool:
+        """Whether ``scenario`` runs a fixed plan (its own or the run's repeat/min_pass)."""
+        plan = (scenario.repeat, scenario.min_pass, self.repeat, self.min_pass)
+        return any(x is not None for x in plan)
+
+
+def attempts_problem(scenarios: Sequence[Scenario], options: EngineOptions) -> str | None:
+    """Why the run's attempt cap cannot even start the selected scenarios (a usage error,
+    checked before anything boots): fixed plans run all their attempts, and the sequential
+    test needs a few per scenario before it can decide anything."""
+    cap = run_attempt_cap(scenarios, options)
+    fixed = [s for s in scenarios if options.fixed(s)]
+    runs = sum(s.runs(options.repeat, options.min_pass)[0] for s in fixed)
+    fewest = options.sampling.attempts_at_least([]) * (len(scenarios) - len(fixed))
+    if runs + fewest <= cap:
+        return None
+    return (
+        f"--max-run-attempts {cap}: the {len(scenarios)} selected scenarios need at least "
+        f"{runs + fewest} attempts ({runs} fixed, {fewest} for the sequential test's first "
+        "round); raise it, or select fewer (--match, --tag, --shard)"
+    )
+
+
+def run_attempt_cap(scenarios: Sequence[Scenario], options: EngineOptions) -> int:
+    """Attempts the run may start in all (``--max-run-attempts``)."""
+    if options.max_run_attempts is not None:
+        return options.max_run_attempts
+    selected = [s for s in scenarios if options.selection.selects(s)]
+    return RUN_ATTEMPTS_PER_SCENARIO * max(1, len(selected))
 
 
 class AgentSlots:
@@ -145,7 +192,11 @@ class Engine:
     """Runs scenarios; construct with collaborators, then ``await run(scenarios)``."""
 
     def __init__(
-        self, make_attempt: AttemptFactory, progress: ProgressObserver, options: EngineOptions
+        self,
+        make_attempt: AttemptFactory,
+        progress: ProgressObserver,
+        options: EngineOptions,
+        ask_again: AskAgain | None = None,
     ) -> None:
         self.make_attempt = make_attempt
         self.progress = progress
@@ -155,6 +206,8 @@ class Engine:
         self._results: dict[str, ScenarioResult] = {}
         self._scenarios: list[Scenario] = []
         self._brake = ErrorBrake(options.max_errors)
+        self.ask_again = ask_again
+        self._budget = 0
 
     def plan(self, scenario: Scenario) -> tuple[int, int]:
         """(repeat, min_pass) for a scenario: its own settings, else the run's, else 1."""
@@ -169,6 +222,14 @@ class Engine:
     async def run(self, scenarios: Sequence[Scenario]) -> list[ScenarioResult]:
         """Run everything selected; unselected scenarios come back as skipped."""
         self._scenarios = list(scenarios)
+        runnable = [
+            s
+            for s in scenarios
+            if self.options.selection.selects(s) and s.id not in self.options.nothing_to_check
+        ]
+        self._budget = run_attempt_cap(scenarios, self.options) - sum(
+            self.plan(s)[0] for s in runnable if self.options.fixed(s)
+        )
         slots = AgentSlots(max(1, self.options.concurrency))
         jobs: list[Coroutine[Any, Any, None]] = []
         for scenario in self._scenarios:
@@ -182,9 +243,11 @@ class Engine:
                 reason = self.options.nothing_to_check[scenario.id]
                 self._complete(scenario, self._skipped(scenario, reason))
                 continue
-            repeat, _ = self.plan(scenario)
-            self._attempts[scenario.id] = [None] * repeat
-            jobs.extend(self._attempt(scenario, n, slots) for n in range(1, repeat + 1))
+            self._attempts[scenario.id] = []
+            if self.options.fixed(scenario):
+                jobs.append(self._fixed(scenario, slots))
+            else:
+                jobs.append(self._sequential(scenario, slots))
         tasks = [asyncio.ensure_future(job) for job in jobs]
         try:
             await asyncio.gather(*tasks)
@@ -222,10 +285,96 @@ class Engine:
                     raise
                 if not told:  # a runner that does not tell early
                     self._brake.record(runner.agent_cause)
+        self._attempts[scenario.id][attempt_no - 1] = attempt
+
+    async def _start(self, scenario: Scenario, count: int, slots: AgentSlots) -> range:
+        """Run ``count`` more attempts of ``scenario`` at once; their numbers."""
         attempts = self._attempts[scenario.id]
-        attempts[attempt_no - 1] = attempt
-        if all(a is not None for a in attempts):
-            self._complete(scenario, self._combine(scenario, [a for a in attempts if a]))
+        numbers = range(len(attempts) + 1, len(attempts) + count + 1)
+        attempts.extend([None] * count)
+        await asyncio.gather(*(self._attempt(scenario, n, slots) for n in numbers))
+        return numbers
+
+    async def _fixed(self, scenario: Scenario, slots: AgentSlots) -> None:
+        repeat, _ = self.plan(scenario)
+        await self._start(scenario, repeat, slots)
+        done = [a for a in self._attempts[scenario.id] if a is not None]
+        self._complete(scenario, self._combine(scenario, done))
+
+    async def _sequential(self, scenario: Scenario, slots: AgentSlots) -> None:
+        """Attempts while the verdict is uncertain: each round starts as many as the rule will
+        certainly run, then reads them in attempt order (asking the judge again where the rule
+        wants it), so the decision does not depend on which attempt finished first."""
+        rule = self.options.sampling
+        seen: list[Observation] = []
+        why_undecided = ""
+        while (wanted := rule.attempts_at_least(seen)) and not why_undecided:
+            count = min(wanted, self._budget)
+            if count <= 0:
+                why_undecided = (
+                    f"the run's cap of {run_attempt_cap(self._scenarios, self.options)} attempts "
+                    "(--max-run-attempts) was reached"
+                )
+                break
+            self._budget -= count
+            for n in await self._start(scenario, count, slots):
+                obs = await self._observe(scenario, n, seen)
+                if obs is None:
+                    attempt = self._attempts[scenario.id][n - 1]
+                    why_undecided = attempt.reason if attempt else "not run"
+                    break
+                seen.append(obs)
+        done = [a for a in self._attempts[scenario.id] if a is not None]
+        self._complete(scenario, self._decide(scenario, done, seen, why_undecided))
+
+    async def _observe(
+        self, scenario: Scenario, attempt_no: int, seen: list[Observation]
+    ) -> Observation | None:
+        """Attempt ``attempt_no``'s observation, after asking the judge again as long as the
+        rule wants another vote on it (None when the attempt did not run)."""
+        rule = self.options.sampling
+        attempts = self._attempts[scenario.id]
+        attempt = attempts[attempt_no - 1]
+        obs = observe(attempt) if attempt is not None else None
+        before = rule.evidence(seen)
+        while (
+            obs is not None
+            and attempt is not None
+            and self.ask_again is not None
+            and rule.wants_vote(before, obs)
+        ):
+            again = await self.ask_again(scenario, attempt)
+            again_obs = observe(again)
+            if again_obs is None or again_obs.votes <= obs.votes:
+                break  # the judge could not be asked again: the votes so far stand
+            attempt, obs = again, again_obs
+            attempts[attempt_no - 1] = attempt
+        return obs
+
+    def _decide(
+        self,
+        scenario: Scenario,
+        attempts: list[Attempt],
+        seen: list[Observation],
+        why_undecided: str,
+    ) -> ScenarioResult:
+        """The sequential decision as a scenario result (an undecided one never passes)."""
+        sampling = describe(self.options.sampling, seen)
+        ran = [a for a in attempts if a.status != "skipped"]
+        status: Status
+        if not ran:
+            status, reason = "skipped", attempts[0].reason if attempts else why_undecided
+        elif sampling.outcome == "passed":
+            status, reason = "passed", ""
+        elif sampling.outcome == "failed":
+            failures = [a for a in ran if a.status == "failed"]
+            status = "failed" if failures else "error"
+            first = (failures or [a for a in ran if a.status == "error"] or ran)[0]
+            reason = f"{sampling.text}: {first.reason}" if len(ran) > 1 else first.reason
+        else:
+            status = "error"
+            reason = f"undecided after {sampling.passes} of {len(ran)} passed: {why_undecided}"
+        return self._scenario_result(scenario, status, reason, attempts, 1, sampling)
 
     def _complete(self, scenario: Scenario, result: ScenarioResult) -> None:
         self._results[scenario.id] = result
@@ -267,7 +416,8 @@ class Engine:
             reason = first.reason
             if len(attempts) > 1:
                 reason = f"{passes}/{len(ran)} runs passed, needs {min_pass}: {reason}"
-        return self._scenario_result(scenario, status, reason, attempts, min_pass)
+        sampling = describe_fixed(passes, len(ran), *self.plan(scenario)) if ran else None
+        return self._scenario_result(scenario, status, reason, attempts, min_pass, sampling)
 
     def _skipped(self, scenario: Scenario, reason: str) -> ScenarioResult:
         return self._scenario_result(scenario, "skipped", reason, [])
@@ -279,6 +429,7 @@ class Engine:
         reason: str,
         attempts: list[Attempt],
         min_pass: int | None = None,
+        sampling: Sampling | None = None,
     ) -> ScenarioResult:
         # The attempts' own time (each from its conversation slot: see ScenarioAttempt.run),
         # never the wait for a slot: at c=32 that wait once made a 10 s conversation read 25 s
@@ -292,4 +443,5 @@ class Engine:
             quarantined=self.is_quarantined(scenario),
             duration_seconds=sum(a.duration_seconds for a in attempts),
             latency_budget=dict(scenario.latency),
+            sampling=sampling,
         )
