@@ -1,18 +1,20 @@
 """How far the gate can be trusted with a noisy judge: false blocks of a stable agent, and the
 catch rate of a real regression, through the real CLI.
 
-    python bench/verdict_trust.py [--runs 10] [--scenarios 20] [--flip 0.1] [--fail-rate 0.9]
+    python bench/verdict_trust.py [--runs 10] [--scenarios 20] [--flip 0.1] [--agent-fail 0.05]
+                                  [--fail-rate 0.9] [--only NAME]
 
 Setup (nothing reaches the internet): the local scripted LLM server plays the agent's LLM and
 the judge, and flips ``--flip`` of the judge's pass/fail verdicts at random (its
-``noisy_verdicts`` quirk). The agent (bench/agents/verdict_agent.py) is fine in every
-conversation, except in the ``--regressed`` scenarios of a regressed suite, where it is broken in
-``--fail-rate`` of its conversations (several regressed scenarios per suite measure their rate
-faster; the catch rate is stated for one). Each conversation's truth is known, so besides the gate's
-exit code every verdict can be scored.
+``noisy_verdicts`` quirk). The agent (bench/agents/verdict_agent.py) fails ``--agent-fail`` of
+its conversations on its own (the issue's 5%), except in the ``--regressed`` scenarios of a
+regressed suite, where it is broken in ``--fail-rate`` of its conversations (several regressed
+scenarios per suite measure their rate faster; the catch rate is stated for one). Each
+conversation's truth is known, so besides the gate's exit code every verdict can be scored.
 
-For each configuration (the defaults, and ``--repeat 3 --min-pass 2 --rejudge 2``) it runs the
-suite ``--runs`` times with the stable agent and ``--runs`` times with the regressed one, and
+For each configuration (the defaults: the sequential test; ``--repeat 1``, one attempt each as
+lk-eval did before it; and ``--repeat 3 --min-pass 2 --rejudge 2``) it runs the suite ``--runs``
+times with the stable agent and ``--runs`` times with the regressed one, and
 prints:
 
 * measured, per suite run: how often the gate blocked (with a 95% Clopper-Pearson interval);
@@ -22,6 +24,10 @@ prints:
   min-pass): the false-block rate of the 20-scenario suite and the catch rate, with the upper /
   lower bound from the rates' 95% intervals, which is what bounds the figures with far fewer
   CPU-seconds than thousands of suite runs would;
+* for the sequential test, the same figures from its exact operating characteristics
+  (``lkeval.results.sampling.operating``) at the measured judge-vote error and agent failure
+  rates, bounded at the ends of their 95% intervals; the 50%-broken catch rate likewise;
+* LLM calls (agent, judge) per stable suite run, against ``--repeat 1`` (one plain pass);
 * the smallest ``--repeat N --min-pass M`` that would reach the goals (false blocks <= 1% of
   suite runs, regressions caught >= 99%) at the measured rates.
 
@@ -41,11 +47,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as `python bench/verdict_trust.py` from a checkout
     sys.path.insert(0, str(ROOT))
 
+from lkeval.results.sampling import SequentialRule, operating  # noqa: E402
+from lkeval.results.sampling import suite_blocks as rule_suite_blocks  # noqa: E402
 from lkeval.testing.llm_server import LLMServer  # noqa: E402
 
 AGENT = ROOT / "bench" / "agents" / "verdict_agent.py"
@@ -58,7 +67,7 @@ def _verdict(value: str, why: str) -> dict[str, object]:
     return {"name": "submit_verdict", "arguments": {"verdict": value, "reasoning": why}}
 
 
-RULES = [
+RULES: list[dict[str, Any]] = [
     {"model": "bench-agent", "system": "Greet the caller", "text": "Hello, this is the desk."},
     {"model": "bench-agent", "system": "MODE broken", "text": f"{MARK}: I cannot help you."},
     {"model": "bench-agent", "text": "Sure, I can help you with your booking."},
@@ -77,6 +86,7 @@ RULES = [
 
 CONFIGS = {
     "defaults": [],
+    "repeat 1": ["--repeat", "1"],
     "repeat 3, min-pass 2, rejudge 2": ["--repeat", "3", "--min-pass", "2", "--rejudge", "2"],
 }
 
@@ -96,14 +106,23 @@ class Tally:
     broken_scenario_runs: int = 0
     broken_scenario_passed: int = 0
     seconds: float = 0.0
+    # judge votes scored against each conversation's truth; conversations of stable scenarios
+    votes: int = 0
+    votes_wrong: int = 0
+    stable_conversations: int = 0
+    stable_broken: int = 0
+    regressed_conversations: int = 0
+    regressed_broken: int = 0
+    attempts: int = 0
+    calls: dict[str, int] = field(default_factory=dict)  # LLM requests by model
 
 
-def suite(path: Path, n: int, regressed: int, fail_rate: float) -> None:
+def suite(path: Path, n: int, regressed: int, fail_rate: float, agent_fail: float) -> None:
     """``n`` one-turn scripted scenarios judged on agent_expectations; the first ``regressed``
-    of them are broken in ``fail_rate`` of their conversations."""
+    of them are broken in ``fail_rate`` of their conversations, the others in ``agent_fail``."""
     lines = ["name: Verdict trust", "scenarios:"]
     for i in range(n):
-        rate = fail_rate if i < regressed else 0.0
+        rate = fail_rate if i < regressed else agent_fail
         lines += [
             f"  - id: SCN_trust{i:02d}",
             f"    label: Helps caller {i:02d}",
@@ -121,7 +140,8 @@ def run_suite(
     """One suite run through the real CLI; (exit code, results)."""
     work.mkdir(parents=True, exist_ok=True)
     scenarios = work / "scenarios.yaml"
-    suite(scenarios, args.scenarios, args.regressed if regressed else 0, args.fail_rate)
+    regressed_n = args.regressed if regressed else 0
+    suite(scenarios, args.scenarios, regressed_n, args.fail_rate, args.agent_fail)
     results = work / "results.json"
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "OPENAI_", "LKEVAL_"))
@@ -157,6 +177,18 @@ def score(tally: Tally, code: int, results: dict[str, object], regressed: int) -
             elif not broken:
                 tally.fine += 1
                 tally.fine_failed += not passed
+            tally.attempts += 1
+            if is_regressed:
+                tally.regressed_conversations += 1
+                tally.regressed_broken += broken
+            else:
+                tally.stable_conversations += 1
+                tally.stable_broken += broken
+            for verdict in attempt["verdicts"]:
+                if verdict["source"] == "judge":
+                    votes = verdict["votes"] or [verdict["verdict"]]
+                    tally.votes += len(votes)
+                    tally.votes_wrong += sum(1 for v in votes if (v == "pass") == broken)
 
 
 # --- statistics ------------------------------------------------------------------------------
@@ -238,6 +270,61 @@ def plan_of(flags: list[str]) -> tuple[int, int]:
     return repeat, min_pass
 
 
+def rate(k: int, n: int) -> tuple[float, float, float]:
+    """(estimate, 95% low, 95% high) of a binomial rate."""
+    low, high = clopper_pearson(k, n)
+    return k / max(1, n), low, high
+
+
+def report_sequential(stable: Tally, regressed: Tally, args: argparse.Namespace) -> None:
+    """The sequential test's figures: exact at the measured rates, bounded at their ends."""
+    n, rule = args.scenarios, SequentialRule()
+    e, e_lo, e_hi = rate(stable.votes_wrong + regressed.votes_wrong, stable.votes + regressed.votes)
+    a_k = stable.stable_broken + regressed.stable_broken
+    a, _, a_hi = rate(a_k, stable.stable_conversations + regressed.stable_conversations)
+    r, r_lo, _ = rate(regressed.regressed_broken, regressed.regressed_conversations)
+    print(
+        f"  measured rates: judge votes wrong {pct(e)} [95% {pct(e_lo)}..{pct(e_hi)}]; stable "
+        f"conversations broken {pct(a)} (<= {pct(a_hi)}); regressed ones broken {pct(r)} "
+        f"(>= {pct(r_lo)})"
+    )
+    fine = operating(rule, 1 - a, e)
+    fine_bound = operating(rule, 1 - a_hi, e_hi)
+    broken = operating(rule, 1 - r, e)
+    broken_bound = operating(rule, 1 - r_lo, e_hi)
+    half, half_bound = operating(rule, 0.5, e), operating(rule, 0.5, e_hi)
+    fb, fb_bound = rule_suite_blocks(fine.p_fail, n), rule_suite_blocks(fine_bound.p_fail, n)
+    c = 1 - (1 - broken.p_fail) * (1 - rule_suite_blocks(fine.p_fail, n - 1))
+    c_bound = 1 - (1 - broken_bound.p_fail) * (1 - rule_suite_blocks(fine_bound.p_fail, n - 1))
+    print(
+        f"  exact at those rates, {n}-scenario suite: false blocks {pct(fb)} (<= {pct(fb_bound)})"
+        f"; a {pct(args.fail_rate)}-broken scenario caught {pct(broken.p_fail)} (>= "
+        f"{pct(broken_bound.p_fail)}), the suite blocked {pct(c)} (>= {pct(c_bound)}); a "
+        f"50%-broken one caught {pct(half.p_fail)} (>= {pct(half_bound.p_fail)})"
+    )
+    ran = stable.attempts / max(1, stable.runs * n)
+    print(
+        f"  attempts per fine scenario: measured {ran:.2f}, exact {fine.expected_attempts:.2f}; "
+        f"judge votes exact {fine.expected_votes:.2f}; per {pct(args.fail_rate)}-broken "
+        f"scenario {broken.expected_attempts:.2f}, 50%-broken {half.expected_attempts:.2f}"
+    )
+    ok = fb_bound <= GOAL_FALSE_BLOCK and c_bound >= GOAL_CATCH
+    verdict = "MET" if ok else "NOT met"
+    print(f"  goals (false blocks <= 1%, caught >= 99%) at the bounds: {verdict}")
+
+
+def report_calls(name: str, stable: Tally, plain: dict[str, int] | None, runs: int) -> None:
+    """LLM calls per stable suite run, by model, against one plain pass (``--repeat 1``)."""
+    per_run = {model: count / max(1, runs) for model, count in sorted(stable.calls.items())}
+    total = sum(per_run.values())
+    text = ", ".join(f"{model} {count:.1f}" for model, count in per_run.items())
+    line = f"  LLM calls per stable suite run: {total:.1f} ({text})"
+    if plain:
+        base = sum(plain.values()) / max(1, runs)
+        line += f" = {total / base:.2f}x one plain pass ({base:.1f})"
+    print(line)
+
+
 def report(name: str, flags: list[str], stable: Tally, regressed: Tally, n: int) -> None:
     repeat, min_pass = plan_of(flags)
     q = stable.fine_failed + regressed.fine_failed
@@ -293,6 +380,9 @@ def main() -> int:
     parser.add_argument("--scenarios", type=int, default=20)
     parser.add_argument("--flip", type=float, default=0.1, help="judge verdicts flipped")
     parser.add_argument("--fail-rate", type=float, default=0.9, help="regressed conversations")
+    parser.add_argument(
+        "--agent-fail", type=float, default=0.05, help="conversations the agent fails alone"
+    )
     parser.add_argument("--regressed", type=int, default=5, help="regressed scenarios a suite")
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--seed", type=int, default=7)
@@ -305,6 +395,9 @@ def main() -> int:
         f"conversations; {args.runs} suite runs per agent and configuration"
     )
     configs = {args.only: CONFIGS[args.only]} if args.only else CONFIGS
+    if "repeat 1" in configs:  # the plain pass first: the others' calls are compared to it
+        configs = {"repeat 1": configs["repeat 1"], **configs}
+    plain: dict[str, int] | None = None
     with tempfile.TemporaryDirectory(prefix="verdict-trust-") as tmp:
         for index, (name, flags) in enumerate(configs.items()):
             quirks = {"noisy_verdicts": {"fraction": args.flip, "seed": args.seed + index}}
@@ -314,8 +407,13 @@ def main() -> int:
                     for regressed in (False, True):
                         started = time.monotonic()
                         work = Path(tmp) / f"{index}-{run}-{int(regressed)}"
+                        before = len(llm.requests)
                         code, results = run_suite(work, llm, flags, regressed, args)
                         tallies[regressed].seconds += time.monotonic() - started
+                        for request in llm.requests[before:]:
+                            model = str(request.body.get("model"))
+                            calls = tallies[regressed].calls
+                            calls[model] = calls.get(model, 0) + 1
                         score(tallies[regressed], code, results, args.regressed * regressed)
                 noisy = llm.quirks.noisy_verdicts
                 assert noisy is not None
@@ -325,6 +423,11 @@ def main() -> int:
                 with open(args.save, "a", encoding="utf-8") as file:
                     file.write(json.dumps(raw) + "\n")
             report(name, flags, tallies[False], tallies[True], args.scenarios)
+            if "--repeat" not in flags:
+                report_sequential(tallies[False], tallies[True], args)
+            if name == "repeat 1":
+                plain = dict(tallies[False].calls)
+            report_calls(name, tallies[False], plain, args.runs)
     return 0
 
 

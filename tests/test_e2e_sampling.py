@@ -52,7 +52,7 @@ def test_default_sequential_test_with_a_noisy_judge(tmp_path: Path) -> None:
         assert sampling["attempts"] == len(scenario["attempts"]) >= 3
         assert sampling["text"].startswith(f"{sampling['outcome']} {sampling['passes']} of ")
     assert "pass rate below 0.86" in broken["sampling"]["text"]
-    assert broken["reason"].startswith(broken["sampling"]["text"])
+    assert broken["sampling"]["text"] in proc.stdout  # the progress line shows the decision
     # every judge call is a vote in the results (and two went to the preflight's canaries)
     votes = sum(s["sampling"]["judge_votes"] for s in (fine, broken))
     assert judge_calls == votes + 2

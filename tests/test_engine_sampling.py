@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from lkeval.results.model import Attempt, ScenarioResult, Verdict
 from lkeval.results.sampling import SequentialRule
+from lkeval.results.wording import outcome_line
 from lkeval.run.attempt import Slot
 from lkeval.run.engine import AttemptRunner, Engine, EngineOptions, attempts_problem
 from lkeval.scenarios.model import Scenario
@@ -89,7 +90,7 @@ def test_a_broken_scenario_fails_with_its_confidence_and_never_more_than_needed(
     (result,) = run([scenario("s-1")], make, judge)
     assert result.status == "failed"
     assert result.sampling is not None and result.sampling.outcome == "failed"
-    assert result.reason.startswith(f"{result.sampling.text}: ")
+    assert outcome_line(result).startswith(f"{result.sampling.text}: judge fail: said fail")
     assert "pass rate below 0.86 at 99.9" in result.sampling.text
     assert len(result.attempts) == result.sampling.attempts < 5
 

@@ -25,6 +25,7 @@ from lkeval.reporters import REPORTER_BY_NAME, Report
 from lkeval.results.baseline import Comparison, compare
 from lkeval.results.gate import GateOutcome, evaluate_gate, gate_line
 from lkeval.results.model import ResultsFileError, RunResults, load_results
+from lkeval.results.sampling import run_cost_line
 from lkeval.text.commands import inert_line
 from lkeval.text.masking import mask, mask_results
 
@@ -125,6 +126,9 @@ def finish(
         written += publish_step(report, ctx, settings, emit)
     if written:
         emit("reports: " + " · ".join(written))
+    cost = run_cost_line(results)
+    if cost:
+        emit(cost)
     emit(printed_gate_line(gate := report.gate))
     stream.flush()
     for failure in failures[1:]:  # every file that could not be written is named

@@ -294,7 +294,12 @@ def table_row(
     if runs:
         repeated = is_repeated(scenario)
         ran = len(ran_attempts(scenario))
-        cells.append(f"{scenario.passes}/{ran} (needs {scenario.min_pass})" if repeated else "1")
+        if scenario.sampling is not None and scenario.sampling.mode == "sequential":
+            cells.append(f"{scenario.passes}/{ran} ({scenario.sampling.outcome})")
+        else:
+            cells.append(
+                f"{scenario.passes}/{ran} (needs {scenario.min_pass})" if repeated else "1"
+            )
     m = scenario_metrics(scenario)
     skipped = scenario.status == "skipped"
     cells += [

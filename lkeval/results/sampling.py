@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from lkeval.results.model import Attempt, Sampling
+from lkeval.results.model import Attempt, RunResults, Sampling
 
 Outcome = Literal["passed", "failed", "undecided"]
 
@@ -343,3 +343,32 @@ def observe(attempt: Attempt) -> Observation | None:
     if votes is not None:
         return Observation(*votes)
     return Observation(definite=DEFINITE_PASS if attempt.status == "passed" else DEFINITE_FAIL)
+
+
+def run_cost_line(results: RunResults) -> str:
+    """The headline of a run's sampling: attempts and judge votes beyond one per scenario, and
+    the chance that this run's plan blocks a suite whose scenarios are all fine (at the rates
+    of ``SequentialRule``: judge flipping 10%, agent failing 5% on its own); "" when no
+    scenario ran."""
+    rule = SequentialRule(**results.metadata.sampling_rule)  # type: ignore[arg-type]
+    ran = [s for s in results.scenarios if s.sampling is not None]
+    if not ran:
+        return ""
+    attempts = sum(s.sampling.attempts for s in ran if s.sampling)
+    votes = sum(s.sampling.judge_votes for s in ran if s.sampling)
+    clean = 1.0
+    for s in ran:
+        if s.quarantined or s.sampling is None:
+            continue
+        if s.sampling.mode == "sequential":
+            clean *= 1 - operating(rule, rule.fine).p_fail
+        else:
+            n = max(1, s.sampling.attempts)
+            clean *= 1 - fixed_fail_probability(rule.pass_rate(rule.fine), n, s.min_pass)
+    extra = attempts - len(ran)
+    return (
+        f"sampling: {attempts} attempts for {len(ran)} scenarios ({extra} more than one each), "
+        f"{votes} judge votes; a suite of fine scenarios run this way is falsely blocked in "
+        f"{_pct(1 - clean)} of runs (judge flipping {_pct(rule.judge_error)}, see "
+        "docs/sampling.md)"
+    )

@@ -39,7 +39,10 @@ def is_repeated(scenario: ScenarioResult) -> bool:
 
 
 def repeat_summary(scenario: ScenarioResult) -> str | None:
-    """``2/3 runs passed, needs 3`` for a repeated scenario, else None."""
+    """``2/3 runs passed, needs 3`` for a repeated scenario; the sequential test's decision
+    with its confidence ("passed 3 of 3 — ..."); else None."""
+    if scenario.sampling is not None and scenario.sampling.mode == "sequential":
+        return scenario.sampling.text
     if not is_repeated(scenario):
         return None
     ran = len(ran_attempts(scenario))

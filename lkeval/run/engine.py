@@ -370,7 +370,7 @@ class Engine:
             failures = [a for a in ran if a.status == "failed"]
             status = "failed" if failures else "error"
             first = (failures or [a for a in ran if a.status == "error"] or ran)[0]
-            reason = f"{sampling.text}: {first.reason}" if len(ran) > 1 else first.reason
+            reason = first.reason  # the reports put the decision (sampling.text) before it
         else:
             status = "error"
             reason = f"undecided after {sampling.passes} of {len(ran)} passed: {why_undecided}"
