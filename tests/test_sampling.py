@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from lkeval.results.model import Attempt, RunMetadata, RunResults, ScenarioResult, Verdict
 from lkeval.results.sampling import (
     DEFINITE_FAIL,
     DEFINITE_PASS,
@@ -15,7 +16,11 @@ from lkeval.results.sampling import (
     describe,
     describe_fixed,
     fixed_fail_probability,
+    observe,
     operating,
+    recheck,
+    recorded_rule,
+    run_cost_line,
     suite_blocks,
 )
 
@@ -164,3 +169,33 @@ def test_fixed_k_of_n_at_the_issue_rates_blocks_a_stable_suite_in_half_the_runs(
     # The issue's figures for fixed k-of-n at 0.86 per attempt: 4-of-6 55%, 5-of-7 72%.
     assert suite_blocks(fixed_fail_probability(0.86, 6, 4), 20) == pytest.approx(0.55, abs=0.01)
     assert suite_blocks(fixed_fail_probability(0.86, 7, 5), 20) == pytest.approx(0.72, abs=0.01)
+
+
+def _results(status: str, votes: list[str], rule: dict[str, float]) -> RunResults:
+    attempts = tuple(
+        Attempt(status="passed" if v == "pass" else "failed", verdicts=(Verdict("judge", v),))  # type: ignore[arg-type]
+        for v in votes
+    )
+    rule_now = SequentialRule()
+    seen = [o for a in attempts if (o := observe(a)) is not None]
+    scenario = ScenarioResult(
+        "s-1", "S 1", "G", "G", "s.yaml", 1, status,  # type: ignore[arg-type]
+        attempts=attempts, sampling=describe(rule_now, seen),
+    )  # fmt: skip
+    meta = RunMetadata("0", None, "a.py", ("s.yaml",), "now", sampling_rule=rule)
+    return RunResults(meta, (scenario,))
+
+
+def test_a_recorded_pass_is_recomputed_from_its_attempts() -> None:
+    honest = _results("passed", ["pass"] * 3, {"max_attempts": 20})
+    assert recheck(honest) == honest
+    # status edited to passed on one pass: the gate sees a failure, with what the votes give
+    edited = recheck(_results("passed", ["pass"], {"max_attempts": 20}))
+    (scenario,) = edited.scenarios
+    assert scenario.status == "failed"
+    assert scenario.reason.startswith("recorded as passed, but its attempts give: undecided")
+    # error rates in the file are not read: a loose alpha cannot make one pass enough
+    loose = recheck(_results("passed", ["pass"], {"alpha": 0.9, "beta": 0.9, "max_attempts": 1}))
+    assert loose.scenarios[0].status == "passed"  # at max_attempts 1, one pass is a pass ...
+    assert recorded_rule(_results("passed", [], {"alpha": 0.9})) == SequentialRule()  # ... only
+    assert "falsely blocked in" in run_cost_line(honest)

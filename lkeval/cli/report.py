@@ -25,7 +25,7 @@ from lkeval.reporters import REPORTER_BY_NAME, Report
 from lkeval.results.baseline import Comparison, compare
 from lkeval.results.gate import GateOutcome, evaluate_gate, gate_line
 from lkeval.results.model import ResultsFileError, RunResults, load_results
-from lkeval.results.sampling import run_cost_line
+from lkeval.results.sampling import recheck, run_cost_line
 from lkeval.text.commands import inert_line
 from lkeval.text.masking import mask, mask_results
 
@@ -65,6 +65,7 @@ def decide(results: RunResults, options: ReportOptions) -> tuple[Report, GitHubC
     The results must already be masked; in Actions the report shows the PR's head commit
     (not the merge commit ``GITHUB_SHA``) and links the run.
     """
+    results = recheck(results)  # a sequential pass must follow from its recorded attempts
     comparison = load_comparison(results, options.baseline)
     gate = evaluate_gate(
         results,

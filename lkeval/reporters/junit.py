@@ -101,6 +101,7 @@ class JUnitReporter(Reporter):
             element.set("time", f"{suite_time:.3f}")
             for case_element, scenario in zip(element.iter("testcase"), scenarios, strict=True):
                 case_element.set("time", f"{scenario.duration_seconds:.3f}")
+                _add_properties(case_element, scenario)
             for key in totals:
                 totals[key] += int(element.get(key, "0"))
             total_time += suite_time
@@ -149,6 +150,27 @@ def _testcase(scenario: ScenarioResult, root: str | None) -> TestCase:
             message=message, output=xml_text(_error_text(scenario)), error_type="error"
         )
     return case
+
+
+def _add_properties(case: ET.Element, scenario: ScenarioResult) -> None:
+    """The scenario's attempts and how its verdict was reached, as testcase properties (first
+    child, as consumers of pytest's ``record_property`` read them)."""
+    sampling = scenario.sampling
+    if sampling is None:
+        return
+    values = {
+        "attempts": str(sampling.attempts),
+        "passes": str(sampling.passes),
+        "judge_votes": str(sampling.judge_votes),
+        "sampling": sampling.mode,
+        "decision": sampling.text,
+    }
+    if sampling.confidence is not None:
+        values["confidence"] = f"{sampling.confidence:.6f}"
+    properties = ET.Element("properties")
+    for name, value in values.items():
+        ET.SubElement(properties, "property", {"name": name, "value": xml_text(value)})
+    case.insert(0, properties)
 
 
 def _error_text(scenario: ScenarioResult) -> str:

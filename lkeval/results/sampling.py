@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
 
@@ -350,7 +350,7 @@ def run_cost_line(results: RunResults) -> str:
     the chance that this run's plan blocks a suite whose scenarios are all fine (at the rates
     of ``SequentialRule``: judge flipping 10%, agent failing 5% on its own); "" when no
     scenario ran."""
-    rule = SequentialRule(**results.metadata.sampling_rule)  # type: ignore[arg-type]
+    rule = recorded_rule(results)
     ran = [s for s in results.scenarios if s.sampling is not None]
     if not ran:
         return ""
@@ -372,3 +372,33 @@ def run_cost_line(results: RunResults) -> str:
         f"{_pct(1 - clean)} of runs (judge flipping {_pct(rule.judge_error)}, see "
         "docs/sampling.md)"
     )
+
+
+def recorded_rule(results: RunResults) -> SequentialRule:
+    """The rule a results file was decided with. Only its cap is taken from the file (bounded):
+    error rates read from a file a pull request could have written would let it pass itself."""
+    cap = results.metadata.sampling_rule.get("max_attempts")
+    if isinstance(cap, int) and 1 <= cap <= 1_000:
+        return SequentialRule(max_attempts=cap)
+    return SequentialRule()
+
+
+def recheck(results: RunResults) -> RunResults:
+    """Every sequential pass recomputed from its recorded attempts: a scenario recorded as
+    passed whose attempts do not pass the test (an edited file, or a bug) gates as failed."""
+    rule = recorded_rule(results)
+    scenarios = []
+    for scenario in results.scenarios:
+        sampling = scenario.sampling
+        if scenario.status == "passed" and sampling is not None and sampling.mode == "sequential":
+            seen = [o for a in scenario.attempts if (o := observe(a)) is not None]
+            again = describe(rule, seen)
+            if again.outcome != "passed":
+                scenario = replace(
+                    scenario,
+                    status="failed",
+                    reason=f"recorded as passed, but its attempts give: {again.text}",
+                    sampling=again,
+                )
+        scenarios.append(scenario)
+    return replace(results, scenarios=tuple(scenarios))
