@@ -216,7 +216,7 @@ def test_an_agent_log_is_capped_with_a_marker_and_masked_across_batches(tmp_path
     log masked at once): the published copy is masked a batch at a time, with a secret at
     every offset around a batch edge still masked, and stops at the cap with a marker."""
     from lkeval.agents import logs
-    from lkeval.text.masking import Masker
+    from lkeval.text.masking import register_secret
 
     raw = tmp_path / "raw.log"
     filler = b"z" * 999 + b"\n"
@@ -225,17 +225,17 @@ def test_an_agent_log_is_capped_with_a_marker_and_masked_across_batches(tmp_path
             fh.write(filler * (logs._BATCH_BYTES // 1000 - 1) + b"y" * (900 + shift) + b"\n")
             fh.write(b"key=" + SECRET.encode() + b" end\n")
         fh.write(b"pad " * (logs._LINE_BYTES // 3) + SECRET.encode() + b" tail\n")  # too long
-    masker = Masker([SECRET])
+    register_secret(SECRET)
     target = tmp_path / "logs" / "agent.log"
     raw.with_name("copy.log").write_bytes(raw.read_bytes())
-    logs.publish_log(raw, target, masker.mask)
+    logs.publish_log(raw, target)
     text = target.read_text(encoding="utf-8")
     assert SECRET not in text and SECRET[:8] not in text
     assert text.count("key=*** end") == 40
     assert "[lk-eval: line longer than 64 KiB cut]" in text and "tail" not in text
     assert "log cut" not in text and not raw.exists()
 
-    logs.publish_log(raw.with_name("copy.log"), target, masker.mask, limit=4 * 1024 * 1024)
+    logs.publish_log(raw.with_name("copy.log"), target, limit=4 * 1024 * 1024)
     text = target.read_text(encoding="utf-8")
     assert text.endswith(
         "lk-eval: log cut at 4 MiB (lk-eval's limit per agent); the agent wrote 40 MiB\n"

@@ -270,16 +270,19 @@ def test_register_argv_knows_what_the_command_line_carries(monkeypatch: pytest.M
 # --- agent logs: published masked and without colours, or not at all ------------------------
 
 
-def test_agent_log_is_published_masked_without_colours(tmp_path: object) -> None:
-    from pathlib import Path
-
+def test_agent_log_is_published_masked_without_colours(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lkeval.agents import logs as agent_logs
     from lkeval.agents.process import publish_log, publish_pending_logs
+    from lkeval.text.masking import register_secret
 
     work, logs = Path(str(tmp_path)) / "work", Path(str(tmp_path)) / "logs"
     work.mkdir()
     raw = work / "s1.log"
     raw.write_bytes(f"\x1b[32mINFO\x1b[0m key={CANARY} cut={CANARY[:20]}\n".encode())
-    publish_log(raw, logs / "s1.log", Masker([CANARY]).mask)
+    register_secret(CANARY)  # the process's one masker, nobody hands a filter down
+    publish_log(raw, logs / "s1.log")
     assert (logs / "s1.log").read_text() == "INFO key=*** cut=***\n"
     assert not raw.exists()
 
@@ -288,7 +291,8 @@ def test_agent_log_is_published_masked_without_colours(tmp_path: object) -> None
 
     (work / "s2.log").write_text(f"key={CANARY}\n")
     (work / "s3.log").write_text(f"key={CANARY}\n")
-    publish_pending_logs(work, logs, broken)
+    monkeypatch.setattr(agent_logs, "mask", broken)
+    publish_pending_logs(work, logs)
     for name in ("s2.log", "s3.log"):
         text = (logs / name).read_text()
         assert CANARY not in text and "could not be masked" in text

@@ -11,9 +11,11 @@ import contextlib
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, TextIO
+
+from lkeval.text.masking import mask
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -48,17 +50,12 @@ _LINE_BYTES = 64 * 1024
 _warned: set[Path] = set()
 
 
-def publish_log(
-    raw: Path,
-    target: Path,
-    log_filter: Callable[[str], str] | None,
-    limit: int = LOG_LIMIT_BYTES,
-) -> None:
-    """Copy an agent's raw log to ``target`` without ANSI colours, through ``log_filter``, cut
-    at ``limit`` bytes with a marker; bounded memory however large the raw log is.
+def publish_log(raw: Path, target: Path, limit: int = LOG_LIMIT_BYTES) -> None:
+    """Copy an agent's raw log to ``target`` without ANSI colours, masked (the process's one
+    masker), cut at ``limit`` bytes with a marker; bounded memory however large the raw log is.
 
-    A log that cannot be filtered is not published (a note says so): it may hold the secrets
-    the filter was there to mask. A log that cannot be written (a full disk) is left out with
+    A log that cannot be masked is not published (a note says so): it may hold the secrets
+    the masking was there to hide. A log that cannot be written (a full disk) is left out with
     one warning on stderr: the results and reports matter more than a log. The raw file is
     removed either way.
     """
@@ -66,7 +63,7 @@ def publish_log(
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with raw.open("rb") as src, tmp.open("w", encoding="utf-8") as out:
-            _copy_masked(src, out, log_filter, limit)
+            _copy_masked(src, out, limit)
         os.replace(tmp, target)
     except OSError as exc:
         with contextlib.suppress(OSError):
@@ -84,15 +81,11 @@ def publish_log(
                 raw.unlink()
 
 
-def _copy_masked(
-    src: BinaryIO, out: TextIO, log_filter: Callable[[str], str] | None, limit: int
-) -> None:
+def _copy_masked(src: BinaryIO, out: TextIO, limit: int) -> None:
     written = 0
     for batch in _batches(src):
         try:
-            text = _ANSI.sub("", batch)
-            if log_filter is not None:
-                text = log_filter(text)
+            text = mask(_ANSI.sub("", batch))
         except Exception as exc:  # never leave an unmasked log where reports are kept
             out.seek(0)
             out.truncate()
@@ -139,10 +132,8 @@ def _cut_long_line(line: bytes) -> bytes:
     return head + b" [lk-eval: line longer than 64 KiB cut]\n"
 
 
-def publish_pending_logs(
-    work_dir: Path, logs_dir: Path, log_filter: Callable[[str], str] | None
-) -> None:
+def publish_pending_logs(work_dir: Path, logs_dir: Path) -> None:
     """Publish every raw agent log still in ``work_dir`` (agents killed on an interrupt)."""
     for raw in sorted(work_dir.glob("*.log")):
         with contextlib.suppress(OSError):
-            publish_log(raw, logs_dir / raw.name, log_filter)
+            publish_log(raw, logs_dir / raw.name)

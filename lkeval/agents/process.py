@@ -43,6 +43,7 @@ from lkeval.agents.logs import publish_pending_logs as publish_pending_logs
 from lkeval.agents.logs import read_log_tail as read_log_tail
 from lkeval.agents.protocol import SessionConnection, SessionListener
 from lkeval.agents.workdir import prepare_agent_dir
+from lkeval.text.masking import clip
 
 CRASH_MARKERS = ('"reason": "job crashed"', "reason=job crashed", "job crashed")
 # A Python exception line, dotted names included: ``openai.OpenAIError: Missing credentials``,
@@ -76,8 +77,6 @@ class AgentLaunch:
     cwd: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     launcher: Launcher | None = field(default=None, compare=False, repr=False)
-    #: Applied to the agent's log before it is published (lk-eval's masking of secrets).
-    log_filter: Callable[[str], str] | None = field(default=None, compare=False, repr=False)
     #: Where the agent writes its raw log (the run's private work dir); None: in place.
     raw_log_dir: Path | None = field(default=None, compare=False, repr=False)
 
@@ -289,8 +288,7 @@ class AgentProcess:
             text = line.strip()
             if _EXCEPTION_LINE.match(text) or text.startswith("lk-eval:"):
                 # masked before the cut: a secret cut in half is no longer recognised
-                log_filter = self.launch.log_filter
-                return (log_filter(text) if log_filter else text)[:300]
+                return clip(text, 300, ellipsis="")
         return ""
 
     def _scan_log_for_crash(self) -> str | None:
@@ -357,9 +355,7 @@ class AgentProcess:
                 _signal_group(proc.pid, signal.SIGKILL)  # what it left behind in its group
         finally:
             self._release()
-            await asyncio.to_thread(
-                publish_log, self.raw_log_path, self.log_path, self.launch.log_filter
-            )
+            await asyncio.to_thread(publish_log, self.raw_log_path, self.log_path)
 
     def _release(self) -> None:
         """Close the control channel (a host still alive then kills itself) and clean up."""

@@ -64,7 +64,7 @@ from lkeval.scenarios.loader import load_or_raise
 from lkeval.scenarios.model import Scenario, min_pass_problem
 from lkeval.scenarios.selection import Selection, select_shard
 from lkeval.text.commands import inert_line
-from lkeval.text.masking import mask, mask_results, redact_argv
+from lkeval.text.masking import mask_results, redact_argv
 
 
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -225,7 +225,6 @@ def execute(
         agent=Path(options.agent).resolve(),
         python=options.python,
         env=dict(options.env),
-        log_filter=mask,
     )
     # Agents (and the fork server) write their raw logs here (private, 0700), never into the
     # results dir: logs/ only gets masked copies. A SIGKILL of lk-eval leaves this dir behind.
@@ -272,7 +271,7 @@ def execute(
     finally:
         launcher.close()
         # Agents killed on an interrupt: their logs are masked here, or never reach logs/.
-        publish_pending_logs(raw_logs, plan.logs_dir, mask)  # also the fork server's log
+        publish_pending_logs(raw_logs, plan.logs_dir)  # also the fork server's log
         shutil.rmtree(raw_logs, ignore_errors=True)
 
 
