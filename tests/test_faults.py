@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import HOTEL, hotel_env, run_argv
+from conftest import HOTEL, TEST_AGENTS, clean_env, hotel_env, read_json, run_argv, run_lkeval
 from report_fixtures import run_results
 
 from lkeval.cli import main
@@ -241,3 +241,54 @@ def test_an_agent_log_is_capped_with_a_marker_and_masked_across_batches(tmp_path
         "lk-eval: log cut at 4 MiB (lk-eval's limit per agent); the agent wrote 40 MiB\n"
     ), text[-300:]
     assert target.stat().st_size <= 4 * 1024 * 1024 + 200 and SECRET not in text
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_a_runaway_agent_is_stopped_by_its_bounds_and_the_run_goes_on(
+    tmp_path: Path, start: str
+) -> None:
+    """An agent writing 1 GiB to stdout once left a 1.1 GB log and 2 GB of disk, and nothing
+    bounded an agent's memory: each is stopped at its bound, an error saying which, the
+    published log is cut, and the scenarios beside it are unaffected."""
+    rules = [
+        {"model": "faulty-agent", "last_user": "flood", "tool_calls": [{"name": "flood"}]},
+        {"model": "faulty-agent", "last_user": "hog", "tool_calls": [{"name": "hog"}]},
+        {"model": "faulty-agent", "text": "Fine."},
+    ]
+    scenarios = tmp_path / "scenarios.yaml"
+    said = [("flood", "please flood"), ("hog", "please hog"), ("plain", "hello")]
+    scenarios.write_text(
+        yaml.safe_dump(
+            {
+                "name": "Bounds",
+                "scenarios": [
+                    {"id": i, "label": i, "turns": [{"user": u, "expect": [{"message": {}}]}]}
+                    for i, u in said
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
+    results = tmp_path / "out" / "results.json"
+    argv = [
+        *run_argv(TEST_AGENTS / "faulty_agent.py", scenarios, results),
+        "--agent-memory",
+        "700",
+        "--agent-log-limit",
+        "8",
+        "--boot-timeout",
+        "90",
+        *(["--cold-start"] if start == "cold" else []),
+    ]
+    with LLMServer(rules) as llm:
+        proc = run_lkeval(argv, clean_env(OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="k"))
+    assert proc.returncode == ExitCode.GATE_FAILED, proc.stdout + proc.stderr
+    by_id = {s["scenario_id"]: s for s in read_json(results)["scenarios"]}
+    flood, hog = by_id["flood"], by_id["hog"]
+    assert flood["status"] == "error" and "more than 8 MiB of log" in flood["reason"], flood
+    assert hog["status"] == "error" and "more than its 700 MiB" in hog["reason"], hog
+    assert "--agent-memory" in hog["reason"] and by_id["plain"]["status"] == "passed"
+    log = Path(flood["attempts"][0]["log_path"])
+    assert log.stat().st_size <= 8 * 1024 * 1024 + 200
+    assert "lk-eval: log cut at 8 MiB" in log.read_text(encoding="utf-8")[-300:]

@@ -34,6 +34,7 @@ import importlib
 import json
 import logging
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -53,6 +54,8 @@ AGENT_TMP = ".tmp"  # the agent's TMPDIR, inside its directory
 # The agent's raw (unmasked) log, in the run's private dir: lk-eval publishes a masked copy when
 # the agent stops. An agent that outlives lk-eval deletes it (nobody is left to mask it).
 RAW_LOG_ENV = "LKEVAL_RAW_LOG"
+#: The agent's memory bound in MiB (lk-eval's ``--agent-memory``); see :func:`limit_memory`.
+MEMORY_ENV = "LKEVAL_AGENT_MEMORY_MIB"
 PR_SET_CHILD_SUBREAPER = 36
 
 # (module, attribute path) the host relies on.
@@ -302,6 +305,22 @@ def run(agent_path: str, connect_addr: str, dispatch: str | Control) -> int:
     return 0
 
 
+def limit_memory() -> None:
+    """A hard backstop under lk-eval's watch on the agent's resident memory, for growth faster
+    than that watch polls: ``RLIMIT_DATA`` at twice the bound, inherited by the agent's own
+    processes. Not ``RLIMIT_AS``: native libraries (ONNX Runtime, LiveKit's Rust core)
+    reserve far more address space than they use and fail under it; ``RLIMIT_DATA`` counts
+    only writable private memory, which a reservation (``PROT_NONE``) is not."""
+    try:
+        mib = int(os.environ.get(MEMORY_ENV, "0"))
+    except ValueError:
+        return
+    if mib > 0:
+        limit = 2 * mib * 1024 * 1024
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the agent process."""
     parser = argparse.ArgumentParser(prog="lkeval/agents/agent_host.py")
@@ -312,6 +331,7 @@ def main(argv: list[str] | None = None) -> None:
     source.add_argument("--dispatch-file", help="run at once with this scenario")
     args = parser.parse_args(argv)
     become_subreaper()
+    limit_memory()
     dispatch: str | Control
     if args.control_fd is not None:
         dispatch = Control(args.control_fd)

@@ -38,6 +38,7 @@ from typing import Any
 from lkeval.agents import agent_host
 from lkeval.agents.cold import ColdLauncher
 from lkeval.agents.interface import AgentProc, Launcher, LaunchError, SpawnRequest, StartMode
+from lkeval.agents.logs import LOG_LIMIT_BYTES
 from lkeval.agents.logs import publish_log as publish_log
 from lkeval.agents.logs import publish_pending_logs as publish_pending_logs
 from lkeval.agents.logs import read_log_tail as read_log_tail
@@ -63,6 +64,13 @@ class AgentFailure(Exception):
         self.log_tail = log_tail
 
 
+#: One runaway agent must not take the runner down with every other scenario's result: a real
+#: agent (LiveKit, a plugin, the turn detector's ONNX model) stays well under 1 GiB resident,
+#: and 2 GiB leaves most of a 7 GB hosted runner to the rest of the run.
+DEFAULT_AGENT_MEMORY_MIB = 2048
+DEFAULT_AGENT_LOG_MIB = LOG_LIMIT_BYTES // (1024 * 1024)
+
+
 @dataclass(frozen=True)
 class AgentLaunch:
     """How to start the agent under test.
@@ -79,6 +87,10 @@ class AgentLaunch:
     launcher: Launcher | None = field(default=None, compare=False, repr=False)
     #: Where the agent writes its raw log (the run's private work dir); None: in place.
     raw_log_dir: Path | None = field(default=None, compare=False, repr=False)
+    #: Most memory (resident MiB) one agent process may use before it is stopped; 0: no bound.
+    memory_limit_mib: int = DEFAULT_AGENT_MEMORY_MIB
+    #: Most log one agent may write before it is stopped (the published copy is cut there).
+    log_limit_mib: int = DEFAULT_AGENT_LOG_MIB
 
 
 # lk-eval's own credentials, which the agent under test has no use for: the CI token (it can
@@ -127,6 +139,7 @@ class AgentProcess:
         self._control: socket.socket | None = None
         self._went = False  # told to start its session
         self._log_offset = 0
+        self._stopped_for: str | None = None  # a memory or log bound it passed
 
     @property
     def start_mode(self) -> str | None:
@@ -224,6 +237,8 @@ class AgentProcess:
         }
         if self.raw_log_path != self.log_path:  # a private raw log, published when it stops
             env[agent_host.RAW_LOG_ENV] = str(self.raw_log_path.resolve())
+        if self.launch.memory_limit_mib:
+            env[agent_host.MEMORY_ENV] = str(self.launch.memory_limit_mib)
         return env
 
     async def _read_prepared(self) -> None:
@@ -263,15 +278,44 @@ class AgentProcess:
         while True:
             if self.proc.returncode is not None:
                 return self.exit_reason()
-            crash = self._scan_log_for_crash()
+            crash = self._scan_log_for_crash() or self._over_bounds()
             if crash:
                 return crash
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self.proc.wait()), poll)
 
+    def _over_bounds(self) -> str | None:
+        """Why the agent was stopped for its memory or its log, once it passes a bound (then
+        its whole tree is killed: a runaway agent must not take the runner down)."""
+        if self._stopped_for is None and self.proc is not None:
+            self._stopped_for = self._bound_passed(self.proc.pid)
+            if self._stopped_for is not None:
+                tree = agent_host.process_tree(self.proc.pid)
+                _signal_group(self.proc.pid, signal.SIGKILL)
+                agent_host.kill_processes(tree)
+        return self._stopped_for
+
+    def _bound_passed(self, pid: int) -> str | None:
+        log_limit = self.launch.log_limit_mib
+        with contextlib.suppress(OSError):
+            if log_limit and self.raw_log_path.stat().st_size > log_limit * 1024 * 1024:
+                return (
+                    f"agent stopped: it wrote more than {log_limit} MiB of log (--agent-log-limit)"
+                )
+        memory = self.launch.memory_limit_mib
+        resident = resident_mib(pid)
+        if memory and resident is not None and resident > memory:
+            return (
+                f"agent stopped: it used {resident:.0f} MiB of memory, more than its "
+                f"{memory} MiB (--agent-memory)"
+            )
+        return None
+
     def exit_reason(self) -> str:
         """Describe how the process ended, with the exception line of its log if any."""
         assert self.proc is not None and self.proc.returncode is not None
+        if self._stopped_for is not None:
+            return self._stopped_for
         rc = self.proc.returncode
         if rc == agent_host.EXIT_UNSUPPORTED:
             for line in reversed(self.log_tail(200)):
@@ -294,12 +338,14 @@ class AgentProcess:
     def _scan_log_for_crash(self) -> str | None:
         try:
             with self.raw_log_path.open("rb") as fh:
-                fh.seek(self._log_offset)
-                chunk = fh.read()
+                # a flooding agent writes faster than this reads: only the newest MiB counts
+                end = fh.seek(0, os.SEEK_END)
+                start = fh.seek(max(self._log_offset, end - _SCAN_BYTES))
+                chunk = fh.read(_SCAN_BYTES)
         except OSError:
             return None
         # keep a little overlap so a marker split across reads is still found
-        self._log_offset += max(0, len(chunk) - 64)
+        self._log_offset = start + max(0, len(chunk) - 64)
         text = chunk.decode("utf-8", errors="replace")
         if any(marker in text for marker in CRASH_MARKERS):
             return "the agent's job crashed (its entrypoint raised)" + self._crash_detail()
@@ -355,7 +401,12 @@ class AgentProcess:
                 _signal_group(proc.pid, signal.SIGKILL)  # what it left behind in its group
         finally:
             self._release()
-            await asyncio.to_thread(publish_log, self.raw_log_path, self.log_path)
+            await asyncio.to_thread(
+                publish_log,
+                self.raw_log_path,
+                self.log_path,
+                self.launch.log_limit_mib * 1024 * 1024 or LOG_LIMIT_BYTES,
+            )
 
     def _release(self) -> None:
         """Close the control channel (a host still alive then kills itself) and clean up."""
@@ -372,6 +423,19 @@ class AgentProcess:
             _signal_group(self.proc.pid, signal.SIGKILL)
             agent_host.kill_processes(tree)
         self._release()
+
+
+_SCAN_BYTES = 1024 * 1024
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def resident_mib(pid: int) -> float | None:
+    """The process's resident memory in MiB (``/proc/PID/statm``: one small read), or None."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * _PAGE / (1024 * 1024)
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -23,7 +23,13 @@ from lkeval.publish.github.comments import COMMENT_MODES
 from lkeval.reporters import REPORTER_BY_NAME
 from lkeval.results.gate import FAIL_ON_CHOICES
 from lkeval.run.engine import RUN_ATTEMPTS_PER_SCENARIO, default_concurrency
-from lkeval.scenarios.bounds import MAX_CONCURRENCY, MAX_REPEAT, MAX_RUNS, MAX_TURNS
+from lkeval.scenarios.bounds import (
+    MAX_AGENT_LOG_MIB,
+    MAX_CONCURRENCY,
+    MAX_REPEAT,
+    MAX_RUNS,
+    MAX_TURNS,
+)
 from lkeval.scenarios.model import BUILTIN_JUDGES
 
 
@@ -133,6 +139,22 @@ def _add_limits(group: argparse._ArgumentGroup) -> None:
         help="when the first N scenarios all fail with the same agent-side error (a dead "
         "LLM URL, a missing key), do not boot the rest: they are reported not run "
         f"(default {RunOptions.max_errors}; 0 never stops)",
+    )
+    group.add_argument(
+        "--agent-memory",
+        type=opt.non_negative_int,
+        default=RunOptions.agent_memory,
+        metavar="MIB",
+        help="resident memory one agent may use; past it the agent is stopped and its "
+        f"scenario is an error (default {RunOptions.agent_memory}; 0: no bound)",
+    )
+    group.add_argument(
+        "--agent-log-limit",
+        type=opt.positive_int_up_to(MAX_AGENT_LOG_MIB),
+        default=RunOptions.agent_log_limit,
+        metavar="MIB",
+        help="log one agent may write; past it the agent is stopped and its scenario is an "
+        f"error, its published log cut there (default {RunOptions.agent_log_limit})",
     )
     group.add_argument(
         "--cold-start",

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from lkeval.agents.process import DEFAULT_AGENT_LOG_MIB, DEFAULT_AGENT_MEMORY_MIB
 from lkeval.llm.config import parse_price
 from lkeval.llm.options import LLMEndpointOptions, LLMOptions
 from lkeval.publish.github.comments import CommentMode, marker
@@ -92,6 +93,10 @@ class RunOptions:
     max_run_attempts: int | None = None
     """Attempts the run may start in all (None: RUN_ATTEMPTS_PER_SCENARIO per scenario)."""
     max_errors: int = DEFAULT_MAX_ERRORS
+    agent_memory: int = DEFAULT_AGENT_MEMORY_MIB
+    """MiB of resident memory one agent may use before it is stopped (an error); 0: no bound."""
+    agent_log_limit: int = DEFAULT_AGENT_LOG_MIB
+    """MiB of log one agent may write before it is stopped; its published log is cut there."""
     """Stop booting when the first N scenarios fail alike on the agent's side (0: never)."""
     cold_start: bool = False
     shard: tuple[int, int] | None = None
@@ -299,6 +304,8 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         max_attempts=args.max_attempts,
         max_run_attempts=args.max_run_attempts,
         max_errors=args.max_errors,
+        agent_memory=args.agent_memory,
+        agent_log_limit=args.agent_log_limit,
         cold_start=args.cold_start,
         shard=args.shard,
         tags=tuple(args.tag),

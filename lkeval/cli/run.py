@@ -225,6 +225,8 @@ def execute(
         agent=Path(options.agent).resolve(),
         python=options.python,
         env=dict(options.env),
+        memory_limit_mib=options.agent_memory,
+        log_limit_mib=options.agent_log_limit,
     )
     # Agents (and the fork server) write their raw logs here (private, 0700), never into the
     # results dir: logs/ only gets masked copies. A SIGKILL of lk-eval leaves this dir behind.

@@ -22,6 +22,8 @@ MAX_TIMEOUT_SECONDS = 3_600.0
 """Any one timeout (``boot_timeout``, ``turn_timeout``, their flags, ``--llm-timeout``)."""
 MAX_CONCURRENCY = 256
 """Conversations at once (``--concurrency``): each holds an agent process or two."""
+MAX_AGENT_LOG_MIB = 10_240
+"""Log one agent may write (``--agent-log-limit``): it is disk, twice (raw and published)."""
 MAX_RUNS = 100_000
 """Runs (scenarios x repeats) in one ``lkeval run``, after selection and sharding."""
 

@@ -2,12 +2,16 @@
 
 - ``{"fault": "raise_in_entrypoint"}``: the entrypoint raises before the session starts.
 - ``{"fault": "exit_in_tool"}``: the ``explode`` tool kills the process mid-turn.
+- the ``flood`` tool writes to stdout without end, the ``hog`` tool takes memory without
+  end (lk-eval's --agent-log-limit and --agent-memory stop them).
 - anything else: a plain echo-style agent on the local test LLM.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import time
 
 from livekit.agents import Agent, AgentServer, AgentSession, JobContext, function_tool
 from livekit.plugins import openai
@@ -21,6 +25,21 @@ class Plain(Agent):
     async def explode(self) -> str:
         """Crash the agent process (a stand-in for a segfault or an OOM kill)."""
         os._exit(3)
+
+    @function_tool
+    async def flood(self) -> str:
+        """Write to stdout without end (a runaway debug loop)."""
+        line = "flooding the log " * 64 + "\n"
+        while True:
+            sys.stdout.write(line * 1024)
+
+    @function_tool
+    async def hog(self) -> str:
+        """Take memory without end (a leak), each page touched so it is resident."""
+        kept = []
+        while True:
+            kept.append(b"m" * (32 * 1024 * 1024))
+            time.sleep(0.02)
 
     @function_tool
     async def lookup(self, key: str) -> str:
