@@ -150,14 +150,23 @@ class ScenarioAttempt:
         agent = AgentProcess(launch, dispatch, self.log_path)
         conn: SessionConnection | None = None
         conversing = cancelled = False
+        opened: list[float] = []  # when the conversation slot opened
+
+        async def converse() -> None:
+            if slot is not None:
+                await slot.converse()
+            opened.append(time.monotonic())
+
         try:
             boot_timeout = self.scenario.limits.boot_timeout or self.settings.boot_timeout
             try:
                 # The agent is prepared now; its session starts only once the slot opens.
-                conn = await agent.start(boot_timeout, slot.converse if slot else None)
+                conn = await agent.start(boot_timeout, converse if slot else None)
             except AgentFailure as exc:
                 self.agent_cause = exc.reason
-                return self._attempt("error", exc.reason, started, agent, exc.log_tail)
+                # the wait for the conversation slot is not the scenario's time
+                began = opened[0] if opened else started
+                return self._attempt("error", exc.reason, began, agent, exc.log_tail)
             conv = Conversation(conn, agent, self.turn_timeout)
             if slot is not None:
                 started = time.monotonic()  # the wait for a slot is not the scenario's time
