@@ -38,6 +38,7 @@ from typing import Any
 from lkeval.agents import agent_host
 from lkeval.agents.cold import ColdLauncher
 from lkeval.agents.interface import AgentProc, Launcher, LaunchError, SpawnRequest, StartMode
+from lkeval.agents.limits import DEFAULT_AGENT_LOG_MIB, DEFAULT_AGENT_MEMORY_MIB, bound_passed
 from lkeval.agents.logs import LOG_LIMIT_BYTES
 from lkeval.agents.logs import publish_log as publish_log
 from lkeval.agents.logs import publish_pending_logs as publish_pending_logs
@@ -62,13 +63,6 @@ class AgentFailure(Exception):
         super().__init__(reason)
         self.reason = reason
         self.log_tail = log_tail
-
-
-#: One runaway agent must not take the runner down with every other scenario's result: a real
-#: agent (LiveKit, a plugin, the turn detector's ONNX model) stays well under 1 GiB resident,
-#: and 2 GiB leaves most of a 7 GB hosted runner to the rest of the run.
-DEFAULT_AGENT_MEMORY_MIB = 2048
-DEFAULT_AGENT_LOG_MIB = LOG_LIMIT_BYTES // (1024 * 1024)
 
 
 @dataclass(frozen=True)
@@ -288,28 +282,17 @@ class AgentProcess:
         """Why the agent was stopped for its memory or its log, once it passes a bound (then
         its whole tree is killed: a runaway agent must not take the runner down)."""
         if self._stopped_for is None and self.proc is not None:
-            self._stopped_for = self._bound_passed(self.proc.pid)
+            self._stopped_for = bound_passed(
+                self.proc.pid,
+                self.raw_log_path,
+                self.launch.memory_limit_mib,
+                self.launch.log_limit_mib,
+            )
             if self._stopped_for is not None:
                 tree = agent_host.process_tree(self.proc.pid)
                 _signal_group(self.proc.pid, signal.SIGKILL)
                 agent_host.kill_processes(tree)
         return self._stopped_for
-
-    def _bound_passed(self, pid: int) -> str | None:
-        log_limit = self.launch.log_limit_mib
-        with contextlib.suppress(OSError):
-            if log_limit and self.raw_log_path.stat().st_size > log_limit * 1024 * 1024:
-                return (
-                    f"agent stopped: it wrote more than {log_limit} MiB of log (--agent-log-limit)"
-                )
-        memory = self.launch.memory_limit_mib
-        resident = resident_mib(pid)
-        if memory and resident is not None and resident > memory:
-            return (
-                f"agent stopped: it used {resident:.0f} MiB of memory, more than its "
-                f"{memory} MiB (--agent-memory)"
-            )
-        return None
 
     def exit_reason(self) -> str:
         """Describe how the process ended, with the exception line of its log if any."""
@@ -426,16 +409,6 @@ class AgentProcess:
 
 
 _SCAN_BYTES = 1024 * 1024
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def resident_mib(pid: int) -> float | None:
-    """The process's resident memory in MiB (``/proc/PID/statm``: one small read), or None."""
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as fh:
-            return int(fh.read().split()[1]) * _PAGE / (1024 * 1024)
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

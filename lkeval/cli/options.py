@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from lkeval.agents.process import DEFAULT_AGENT_LOG_MIB, DEFAULT_AGENT_MEMORY_MIB
+from lkeval.agents.limits import DEFAULT_AGENT_LOG_MIB, DEFAULT_AGENT_MEMORY_MIB
 from lkeval.llm.config import parse_price
 from lkeval.llm.options import LLMEndpointOptions, LLMOptions
 from lkeval.publish.github.comments import CommentMode, marker
