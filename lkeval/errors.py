@@ -62,6 +62,13 @@ class ConfigError(LkevalError):
     """The environment or configuration cannot work (an LLM without credentials, a bad URL)."""
 
 
+class NothingToRunError(LkevalError):
+    """The run holds no scenario to play (an empty file, a selection that leaves nothing):
+    exit 3 before anything boots, never a gate that passes on nothing."""
+
+    exit_code = ExitCode.NOTHING_RAN
+
+
 class OutputError(LkevalError):
     """A report or results file cannot be written; names the target path, never a temp file."""
 
@@ -77,6 +84,7 @@ __all__ = [
     "ExitCode",
     "InputFileError",
     "LkevalError",
+    "NothingToRunError",
     "OutputError",
     "UsageError",
 ]

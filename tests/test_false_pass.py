@@ -84,6 +84,7 @@ SCENARIOS = [
     simulated("dead-llm-close", "dead_llm_close"),
     simulated("dead-llm-stay", "dead_llm_stay"),
     simulated("silent", "silent"),
+    simulated("whitespace-only", "whitespace"),
     simulated("crash-after-greeting", "crash_after_greeting"),
     simulated("crash-in-turn", "crash_in_turn"),
     simulated("sim-end-raises", "sim_end_raises"),
@@ -172,6 +173,12 @@ def test_the_gate_fails_and_only_the_controls_pass(matrix: dict[str, Any]) -> No
         ),
         (
             "silent",
+            "error",
+            "the agent never produced an assistant message in 2 caller turn(s) "
+            "(the agent stayed silent for 2 turn(s) in a row)",
+        ),
+        (
+            "whitespace-only",
             "error",
             "the agent never produced an assistant message in 2 caller turn(s) "
             "(the agent stayed silent for 2 turn(s) in a row)",
@@ -273,10 +280,42 @@ def test_a_dead_agent_llm_stops_the_suite_early(tmp_path: Path) -> None:
     assert 2 <= booted <= 4 and statuses == ["error"] * booted + ["skipped"] * (6 - booted)
     not_run = by_id["s5"]["reason"]
     assert not_run.startswith(
-        "not run: the first 2 scenario(s) failed with the same agent-side cause "
+        "not run (stopped early): the first 2 scenario(s) failed with the same agent-side cause "
         "(--max-errors 2): the agent ended the session"
     )
     assert "unrecoverable error" in not_run
+
+
+def test_the_brake_fails_the_gate_when_the_errors_that_tripped_it_are_quarantined(
+    tmp_path: Path,
+) -> None:
+    """Issue 18 item 1: flaky scenarios listed first and quarantined; the agent's own LLM is
+    dead, so they error alike, the brake stops the rest; those never ran: the gate fails."""
+    path = tmp_path / "scenarios.yaml"
+    # At --concurrency 1 one more agent boots while the third talks: four flaky ones first.
+    flaky = [{**bare(f"flaky-{i}", "dead_llm_stay"), "tags": {"flaky": "yes"}} for i in range(4)]
+    rest = [bare(f"s{i}", "dead_llm_stay") for i in range(3)]
+    path.write_text(yaml.safe_dump({"name": "Dead", "scenarios": [*flaky, *rest]}))
+    proc = run_lkeval(
+        [
+            *run_argv(BROKEN, path, tmp_path / "r.json"),
+            *("--quarantine", "flaky=yes", "--concurrency", "1", "--max-errors", "3"),
+        ],
+        clean_env(),
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    by_id = {s["scenario_id"]: s for s in read_json(tmp_path / "r.json")["scenarios"]}
+    assert [by_id[f"flaky-{i}"]["status"] for i in range(3)] == ["error"] * 3
+    not_run = [sid for sid, s in by_id.items() if s["reason"].startswith("not run (stopped")]
+    assert {"s0", "s1", "s2"} <= set(not_run), by_id
+    gate = proc.stdout.strip().splitlines()[-1]
+    assert gate.startswith("lk-eval gate: FAILED (exit 1) — "), gate
+    assert (
+        f"the run stopped early ({len(not_run)} scenarios not run): the first 3 scenario(s) "
+        "failed with the same agent-side cause (--max-errors 3): turn 1: the agent answered "
+        "with an error"
+    ) in gate
 
 
 def _shard(tmp_path: Path, shard: str, results: list[ScenarioResult]) -> Path:
@@ -369,3 +408,69 @@ def test_an_interrupted_run_writes_every_report_and_passes_nothing(tmp_path: Pat
     report = run_lkeval(["report", "--results", str(out / "results.json")], clean_env(), timeout=60)
     assert report.returncode == 1, report.stdout + report.stderr
     assert "the run was interrupted (3 scenarios not run)" in report.stdout
+
+
+# --- issue 18: nothing to run, selections that select less than meant -------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "extra", "said"),
+    [
+        ("scenarios: []\n", [], "nothing to run: the scenario file(s) hold no scenario"),
+        ("scenarios:\n", [], "nothing to run: the scenario file(s) hold no scenario"),
+        (
+            yaml.safe_dump({"scenarios": [bare("a", "healthy")]}),
+            ["--tag", "team=nobody"],
+            "nothing to run: no scenario of 1 is selected (tag team=nobody)",
+        ),
+    ],
+    ids=["empty-list", "empty-key", "selection-leaves-nothing"],
+)
+def test_nothing_to_run_is_exit_3_before_anything_boots(
+    tmp_path: Path, body: str, extra: list[str], said: str
+) -> None:
+    """Issue 18 item 2: no results file, no agent, no fork server; one line saying why."""
+    path = tmp_path / "scenarios.yaml"
+    path.write_text(body)
+    out = tmp_path / "out"
+    proc = run_lkeval([*run_argv(BROKEN, path, out / "r.json"), *extra], clean_env(), timeout=60)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert f"lk-eval: {said}" in proc.stderr.splitlines()
+    assert proc.stdout == "" and not out.exists()  # nothing started, nothing written
+
+
+def test_a_match_pattern_that_matches_nothing_is_refused(tmp_path: Path) -> None:
+    """Issue 18 item 10: a typo in one of several --match patterns is exit 2, naming it."""
+    path = tmp_path / "scenarios.yaml"
+    path.write_text(yaml.safe_dump({"scenarios": [bare("book-room", "healthy")]}))
+    argv = [*run_argv(BROKEN, path, tmp_path / "r.json"), "--match", "book-*"]
+    proc = run_lkeval([*argv, "--match", "chek-out*"], clean_env(), timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines()[0] == (
+        "lk-eval: --match 'chek-out*' matches no scenario's id or label (of 1 in the suite)"
+    )
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_an_empty_shard_says_so_and_the_merge_gates_the_suite(tmp_path: Path) -> None:
+    """Issue 18 item 2: shard 2/2 of a one-scenario suite is empty: its run exits 0 with a
+    results file saying so; merged with shard 1/2 the whole suite is gated."""
+    path = tmp_path / "scenarios.yaml"
+    path.write_text(yaml.safe_dump({"scenarios": [bare("only", "silent")]}))
+    files = []
+    for shard, code in (("2/2", 0), ("1/2", 1)):
+        results = tmp_path / shard.replace("/", "of") / "r.json"
+        proc = run_lkeval(
+            [*run_argv(BROKEN, path, results), "--shard", shard], clean_env(), timeout=300
+        )
+        assert proc.returncode == code, proc.stdout + proc.stderr
+        files.append(str(results))
+    empty = read_json(Path(files[0]))
+    assert empty["metadata"]["empty_shard"] is True and empty["scenarios"] == []
+    merged = tmp_path / "merged.json"
+    proc = run_lkeval(["merge", *files, "-o", str(merged)], clean_env(), timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert read_json(merged)["metadata"]["empty_shard"] is False
+    report = run_lkeval(["report", "--results", str(merged)], clean_env(), timeout=60)
+    assert report.returncode == 1, report.stdout + report.stderr
+    assert "1 scenario failed or errored: only" in report.stdout  # the silent agent

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from report_fixtures import baseline_results, results_of, run_results, scenario
 
 from lkeval.errors import ExitCode
 from lkeval.results.baseline import compare
 from lkeval.results.gate import evaluate_gate, tally
+from lkeval.results.model import Attempt, TranscriptItem
 
 EXIT_PASSED, EXIT_FAILED = ExitCode.PASSED, ExitCode.GATE_FAILED
 EXIT_NOTHING_RAN = ExitCode.NOTHING_RAN
@@ -127,12 +130,57 @@ def test_all_skipped_is_nothing_ran_not_a_pass() -> None:
     assert "--caller-model" in gate.reasons[0]
 
 
-def test_an_empty_shard_passes() -> None:
+def test_results_without_a_scenario_are_nothing_ran_unless_an_empty_shard() -> None:
+    """Issue 18 item 2: no scenario is never a pass, except in a shard that says it is empty
+    (the merge of every shard is gated)."""
     gate = evaluate_gate(results_of(), None)
-    assert gate.passed and gate.exit_code == 0
+    assert (gate.passed, gate.exit_code) == (False, EXIT_NOTHING_RAN)
+    assert gate.reasons == ("nothing ran: the results hold no scenario",)
+    empty = results_of()
+    empty = dataclasses.replace(
+        empty,
+        metadata=dataclasses.replace(empty.metadata, shard="4/4", empty_shard=True),
+    )
+    gate = evaluate_gate(empty, None)
+    assert (gate.passed, gate.exit_code) == (True, EXIT_PASSED)
+    assert gate.reasons[0].startswith("empty shard 4/4: no selected scenario falls in it")
 
 
-def test_only_quarantined_scenarios_pass() -> None:
-    gate = evaluate_gate(results_of(scenario("a", "failed", quarantined=True)), None)
-    assert gate.passed
-    assert gate.reasons[0] == "no scenario counted toward the gate"
+def test_only_quarantined_scenarios_fail_unless_allowed() -> None:
+    """Issue 18 item 4: a run that counted no scenario gated nothing."""
+    results = results_of(
+        scenario("a", "failed", quarantined=True),
+        scenario("b", quarantined=True),
+        scenario("c", "skipped", reason="not selected (tag team=x)"),
+    )
+    gate = evaluate_gate(results, None)
+    assert (gate.passed, gate.exit_code) == (False, EXIT_FAILED)
+    assert gate.reasons == (
+        "no scenario counted toward the gate: all 2 scenarios that ran are quarantined "
+        "(--allow-all-quarantined to pass such a run)",
+        "1 scenario quarantined and not passing (not blocking)",
+    )
+    allowed = evaluate_gate(results, None, allow_all_quarantined=True)
+    assert (allowed.passed, allowed.exit_code) == (True, EXIT_PASSED)
+    assert allowed.reasons[0] == (
+        "no scenario counted toward the gate: all 2 scenarios that ran are quarantined (allowed)"
+    )
+
+
+def test_scenarios_the_error_brake_did_not_run_fail_the_gate() -> None:
+    """Issue 18 item 1: quarantined errors trip the brake; the rest, never run, fail it."""
+    why = (
+        "not run (stopped early): the first 2 scenario(s) failed with the same agent-side "
+        "cause (--max-errors 2): turn 1: the agent answered with an error"
+    )
+    user = TranscriptItem(kind="message", turn=1, role="user", text="hi")
+    conversed = (Attempt("error", transcript=(user,)),)
+    errors = [scenario(n, "error", quarantined=True, attempts=conversed) for n in "ab"]
+    not_run = [scenario(n, "skipped", reason=why, attempts=()) for n in "cde"]
+    for allow in (False, True):
+        gate = evaluate_gate(results_of(*errors, *not_run), None, allow_all_quarantined=allow)
+        assert (gate.passed, gate.exit_code) == (False, EXIT_FAILED)
+        assert (
+            "the run stopped early (3 scenarios not run): the first 2 scenario(s) failed with "
+            "the same agent-side cause (--max-errors 2): turn 1: the agent answered with an error"
+        ) in gate.reasons

@@ -71,3 +71,11 @@ def test_the_agents_own_error_text_prefers_the_unrecoverable_line() -> None:
     assert agent_error_text([], log[2:]) == "Error in _llm_inference_task"
     assert agent_error_text([], log[3:]) == log[3]
     assert agent_error_text([], []) == ""
+
+
+def test_whitespace_is_not_speech() -> None:
+    """Issue 18 item 7: an agent whose only messages are whitespace never spoke."""
+    blank = TranscriptItem(kind="message", turn=1, role="assistant", text=" \n\t ")
+    why = no_conversation([USER, blank], [], 0, "")
+    assert why == "the agent never produced an assistant message in 1 caller turn(s)"
+    assert no_conversation([USER, blank, REPLY], [], 0, "") == ""

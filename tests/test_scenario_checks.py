@@ -31,6 +31,12 @@ scenarios:
     agent_expectations: The agent greets.
     turns:
       - user: hi
+  - label: scripted, only skips
+    turns:
+      - user: hi
+        expect: [{skip: 2}]
+      - user: bye
+        expect: [{skip: 1}]
   - label: built-in judges only
     instructions: Book a room.
     judges: [safety]
@@ -67,6 +73,8 @@ def test_what_has_nothing_to_check_by_default(scenarios: dict[str, Scenario]) ->
         "scripted, expectations for the judge only": f"{NOTHING_TO_CHECK}: its turns expect "
         "nothing, and its agent_expectations are judged only when a judge model is named "
         "(--judge-model)",
+        "scripted, only skips": f"{NOTHING_TO_CHECK}: its turns expect nothing (skip: checks "
+        "no event) and it has no agent_expectations or judges",
         "built-in judges only": None,
         "scripted, then simulated and judged": None,
     }

@@ -14,7 +14,7 @@ def test_the_same_cause_in_the_first_n_trips_the_brake() -> None:
         brake.record(DEAD.format(n=n, p=40000 + n))  # numbers differ, the cause is the same
     assert brake.cause == DEAD.format(n=0, p=40000)
     assert brake.not_run_reason().startswith(
-        "not run: the first 3 scenario(s) failed with the same agent-side cause "
+        "not run (stopped early): the first 3 scenario(s) failed with the same agent-side cause "
         "(--max-errors 3): turn 1: the agent answered"
     )
 

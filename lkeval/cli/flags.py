@@ -334,6 +334,12 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         help="do not fail the gate on scenarios with nothing to check (no expectations, no "
         "judged agent_expectations, no judges); they are never played either way",
     )
+    group.add_argument(
+        "--allow-all-quarantined",
+        action="store_true",
+        help="pass a run in which every scenario that ran is quarantined (by default a gate "
+        "that counted no scenario fails)",
+    )
     _add_comment(group)
     _add_github(group)
 

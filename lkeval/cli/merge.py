@@ -82,6 +82,7 @@ def merge_results(parts: list[tuple[str, RunResults]], allow_partial: bool = Fal
         finished_at=max(m.finished_at for m in metas),
         duration_seconds=max(m.duration_seconds for m in metas),
         shard=None,
+        empty_shard=False,
         interrupted=any(m.interrupted for m in metas),
         missing_shards=tuple(missing),
     )

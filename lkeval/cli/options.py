@@ -48,9 +48,12 @@ class ReportOptions:
     fail_on: FailOn = "any"
     min_pass_rate: float | None = None
     budgets: Budgets = field(default_factory=Budgets)
+    """--max-latency, --max-cost, --latency-regression, --cost-regression (all off: no budget)."""
     allow_nothing_to_check: bool = False
     """Do not fail on scenarios with nothing to check (they are never played either way)."""
-    """--max-latency, --max-cost, --latency-regression, --cost-regression (all off: no budget)."""
+    allow_all_quarantined: bool = False
+    """Pass a run whose every scenario that ran is quarantined (by default: no scenario
+    counted toward the gate, so it fails)."""
     comment: CommentMode = "update"
     comment_id: str = "default"
     title: str | None = None
@@ -275,6 +278,7 @@ def report_options(
             cost_regression=args.cost_regression,
         ),
         allow_nothing_to_check=args.allow_nothing_to_check,
+        allow_all_quarantined=args.allow_all_quarantined,
         comment=args.comment,
         comment_id=args.comment_id,
         title=args.title,

@@ -74,6 +74,7 @@ def decide(results: RunResults, options: ReportOptions) -> tuple[Report, GitHubC
         options.min_pass_rate,
         options.budgets,
         allow_nothing_to_check=options.allow_nothing_to_check,
+        allow_all_quarantined=options.allow_all_quarantined,
     )
     ctx = read_context(token=options.github_token, pr_number=options.pr) if options.github else None
     if ctx is not None:

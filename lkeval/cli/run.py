@@ -62,7 +62,7 @@ from lkeval.run.revote import ask_again_with
 from lkeval.scenarios.bounds import runs_problem
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.scenarios.model import Scenario, min_pass_problem
-from lkeval.scenarios.selection import Selection, select_shard
+from lkeval.scenarios.selection import Selection, check_selection, select_shard
 from lkeval.text.commands import inert_line
 from lkeval.text.masking import mask_results, redact_argv
 
@@ -102,6 +102,8 @@ def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
     report = options.report
     plan = build_plan(options)
     check_writable([plan.results_path, plan.logs_dir / "fork-server.log", *_report_paths(options)])
+    if not plan.selected:  # check_selection: the suite has some, so this shard has none
+        return _empty_shard(options, plan, masker, out)
     adopt_orphans()  # what a crashed agent leaves behind comes to us, stopped at the end
     problem = python_problem(options.python)  # before anything boots: one line, not N failures
     if problem is not None:
@@ -188,6 +190,8 @@ def build_plan(options: RunOptions) -> _Plan:
     for warning in warnings:
         print(inert_line(str(warning)), file=sys.stderr)  # may quote the scenario file
     scenarios = [s for g in groups for s in g.scenarios]
+    selection = Selection(tags=options.tags, patterns=options.match)
+    check_selection(scenarios, selection)  # the whole suite: exit 2 or 3 before anything boots
     if options.shard is not None:
         scenarios = select_shard(scenarios, *options.shard)
     results_path = Path(options.results)
@@ -196,7 +200,7 @@ def build_plan(options: RunOptions) -> _Plan:
         repeat=options.repeat,
         min_pass=options.min_pass,
         quarantine=options.quarantine,
-        selection=Selection(tags=options.tags, patterns=options.match),
+        selection=selection,
         max_errors=options.max_errors,
         sampling=SequentialRule(max_attempts=options.max_attempts),
         max_run_attempts=options.max_run_attempts,
@@ -338,6 +342,17 @@ def _fork_without_secrets(
     write_text(plan.results_path, dump_results(results))
     out.write(f"results: {plan.results_path}\n")
     return finish(results, str(plan.results_path), options.report, out).exit_code
+
+
+def _empty_shard(options: RunOptions, plan: _Plan, masker: Masker, out: TextIO) -> int:
+    """More shards than scenarios: this shard writes results that say it is empty, boots
+    nothing, and passes; the merge of every shard's results is what is gated."""
+    started_at = dt.datetime.now(dt.timezone.utc)
+    why = f"not selected ({plan.engine_options.selection.describe()})"
+    scenarios = [ScenarioResult.of(s, "skipped", why) for s in plan.scenarios]
+    metadata = build_metadata(options, scenarios, started_at, time.monotonic(), None)
+    results = RunResults(dataclasses.replace(metadata, empty_shard=True), tuple(scenarios))
+    return _write_and_finish(options, plan, masker.mask_results(results), None, masker, out)
 
 
 def _run_until_signal(

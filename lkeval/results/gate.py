@@ -8,7 +8,10 @@ agent, so it is reported as such whatever ``fail_on`` says; when the judge is wh
 wording says so and does not blame the agent.
 
 Quarantined scenarios are reported but never fail the gate: flaky LLM verdicts must not block
-merges, which is the whole point of quarantining them.
+merges, which is the whole point of quarantining them. A run in which *every* scenario that ran
+is quarantined gated nothing, though, and fails unless the user says otherwise
+(``--allow-all-quarantined``); and scenarios the error brake did not run (``--max-errors``) fail
+it like an interrupted run's, whatever the others did.
 """
 
 from __future__ import annotations
@@ -20,7 +23,12 @@ from typing import Literal
 from lkeval.errors import ExitCode
 from lkeval.results.baseline import Comparison
 from lkeval.results.budgets import BudgetMiss, Budgets, check_budgets
-from lkeval.results.model import RunResults, ScenarioResult
+from lkeval.results.model import (
+    NOT_RUN_INTERRUPTED,
+    NOT_RUN_STOPPED,
+    RunResults,
+    ScenarioResult,
+)
 from lkeval.scenarios.model import NOTHING_TO_CHECK
 from lkeval.text.untrusted import label
 
@@ -126,15 +134,21 @@ def evaluate_gate(
     min_pass_rate: float | None = None,
     budgets: Budgets | None = None,
     allow_nothing_to_check: bool = False,
+    allow_all_quarantined: bool = False,
 ) -> GateOutcome:
     """Decide the gate. See the module docstring for the exit codes.
 
     A scenario that had nothing to check (found before anything booted, not played) fails
-    the gate unless ``allow_nothing_to_check``: a check dropped by mistake must not pass.
+    the gate unless ``allow_nothing_to_check``: a check dropped by mistake must not pass. A run
+    in which no scenario counted (every one that ran is quarantined) fails it unless
+    ``allow_all_quarantined``. An empty shard (``lkeval run --shard I/N`` with more shards than
+    scenarios) passes with a note: the merge of all shards is what is gated.
 
     A budget miss (:mod:`lkeval.results.budgets`) fails the gate on its own, as its own
     reason; with ``--fail-on never`` it is reported and does not block.
     """
+    if results.metadata.empty_shard:
+        return GateOutcome(True, ExitCode.PASSED, (empty_shard_note(results),))
     broken = _nothing_ran(results, allow_nothing_to_check)
     if broken is not None:
         return broken
@@ -165,17 +179,31 @@ def evaluate_gate(
         (notes if fail_on == "never" else failures).append(f"budget missed: {miss.text}")
 
     failures.extend(incomplete_run(results))
+    if not counted:
+        quarantined = f"all {_count(ran)} that ran are quarantined"
+        if allow_all_quarantined:
+            notes.insert(0, f"no scenario counted toward the gate: {quarantined} (allowed)")
+        else:
+            failures.insert(
+                0,
+                f"no scenario counted toward the gate: {quarantined} "
+                "(--allow-all-quarantined to pass such a run)",
+            )
     if failures:
         return GateOutcome(False, ExitCode.GATE_FAILED, tuple(failures + notes), misses)
-    if not counted:
-        notes.insert(0, "no scenario counted toward the gate")
-    elif not bad:
+    if not bad and counted:
         notes.insert(0, f"all {_count(counted)} passed")
     return GateOutcome(True, ExitCode.PASSED, tuple(notes), misses)
 
 
 def _nothing_ran(results: RunResults, allow_nothing_to_check: bool) -> GateOutcome | None:
     """The broken-setup outcome (exit 3), or None when something really ran."""
+    if not results.scenarios:
+        return GateOutcome(
+            passed=False,
+            exit_code=ExitCode.NOTHING_RAN,
+            reasons=("nothing ran: the results hold no scenario",),
+        )
     ran = [s for s in results.scenarios if s.status != "skipped"]
     # Exit 3 is for a broken setup: nothing could even be talked to. Once a conversation
     # happened, errors (a judge down, a failed turn) are the gate failing (exit 1).
@@ -249,17 +277,30 @@ def conversed(scenario: ScenarioResult) -> bool:
 
 
 def incomplete_run(results: RunResults) -> list[str]:
-    """Why these results cannot pass whatever they hold: the run was interrupted, or a merge
-    lacks shards. Scenarios that never ran are not failures, but a gate that passes on part
-    of the suite would hide the rest."""
+    """Why these results cannot pass whatever they hold: the run was interrupted or stopped
+    early by the error brake, or a merge lacks shards. Scenarios that never ran are not
+    failures, but a gate that passes on part of the suite would hide the rest."""
     out = []
     if results.metadata.interrupted:
-        not_run = sum(1 for s in results.scenarios if s.reason == "not run (interrupted)")
+        not_run = sum(1 for s in results.scenarios if s.reason == NOT_RUN_INTERRUPTED)
         out.append(f"the run was interrupted ({_count(range(not_run))} not run)")
+    stopped = [s for s in results.scenarios if s.reason.startswith(NOT_RUN_STOPPED)]
+    if stopped:
+        why = stopped[0].reason.removeprefix(NOT_RUN_STOPPED).lstrip(": ")
+        out.append(f"the run stopped early ({_count(stopped)} not run): {why}")
     if results.metadata.missing_shards:
         missing = ", ".join(results.metadata.missing_shards)
         out.append(f"partial results: shard(s) {missing} missing (merged with --allow-partial)")
     return out
+
+
+def empty_shard_note(results: RunResults) -> str:
+    """Why an empty shard passes: none of the suite's scenarios fell in it."""
+    shard = results.metadata.shard or "?"
+    return (
+        f"empty shard {shard}: no selected scenario falls in it (more shards than scenarios); "
+        "`lkeval merge` the shards' results and `lkeval report` gates the whole suite"
+    )
 
 
 def _nothing_to_check(results: RunResults, allowed: bool) -> str:

@@ -21,6 +21,11 @@ from lkeval.scenarios.model import Scenario
 FORMAT_VERSION = 1
 
 Status = Literal["passed", "failed", "error", "skipped"]
+
+NOT_RUN_INTERRUPTED = "not run (interrupted)"
+"""The reason of a scenario that was selected but never began: the run was interrupted."""
+NOT_RUN_STOPPED = "not run (stopped early)"
+"""How the reason of a scenario the error brake (``--max-errors``) did not boot begins."""
 VerdictValue = Literal["pass", "fail", "maybe"]
 
 
@@ -269,6 +274,9 @@ class RunMetadata:
     git_sha: str | None = None
     git_branch: str | None = None
     shard: str | None = None
+    # ``--shard I/N`` with no selected scenario in shard I (more shards than scenarios): the
+    # file says so, and its own gate passes; the merge of every shard is what is gated.
+    empty_shard: bool = False
     interrupted: bool = False
     # A merge of shard results that lacks some shards (``lkeval merge --allow-partial``):
     # the missing ones as "I/N". The gate never passes such a file.

@@ -20,6 +20,7 @@ from livekit.protocol import agent_simulation as sim_pb
 from lkeval.agents.process import AgentFailure, AgentLaunch, AgentProcess
 from lkeval.agents.protocol import ProtocolError, SessionConnection
 from lkeval.results.model import (
+    NOT_RUN_INTERRUPTED,
     Attempt,
     ExpectationResult,
     TranscriptItem,
@@ -36,13 +37,12 @@ from lkeval.run.outcome import (
     caller_turns,
     decide,
     describe_failures,
+    has_assistant_message,
     no_conversation,
     scripted_failures,
     with_agent_text,
 )
 from lkeval.scenarios.model import Scenario
-
-NOT_RUN_INTERRUPTED = "not run (interrupted)"
 
 
 class AttemptError(Exception):
@@ -294,8 +294,7 @@ class ScenarioAttempt:
                 p.transcript.extend(items)
                 p.turn_seconds.append(seconds)
                 p.turns.extend([conv.last_metrics] if conv.last_metrics else [])
-                replied = any(i.kind == "message" and i.role == "assistant" for i in items)
-                silent = 0 if replied else silent + 1
+                silent = 0 if has_assistant_message(items) else silent + 1
                 if silent >= self.settings.max_silent_turns:
                     p.end_reason = f"the agent stayed silent for {silent} turn(s) in a row"
                     return

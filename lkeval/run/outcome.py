@@ -27,8 +27,9 @@ _ERROR_REPR = re.compile(r"error=(\w+)\('((?:[^'\\]|\\.)*)'")
 
 
 def has_assistant_message(transcript: Sequence[TranscriptItem]) -> bool:
-    """Did the agent say anything at all?"""
-    return any(i.kind == "message" and i.role == "assistant" and i.text for i in transcript)
+    """Did the agent say anything at all? A message of only whitespace is not speech: an
+    agent whose LLM answers ``" "`` or ``"\\n"`` said nothing a caller could hear."""
+    return any(i.kind == "message" and i.role == "assistant" and i.text.strip() for i in transcript)
 
 
 def caller_turns(transcript: Sequence[TranscriptItem]) -> int:

@@ -2,13 +2,17 @@
 
 A wrong LLM URL or a missing key breaks every scenario the same way. When the first N attempts
 to finish all failed with the same agent-side cause, the rest are not booted: they are reported
-"not run" with that cause (like pytest's ``--maxfail``, but only for one repeated cause, so a
-suite with a few unrelated broken scenarios still runs to the end).
+"not run (stopped early)" with that cause (like pytest's ``--maxfail``, but only for one
+repeated cause, so a suite with a few unrelated broken scenarios still runs to the end). A brake
+is a systemic failure: the scenarios it did not run fail the gate, even when the ones that
+tripped it were quarantined.
 """
 
 from __future__ import annotations
 
 import re
+
+from lkeval.results.model import NOT_RUN_STOPPED
 
 DEFAULT_MAX_ERRORS = 3
 _NUMBERS = re.compile(r"\d+")
@@ -41,8 +45,8 @@ class ErrorBrake:
             self.cause = self._first[0]
 
     def not_run_reason(self) -> str:
-        """Why an attempt was not booted."""
+        """Why an attempt was not booted (the gate fails on every such scenario)."""
         return (
-            f"not run: the first {self.limit} scenario(s) failed with the same agent-side "
-            f"cause (--max-errors {self.limit}): {self.cause}"
+            f"{NOT_RUN_STOPPED}: the first {self.limit} scenario(s) failed with the same "
+            f"agent-side cause (--max-errors {self.limit}): {self.cause}"
         )

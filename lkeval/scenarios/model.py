@@ -158,6 +158,12 @@ class Scenario:
         """The simulated user plays it (all of it, or after its scripted turns)."""
         return not self.turns or self.then_simulate
 
+    @property
+    def checks_turns(self) -> bool:
+        """Some scripted turn checks something: ``skip:`` only moves past events, so a turn
+        whose only expectation is a skip checks nothing."""
+        return any(e.kind != "skip" for turn in self.turns for e in turn.expect)
+
     def nothing_to_check(self, *, judge_scripted: bool, run_judges: Sequence[str]) -> str | None:
         """Why no check could decide this scenario's verdict, or None when one can.
 
@@ -168,18 +174,20 @@ class Scenario:
         when a judge model is named (``judge_scripted``); built-in judges. The agent's own
         ``on_simulation_end`` does not count: it can veto a run, never pass one.
         """
-        if any(turn.expect for turn in self.turns) or self.judges or run_judges:
+        if self.checks_turns or self.judges or run_judges:
             return None
         expectations = self.agent_expectations.strip()
         if expectations and (self.plays_caller or judge_scripted):
             return None
+        skips = any(turn.expect for turn in self.turns)
+        expect_nothing = "its turns expect nothing" + (" (skip: checks no event)" if skips else "")
         if expectations:
             why = (
-                "its turns expect nothing, and its agent_expectations are judged only when a "
+                f"{expect_nothing}, and its agent_expectations are judged only when a "
                 "judge model is named (--judge-model)"
             )
         elif self.turns:
-            why = "its turns expect nothing and it has no agent_expectations or judges"
+            why = f"{expect_nothing} and it has no agent_expectations or judges"
         else:
             why = "it has no agent_expectations or judges for the simulated user's conversation"
         return f"{NOTHING_TO_CHECK}: {why}"

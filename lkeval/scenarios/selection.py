@@ -11,6 +11,7 @@ import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lkeval.errors import NothingToRunError, UsageError
 from lkeval.scenarios.model import Scenario
 
 
@@ -56,12 +57,44 @@ class Selection:
 
     def selects(self, scenario: Scenario) -> bool:
         """Whether ``scenario`` runs."""
-        if any(scenario.tags.get(k) != v for k, v in self.tags):
+        if not self._tagged(scenario):
             return False
-        if not self.patterns:
-            return True
-        return any(
-            fnmatch.fnmatchcase(text.lower(), pattern.lower())
-            for pattern in self.patterns
-            for text in (scenario.id, scenario.label)
+        return not self.patterns or any(_matches(p, scenario) for p in self.patterns)
+
+    def _tagged(self, scenario: Scenario) -> bool:
+        return all(scenario.tags.get(k) == v for k, v in self.tags)
+
+    def unmatched(self, scenarios: Sequence[Scenario]) -> list[str]:
+        """The ``--match`` patterns that select no scenario of ``scenarios`` (given the tag
+        selectors): with several patterns, a typo in one would quietly run fewer scenarios."""
+        tagged = [s for s in scenarios if self._tagged(s)]
+        return [p for p in self.patterns if not any(_matches(p, s) for s in tagged)]
+
+
+def _matches(pattern: str, scenario: Scenario) -> bool:
+    return any(
+        fnmatch.fnmatchcase(text.lower(), pattern.lower()) for text in (scenario.id, scenario.label)
+    )
+
+
+def check_selection(scenarios: Sequence[Scenario], selection: Selection) -> None:
+    """Refuse a selection of the whole suite (before any shard split) that cannot be meant.
+
+    A ``--match`` pattern that matches nothing is a usage error naming it (exit 2); a suite,
+    or a selection, that leaves no scenario at all is :class:`NothingToRunError` (exit 3): a
+    gate that passes on nothing would hide an empty file or a typo in ``--tag``.
+    """
+    unmatched = selection.unmatched(scenarios)
+    if unmatched:
+        names = ", ".join(repr(p) for p in unmatched)
+        among = f" with {', '.join(f'tag {k}={v}' for k, v in selection.tags)}"
+        raise UsageError(
+            f"--match {names} matches no scenario's id or label"
+            f"{among if selection.tags else ''} (of {len(scenarios)} in the suite)"
+        )
+    if not scenarios:
+        raise NothingToRunError("nothing to run: the scenario file(s) hold no scenario")
+    if not any(selection.selects(s) for s in scenarios):
+        raise NothingToRunError(
+            f"nothing to run: no scenario of {len(scenarios)} is selected ({selection.describe()})"
         )

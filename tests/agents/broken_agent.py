@@ -18,6 +18,7 @@ behaviour seen in real LiveKit agents (DESIGN.md §3, §7):
   file ``userdata.marker`` when given), then the agent's reply never comes: the turn times out
   after a tool call it made.
 - ``veto``: a healthy conversation that ``on_simulation_end`` vetoes.
+- ``whitespace``: every message it produces, greeting included, is only whitespace.
 """
 
 from __future__ import annotations
@@ -80,6 +81,9 @@ class BrokenAgent(Agent):
                 yield chunk
             return
         if self.mode == "silent":
+            return
+        if self.mode == "whitespace":
+            yield " \n\t "
             return
         last = next((m for m in reversed(chat_ctx.items) if getattr(m, "role", "") == "user"), None)
         if last is None:
