@@ -106,8 +106,10 @@ def _render(
 
 
 def test_empty_run() -> None:
-    out = _render(_run())
-    assert out.startswith("## lk-eval: ✅ gate passed — no scenario counted toward the gate\n")
+    """An empty shard: the only results without a scenario that pass (issue 18 item 2)."""
+    assert not evaluate_gate(_run(), None).passed
+    out = _render(_run(shard="3/3", empty_shard=True))
+    assert out.startswith("## lk-eval: ✅ gate passed — empty shard 3/3\n")
     assert "**0 scenarios:**" in out
     assert_golden("markdown-empty.md", out)
 
