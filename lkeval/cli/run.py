@@ -103,7 +103,7 @@ def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
     plan = build_plan(options)
     check_writable([plan.results_path, plan.logs_dir / "fork-server.log", *_report_paths(options)])
     if not plan.selected:  # check_selection: the suite has some, so this shard has none
-        return _empty_shard(options, plan, masker, out)
+        return _empty_shard(options, plan, out)
     adopt_orphans()  # what a crashed agent leaves behind comes to us, stopped at the end
     problem = python_problem(options.python)  # before anything boots: one line, not N failures
     if problem is not None:
@@ -344,7 +344,7 @@ def _fork_without_secrets(
     return finish(results, str(plan.results_path), options.report, out).exit_code
 
 
-def _empty_shard(options: RunOptions, plan: _Plan, masker: Masker, out: TextIO) -> int:
+def _empty_shard(options: RunOptions, plan: _Plan, out: TextIO) -> int:
     """More shards than scenarios: this shard writes results that say it is empty, boots
     nothing, and passes; the merge of every shard's results is what is gated."""
     started_at = dt.datetime.now(dt.timezone.utc)
@@ -352,7 +352,7 @@ def _empty_shard(options: RunOptions, plan: _Plan, masker: Masker, out: TextIO) 
     scenarios = [ScenarioResult.of(s, "skipped", why) for s in plan.scenarios]
     metadata = build_metadata(options, scenarios, started_at, time.monotonic(), None)
     results = RunResults(dataclasses.replace(metadata, empty_shard=True), tuple(scenarios))
-    return _write_and_finish(options, plan, masker.mask_results(results), None, masker, out)
+    return _write_and_finish(options, plan, mask_results(results), None, out)
 
 
 def _run_until_signal(
