@@ -24,7 +24,10 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"agents", "scenarios"}),
     frozenset({"text"}),
 )
-FLOOR = frozenset({"errors", ""})
+FLOOR = frozenset({"errors", "defaults", ""})
+#: Imports the layer order alone would allow but the design does not: the command line builds
+#: collaborators and calls the run (``run/suite.py``), which alone starts and stops agents.
+FORBIDDEN: dict[str, frozenset[str]] = {"cli": frozenset({"agents"})}
 #: Run by path in the agent's interpreter: stdlib and livekit only.
 STANDALONE = ("agents/agent_host.py", "agents/fork_server.py", "agents/fork_child.py")
 #: Test helpers stand apart: nothing of the product imports them.
@@ -101,6 +104,9 @@ def _upward(graph: dict[str, list[tuple[str, int]]]) -> list[str]:
             if there in SEPARATE and here not in SEPARATE:
                 upward.append(f"{module}:{line} imports the test helper {target}")
                 continue
+            if there in FORBIDDEN.get(here, ()):
+                upward.append(f"{module}:{line} imports {target} (through {there}/: forbidden)")
+                continue
             mine, theirs = _rank(here), _rank(there)
             if mine is not None and theirs is not None and theirs < mine:
                 upward.append(f"{module}:{line} imports {target} (upward)")
@@ -151,6 +157,10 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     assert edges == [("lkeval.cli.main", 2)]
     graph = {"lkeval.results.fake": [("lkeval.cli", 2)], "lkeval.cli": [("lkeval.results", 9)]}
     assert _upward(graph) == ["lkeval.results.fake:2 imports lkeval.cli (upward)"]
+    skipping = {"lkeval.cli.fake": [("lkeval.agents.process", 3)]}
+    assert _upward(skipping) == [
+        "lkeval.cli.fake:3 imports lkeval.agents.process (through agents/: forbidden)"
+    ]
 
 
 def test_text_safety_uses_the_standard_library_only() -> None:

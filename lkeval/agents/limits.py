@@ -14,13 +14,10 @@ import contextlib
 import os
 from pathlib import Path
 
-from lkeval.agents.logs import LOG_LIMIT_BYTES
+from lkeval import defaults
 
-#: A real agent (LiveKit, a plugin, an ONNX model) stays well under 1 GiB resident; 2 GiB
-#: leaves most of a 7 GB hosted runner to the rest of the run.
-DEFAULT_AGENT_MEMORY_MIB = 2048
-#: Far above a chatty agent at DEBUG (a few MiB per conversation).
-DEFAULT_AGENT_LOG_MIB = LOG_LIMIT_BYTES // (1024 * 1024)
+DEFAULT_AGENT_MEMORY_MIB = defaults.AGENT_MEMORY_MIB
+DEFAULT_AGENT_LOG_MIB = defaults.AGENT_LOG_MIB
 
 _MIB = 1024 * 1024
 _PAGE = os.sysconf("SC_PAGE_SIZE")

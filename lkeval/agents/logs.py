@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
+from lkeval import defaults
 from lkeval.text.masking import mask
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -38,7 +39,7 @@ def read_log_tail(path: Path, lines: int = 30) -> tuple[str, ...]:
 #: once its raw log passes it (see :meth:`AgentProcess.wait_failure`). A chatty agent at DEBUG
 #: writes a few MiB per conversation; one that floods stdout once left a 1.1 GB log, 2 GB of
 #: disk and 3.3 GB of lk-eval memory.
-LOG_LIMIT_BYTES = 64 * 1024 * 1024
+LOG_LIMIT_BYTES = defaults.AGENT_LOG_MIB * 1024 * 1024
 #: Lines are masked a batch at a time (bounded memory, however large the log). A batch holds
 #: whole lines only: lk-eval's masker splits multi-line secrets into lines, so no secret spans
 #: two batches.

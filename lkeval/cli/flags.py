@@ -13,16 +13,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from lkeval.agents.agent_host import SUPPORTED_RANGE
+from lkeval import defaults
 from lkeval.cli import options as opt
-from lkeval.cli.options import DEFAULT_RESULTS, ReportOptions, RunOptions
+from lkeval.cli.options import ReportOptions, RunOptions
 from lkeval.cli.secrets import add_secret_arguments
-from lkeval.llm.config import DEFAULT_CALLER_TEMPERATURE
-from lkeval.llm.options import DEFAULT_MODEL, DEFAULT_RETRIES, DEFAULT_TIMEOUT, LLMOptions
+from lkeval.llm.options import LLMOptions
 from lkeval.publish.github.comments import COMMENT_MODES
 from lkeval.reporters import REPORTER_BY_NAME
 from lkeval.results.gate import FAIL_ON_CHOICES
-from lkeval.run.engine import RUN_ATTEMPTS_PER_SCENARIO, default_concurrency
+from lkeval.run.suite import SUPPORTED_LIVEKIT_AGENTS as SUPPORTED_RANGE
 from lkeval.scenarios.bounds import (
     MAX_AGENT_LOG_MIB,
     MAX_CONCURRENCY,
@@ -50,9 +49,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--results",
-        default=DEFAULT_RESULTS,
+        default=defaults.RESULTS,
         metavar="PATH",
-        help=f"where to write the JSON results (default {DEFAULT_RESULTS})",
+        help=f"where to write the JSON results (default {defaults.RESULTS})",
     )
     parser.add_argument(
         "--logs-dir",
@@ -100,7 +99,7 @@ def _add_limits(group: argparse._ArgumentGroup) -> None:
         type=opt.positive_int_up_to(MAX_CONCURRENCY),
         metavar="N",
         help="conversations at once, while up to N more agents boot (default "
-        f"{default_concurrency()} on this machine)",
+        f"{defaults.default_concurrency()} on this machine)",
     )
     group.add_argument(
         "--repeat",
@@ -128,7 +127,7 @@ def _add_limits(group: argparse._ArgumentGroup) -> None:
         type=opt.positive_int_up_to(MAX_RUNS),
         metavar="N",
         help="attempts the whole run may start; a scenario still undecided when they run "
-        f"out is an error, never a pass (default {RUN_ATTEMPTS_PER_SCENARIO} per selected "
+        f"out is an error, never a pass (default {defaults.RUN_ATTEMPTS_PER_SCENARIO} per selected "
         "scenario)",
     )
     group.add_argument(
@@ -221,7 +220,7 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="sampling temperature of the simulated caller, 0-2 (env LKEVAL_CALLER_TEMPERATURE, "
-        f"default {DEFAULT_CALLER_TEMPERATURE:g}: --repeat samples other conversations; "
+        f"default {defaults.CALLER_TEMPERATURE:g}: --repeat samples other conversations; "
         "the judge always uses 0)",
     )
     _add_judging(group)
@@ -230,14 +229,14 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         type=opt.non_negative_int,
         help="retries of a caller/judge LLM request on 429, 5xx and timeouts, with backoff "
-        f"(env LKEVAL_LLM_RETRIES, default {DEFAULT_RETRIES})",
+        f"(env LKEVAL_LLM_RETRIES, default {defaults.LLM_RETRIES})",
     )
     group.add_argument(
         "--llm-timeout",
         metavar="SECONDS",
         type=opt.seconds,
         help="timeout of one caller/judge LLM request (env LKEVAL_LLM_TIMEOUT, default "
-        f"{DEFAULT_TIMEOUT:g})",
+        f"{defaults.LLM_TIMEOUT:g})",
     )
 
 
@@ -279,8 +278,8 @@ def _add_endpoint(group: argparse._ArgumentGroup, role: str, what: str) -> None:
         f"--{role}-model",
         metavar="MODEL",
         help=f"model of {what} (env LKEVAL_{up}_MODEL); provider/model with no base URL "
-        f"uses LiveKit Inference (default: openai/{DEFAULT_MODEL} if LIVEKIT_API_KEY is "
-        f"set, else {DEFAULT_MODEL})",
+        f"uses LiveKit Inference (default: openai/{defaults.LLM_MODEL} if LIVEKIT_API_KEY is "
+        f"set, else {defaults.LLM_MODEL})",
     )
     group.add_argument(
         f"--{role}-base-url",

@@ -1,6 +1,6 @@
 """Typed, frozen options built from argv once, at the top; nothing below ``cli/`` sees argparse.
 
-Each option is a named field with its default written once, here (the flags in
+Each option is a named field with its default from :mod:`lkeval.defaults` (the flags in
 :mod:`lkeval.cli.flags` take their defaults and help texts from these classes), so grep can
 follow ``judge_model`` from the flag to the code that uses it. Environment defaults that belong
 to the command line (``GITHUB_ACTIONS``, ``GITHUB_TOKEN``) are resolved here too.
@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from lkeval.agents.limits import DEFAULT_AGENT_LOG_MIB, DEFAULT_AGENT_MEMORY_MIB
+from lkeval import defaults
 from lkeval.llm.config import parse_price
 from lkeval.llm.options import LLMEndpointOptions, LLMOptions
 from lkeval.publish.github.comments import CommentMode, marker
@@ -26,14 +26,10 @@ from lkeval.results.budgets import Budgets
 from lkeval.results.gate import FailOn
 from lkeval.results.pricing import parse_price_override
 from lkeval.results.sampling import SequentialRule
-from lkeval.run.attempt import RunSettings
-from lkeval.run.systemic import DEFAULT_MAX_ERRORS
 from lkeval.scenarios.bounds import MAX_TIMEOUT_SECONDS
 from lkeval.scenarios.latency import parse_latency_flag
 from lkeval.scenarios.model import BUILTIN_JUDGES
 from lkeval.scenarios.selection import parse_shard, parse_tag_selector
-
-DEFAULT_RESULTS = "lkeval-results/results.json"
 
 T = TypeVar("T")
 
@@ -78,27 +74,27 @@ class RunOptions:
 
     agent: str
     scenarios: tuple[str, ...]
-    results: str = DEFAULT_RESULTS
+    results: str = defaults.RESULTS
     logs_dir: str | None = None
     """One log per agent process; None: ``logs/`` beside ``results``."""
     python: str = sys.executable
     env: tuple[tuple[str, str], ...] = ()
     secret_env: tuple[str, ...] = ()
     """``--secret-env NAME``: variables whose values are secrets whatever their names."""
-    boot_timeout: float = RunSettings.boot_timeout
-    turn_timeout: float = RunSettings.turn_timeout
+    boot_timeout: float = defaults.BOOT_TIMEOUT
+    turn_timeout: float = defaults.TURN_TIMEOUT
     concurrency: int | None = None
-    """None: :func:`lkeval.run.engine.default_concurrency`."""
+    """None: :func:`lkeval.defaults.default_concurrency`."""
     repeat: int | None = None
     min_pass: int | None = None
     max_attempts: int = SequentialRule.max_attempts
     """The sequential test's cap on one scenario's attempts (``--max-attempts``)."""
     max_run_attempts: int | None = None
     """Attempts the run may start in all (None: RUN_ATTEMPTS_PER_SCENARIO per scenario)."""
-    max_errors: int = DEFAULT_MAX_ERRORS
-    agent_memory: int = DEFAULT_AGENT_MEMORY_MIB
+    max_errors: int = defaults.MAX_ERRORS
+    agent_memory: int = defaults.AGENT_MEMORY_MIB
     """MiB of resident memory one agent may use before it is stopped (an error); 0: no bound."""
-    agent_log_limit: int = DEFAULT_AGENT_LOG_MIB
+    agent_log_limit: int = defaults.AGENT_LOG_MIB
     """MiB of log one agent may write before it is stopped; its published log is cut there."""
     """Stop booting when the first N scenarios fail alike on the agent's side (0: never)."""
     cold_start: bool = False
@@ -329,7 +325,6 @@ def env_pair(item: str) -> tuple[str, str]:
 
 
 __all__ = [
-    "DEFAULT_RESULTS",
     "LLMEndpointOptions",
     "LLMOptions",
     "ReportOptions",

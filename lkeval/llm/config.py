@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from lkeval import defaults
 from lkeval.errors import ConfigError
-from lkeval.llm.options import DEFAULT_MODEL, DEFAULT_RETRIES, DEFAULT_TIMEOUT, LLMOptions
+from lkeval.llm.options import LLMOptions
 from lkeval.scenarios.model import BUILTIN_JUDGES
 
 __all__ = [
@@ -50,7 +51,6 @@ OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 # (it often is, for the agent under test).
 INFERENCE_BASE_URL_ALIASES = ("livekit", "inference")
 
-DEFAULT_CALLER_TEMPERATURE = 0.7
 """Not 0: with ``--repeat`` each run should sample another conversation (another phrasing,
 another path through the scenario), not replay one; the judge stays at 0."""
 
@@ -102,8 +102,8 @@ class LLMSpec:
     api_key_env: str | None = None
     api_secret_env: str | None = None
     temperature: float | None = 0.0
-    timeout: float = DEFAULT_TIMEOUT
-    max_retries: int = DEFAULT_RETRIES
+    timeout: float = defaults.LLM_TIMEOUT
+    max_retries: int = defaults.LLM_RETRIES
     retry_delay: float = 1.0
     max_tokens: int | None = None
     price_in: float | None = None
@@ -258,7 +258,7 @@ def _default_model(role: Role, base: str | None, env: Mapping[str, str]) -> str:
     use_inference = _wants_inference(base) or (
         not base and bool((lk_key and lk_secret) or not has_openai_key)
     )
-    return f"openai/{DEFAULT_MODEL}" if use_inference else DEFAULT_MODEL
+    return f"openai/{defaults.LLM_MODEL}" if use_inference else defaults.LLM_MODEL
 
 
 def _endpoint(
@@ -269,7 +269,7 @@ def _endpoint(
         if "/" not in model:
             raise LLMConfigError(
                 f"{role} model {model!r}: LiveKit Inference models are written provider/model, "
-                f"e.g. openai/{DEFAULT_MODEL}"
+                f"e.g. openai/{defaults.LLM_MODEL}"
             )
         url = _check_url(_inference_url(env), "LIVEKIT_INFERENCE_URL")
         return _Endpoint("inference", url, model, *_inference_credentials(env))
@@ -296,7 +296,7 @@ def _price(
 
 
 def _timeout(options: LLMOptions, env: Mapping[str, str]) -> float:
-    value: Any = options.timeout or _env(env, "LKEVAL_LLM_TIMEOUT") or DEFAULT_TIMEOUT
+    value: Any = options.timeout or _env(env, "LKEVAL_LLM_TIMEOUT") or defaults.LLM_TIMEOUT
     try:
         timeout = float(value)
         if timeout <= 0:
@@ -311,7 +311,7 @@ def _timeout(options: LLMOptions, env: Mapping[str, str]) -> float:
 def _retries(options: LLMOptions, env: Mapping[str, str]) -> int:
     value: Any = options.retries
     if value is None:
-        value = _env(env, "LKEVAL_LLM_RETRIES") or DEFAULT_RETRIES
+        value = _env(env, "LKEVAL_LLM_RETRIES") or defaults.LLM_RETRIES
     try:
         retries = int(value)
         if retries < 0:
@@ -329,7 +329,7 @@ def _temperature(role: Role, options: LLMOptions, env: Mapping[str, str]) -> flo
     if value is None:
         value = _env(env, "LKEVAL_CALLER_TEMPERATURE")
     if value is None:
-        return DEFAULT_CALLER_TEMPERATURE
+        return defaults.CALLER_TEMPERATURE
     try:
         temperature = float(value)
         if not 0 <= temperature <= 2:

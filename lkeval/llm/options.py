@@ -3,22 +3,14 @@
 Built once at the top (:mod:`lkeval.cli.options`) and passed down, so nothing in ``lkeval.llm``
 reads ``argparse`` and every option is a named field grep can follow. ``None`` means "not given
 on the command line": :func:`lkeval.llm.config.resolve_llm_spec` then reads the
-``LKEVAL_<ROLE>_*`` variables and finally the defaults written here, once.
+``LKEVAL_<ROLE>_*`` variables and finally the defaults of :mod:`lkeval.defaults`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lkeval.run.attempt import RunSettings
-
-DEFAULT_MODEL = "gpt-4.1-mini"
-DEFAULT_TIMEOUT = 60.0
-"""Seconds for one caller/judge request."""
-DEFAULT_RETRIES = 4
-"""Retries of a caller/judge request on 429, 5xx and timeouts."""
-DEFAULT_MAX_TURNS = RunSettings.max_turns
-"""Most caller turns in a simulated conversation (the run's default, written there)."""
+from lkeval import defaults
 
 
 @dataclass(frozen=True)
@@ -39,7 +31,7 @@ class LLMOptions:
     judges: tuple[str, ...] = ()
     rejudge: int = 0
     maybe_is_pass: bool = False
-    max_turns: int = DEFAULT_MAX_TURNS
+    max_turns: int = defaults.MAX_TURNS
     retries: int | None = None
     timeout: float | None = None
     caller_temperature: float | None = None
@@ -57,10 +49,6 @@ class LLMOptions:
 
 
 __all__ = [
-    "DEFAULT_MAX_TURNS",
-    "DEFAULT_MODEL",
-    "DEFAULT_RETRIES",
-    "DEFAULT_TIMEOUT",
     "LLMEndpointOptions",
     "LLMOptions",
 ]

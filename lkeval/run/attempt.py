@@ -17,6 +17,7 @@ from pathlib import Path
 from google.protobuf import json_format
 from livekit.protocol import agent_simulation as sim_pb
 
+from lkeval import defaults
 from lkeval.agents.process import AgentFailure, AgentLaunch, AgentProcess
 from lkeval.agents.protocol import ProtocolError, SessionConnection
 from lkeval.results.model import (
@@ -56,14 +57,11 @@ class RunSettings:
     launch: AgentLaunch
     logs_dir: Path
     work_dir: Path
-    boot_timeout: float = 60.0
-    # Above the ~44 s an agent takes to give up on a hanging LLM endpoint.
-    turn_timeout: float = 90.0
-    max_turns: int = 12
-    # A simulated conversation ends when the agent answers this many caller turns in a row
-    # with silence (an empty run_input answer is legal: the agent chose not to speak).
-    max_silent_turns: int = 2
-    stop_grace: float = 5.0
+    boot_timeout: float = defaults.BOOT_TIMEOUT
+    turn_timeout: float = defaults.TURN_TIMEOUT
+    max_turns: int = defaults.MAX_TURNS
+    max_silent_turns: int = defaults.MAX_SILENT_TURNS
+    stop_grace: float = defaults.STOP_GRACE
     # Prices the agent's own tokens (its get_session_usage names the models).
     prices: PriceTable = field(default_factory=PriceTable)
 

@@ -4,9 +4,9 @@ in the run's concurrency. Small protocols, so the engine and tests can hand in t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, TextIO
 
-from lkeval.results.model import TranscriptItem, Usage, Verdict
+from lkeval.results.model import JudgeCheck, LLMInUse, TranscriptItem, Usage, Verdict
 from lkeval.run.expectations import IntentJudge
 from lkeval.scenarios.model import Scenario
 
@@ -78,4 +78,26 @@ class Slot(Protocol):
 
     def release(self) -> None:
         """Give back what is held (the conversation is over)."""
+        ...
+
+
+class RunEvaluator(Evaluator, Rejudge, Protocol):
+    """The evaluator as the whole run sees it: checked before the first boot, named in the
+    results, closed at the end (:class:`lkeval.llm.evaluator.LLMEvaluator`)."""
+
+    judge_scripted: bool
+    """Scripted scenarios are judged too (a judge model was configured explicitly)."""
+    run_judges: tuple[str, ...]
+    """``--judges``: LiveKit built-in judges run on every scenario."""
+
+    def preflight(self, out: TextIO) -> JudgeCheck | None:
+        """Name the models on ``out`` and check the judge; raises when it cannot judge."""
+        ...
+
+    def llms_in_use(self) -> tuple[LLMInUse, ...]:
+        """The caller's and judge's model and host, for the results file."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the LLM clients made during the run."""
         ...

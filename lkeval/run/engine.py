@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from lkeval import defaults
 from lkeval.results.model import Attempt, Sampling, ScenarioResult, Status
 from lkeval.results.sampling import (
     Observation,
@@ -33,7 +33,7 @@ from lkeval.run.attempt import (
     ScenarioAttempt,
     Slot,
 )
-from lkeval.run.systemic import DEFAULT_MAX_ERRORS, ErrorBrake
+from lkeval.run.systemic import ErrorBrake
 from lkeval.scenarios.model import Scenario
 from lkeval.scenarios.selection import Selection
 
@@ -73,8 +73,7 @@ AttemptFactory = Callable[[Scenario, int], AttemptRunner]
 AskAgain = Callable[[Scenario, Attempt], Awaitable[Attempt]]
 """Ask the judge once more about an attempt's transcript: the attempt with one more vote."""
 
-#: Attempts a run may start in all, by default, per selected scenario (``--max-run-attempts``).
-RUN_ATTEMPTS_PER_SCENARIO = 10
+RUN_ATTEMPTS_PER_SCENARIO = defaults.RUN_ATTEMPTS_PER_SCENARIO
 
 
 def attempt_factory(
@@ -91,21 +90,16 @@ def attempt_factory(
     return make
 
 
-def default_concurrency() -> int:
-    """Agents boot CPU-bound (~2.5 CPU-s each): more at once than cores only queues them."""
-    return max(1, min(4, os.cpu_count() or 1))
-
-
 @dataclass(frozen=True)
 class EngineOptions:
     """How the suite runs."""
 
-    concurrency: int = field(default_factory=default_concurrency)
+    concurrency: int = field(default_factory=defaults.default_concurrency)
     repeat: int | None = None
     min_pass: int | None = None
     quarantine: tuple[tuple[str, str], ...] = ()
     selection: Selection = field(default_factory=Selection)
-    max_errors: int = DEFAULT_MAX_ERRORS  # 0: never stop early (lkeval.run.systemic)
+    max_errors: int = defaults.MAX_ERRORS  # 0: never stop early (lkeval.run.systemic)
     # scenario id -> why it has nothing to check; decided before anything boots, not played
     nothing_to_check: dict[str, str] = field(default_factory=dict)
     # The sequential test of scenarios without a fixed repeat/min_pass (lkeval.results.sampling)

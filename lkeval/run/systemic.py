@@ -14,7 +14,6 @@ import re
 
 from lkeval.results.model import NOT_RUN_STOPPED
 
-DEFAULT_MAX_ERRORS = 3
 _NUMBERS = re.compile(r"\d+")
 
 

@@ -1,0 +1,71 @@
+"""Every default of ``lkeval run``, written once, at the floor of the package.
+
+The command line (its flags and ``--help``) and the layers below it (the run, the LLM side)
+read their defaults from here, so no layer imports another just for a constant and a default
+changed here changes everywhere at once. Only plain values live here: what decides a default
+from the machine (:func:`default_concurrency`) is a small pure function.
+"""
+
+from __future__ import annotations
+
+import os
+
+RESULTS = "lkeval-results/results.json"
+"""``--results``: the results file (reports and ``logs/`` go beside it)."""
+
+BOOT_TIMEOUT = 60.0
+"""``--boot-timeout``: seconds for an agent to boot and answer its first turn."""
+TURN_TIMEOUT = 90.0
+"""``--turn-timeout``: seconds for one agent turn (above the ~44 s an agent takes to give up on
+a hanging LLM endpoint)."""
+MAX_TURNS = 12
+"""``--max-turns``: most caller turns in a simulated conversation."""
+MAX_SILENT_TURNS = 2
+"""A simulated conversation ends when the agent answers this many caller turns in a row with
+silence (an empty answer is legal: the agent chose not to speak)."""
+STOP_GRACE = 5.0
+"""Seconds an agent gets to exit on its own before it is killed."""
+MAX_ERRORS = 3
+"""``--max-errors``: stop booting when the first N attempts fail alike on the agent's side."""
+RUN_ATTEMPTS_PER_SCENARIO = 10
+"""``--max-run-attempts``: attempts a run may start in all, per selected scenario."""
+AGENT_MEMORY_MIB = 2048
+"""``--agent-memory``: MiB one agent may hold resident. A real agent (LiveKit, a plugin, an
+ONNX model) stays well under 1 GiB; 2 GiB leaves most of a 7 GB hosted runner to the rest."""
+AGENT_LOG_MIB = 64
+"""``--agent-log-limit``: MiB of log one agent may write (far above a chatty agent at DEBUG,
+a few MiB per conversation)."""
+
+LLM_MODEL = "gpt-4.1-mini"
+"""The caller's and judge's model when neither flag nor environment names one."""
+LLM_TIMEOUT = 60.0
+"""``--llm-timeout``: seconds for one caller/judge request."""
+LLM_RETRIES = 4
+"""``--llm-retries``: retries of a caller/judge request on 429, 5xx and timeouts."""
+CALLER_TEMPERATURE = 0.7
+"""The simulated caller's temperature (the judge always uses 0)."""
+
+
+def default_concurrency() -> int:
+    """``--concurrency``: agents boot CPU-bound (~2.5 CPU-s each), so more at once than cores
+    only queues them."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+__all__ = [
+    "AGENT_LOG_MIB",
+    "AGENT_MEMORY_MIB",
+    "BOOT_TIMEOUT",
+    "CALLER_TEMPERATURE",
+    "LLM_MODEL",
+    "LLM_RETRIES",
+    "LLM_TIMEOUT",
+    "MAX_ERRORS",
+    "MAX_SILENT_TURNS",
+    "MAX_TURNS",
+    "RESULTS",
+    "RUN_ATTEMPTS_PER_SCENARIO",
+    "STOP_GRACE",
+    "TURN_TIMEOUT",
+    "default_concurrency",
+]

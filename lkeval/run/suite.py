@@ -1,0 +1,428 @@
+"""One ``lkeval run`` end to end: plan, checks, preflight, agents, engine, signals, results.
+
+Everything that can be checked is checked before the first agent boots: the agent file, the
+scenario files, ``--python``, the output paths (writable, and no other run writing into the
+same results directory), the LLM credentials and the judge. The results file is then written
+whatever happens after the first scenario starts: on success, on a gate failure, and on
+SIGINT/SIGTERM (then with ``interrupted: true`` and the attempts that finished), so no result
+is ever lost.
+
+The suite owns the run's lifetime (the agent launcher, the raw-log directory, the signal
+handlers, the orphan sweep) and receives what it does not decide as collaborators
+(:class:`Collaborators`): the evaluator (LLMs), the progress display, the writers (results
+file, reports, gate) and the launcher. The command line (:mod:`lkeval.cli.run`) parses the
+flags, builds them and calls :meth:`Suite.run`; tests hand in their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import datetime as dt
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, TextIO
+
+from lkeval import __version__, defaults
+from lkeval.agents.agent_host import SUPPORTED_RANGE
+from lkeval.agents.cold import python_problem
+from lkeval.agents.interface import Launcher
+from lkeval.agents.launch import open_launcher
+from lkeval.agents.orphans import adopt_orphans, kill_all_now
+from lkeval.agents.process import AgentLaunch, agent_env, publish_pending_logs
+from lkeval.errors import ExitCode, OutputError, UsageError
+from lkeval.results.model import RunMetadata, RunResults, ScenarioResult, run_start_mode
+from lkeval.results.pricing import PriceTable
+from lkeval.run.attempt import RunSettings
+from lkeval.run.collaborators import RunEvaluator
+from lkeval.run.engine import (
+    Engine,
+    EngineOptions,
+    ProgressObserver,
+    attempt_factory,
+    attempts_problem,
+)
+from lkeval.run.revote import ask_again_with
+from lkeval.scenarios.bounds import runs_problem
+from lkeval.scenarios.loader import load_or_raise
+from lkeval.scenarios.model import Scenario, min_pass_problem
+from lkeval.scenarios.selection import check_selection, select_shard
+from lkeval.text.commands import inert_line
+from lkeval.text.masking import mask_results, redact_argv
+
+SUPPORTED_LIVEKIT_AGENTS = SUPPORTED_RANGE
+"""The livekit-agents versions an agent may use (checked by the agent host at boot)."""
+
+
+@dataclass(frozen=True)
+class SuiteSettings:
+    """Everything a run was told, built once from the command line's options and frozen."""
+
+    agent: str
+    """``--agent`` as given (the results record it so)."""
+    scenario_files: tuple[str, ...]
+    """As given, relative to the working directory when inside it (annotations want that)."""
+    results_path: Path
+    logs_dir: Path
+    report_paths: tuple[str, ...] = ()
+    """Every report file asked for: checked writable before anything boots."""
+    python: str = sys.executable
+    env: tuple[tuple[str, str], ...] = ()
+    cold_start: bool = False
+    agent_memory: int = defaults.AGENT_MEMORY_MIB
+    """MiB of resident memory one agent may use (0: no bound)."""
+    agent_log_limit: int = defaults.AGENT_LOG_MIB
+    """MiB of log one agent may write."""
+    shard: tuple[int, int] | None = None
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    boot_timeout: float = defaults.BOOT_TIMEOUT
+    turn_timeout: float = defaults.TURN_TIMEOUT
+    max_turns: int = defaults.MAX_TURNS
+    prices: tuple[tuple[str, tuple[float, float]], ...] = ()
+    argv: tuple[str, ...] = ()
+    """The command line, recorded with its secrets redacted."""
+
+    @property
+    def shard_label(self) -> str | None:
+        """``"I/N"`` of ``--shard``, or None."""
+        return f"{self.shard[0]}/{self.shard[1]}" if self.shard else None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run will do, all of it checked before anything boots."""
+
+    scenarios: list[Scenario]
+    selected: list[Scenario]
+    engine_options: EngineOptions
+
+
+class Writers(Protocol):
+    """Where a run's outputs go: checked before the first boot, written after the last."""
+
+    def check_writable(self, paths: Sequence[Path]) -> None:
+        """Raise (exit 2) when an output path cannot be written."""
+        ...
+
+    def check_baseline(self) -> None:
+        """Raise (exit 2) when the baseline file cannot be used."""
+        ...
+
+    def lock(self, results_dir: Path) -> AbstractContextManager[object]:
+        """Hold the results directory: one run writes into it at a time."""
+        ...
+
+    def write_results(self, path: Path, results: RunResults) -> None:
+        """Write the (masked) results file; raises :class:`~lkeval.errors.OutputError`."""
+        ...
+
+    def finish(self, results: RunResults, path: Path, interrupted: bool) -> int:
+        """Reports, publishing and the gate line; the gate's exit code."""
+        ...
+
+
+LauncherOpener = Callable[..., tuple[Launcher, str]]
+""":func:`lkeval.agents.launch.open_launcher`'s signature: (launcher, the line saying which)."""
+EvaluatorFactory = Callable[[Sequence[Scenario], Path], "RunEvaluator | None"]
+"""(selected scenarios, logs dir) → the evaluator they need; raises on bad credentials."""
+
+
+@dataclass(frozen=True)
+class Collaborators:
+    """What a run is handed: how to judge, show progress, write, and start agents."""
+
+    evaluator: EvaluatorFactory
+    progress: Callable[[int], ProgressObserver]
+    """Total number of scenarios → the progress display."""
+    writers: Writers
+    commit: Callable[[], tuple[str | None, str | None]] = lambda: (None, None)
+    """(sha, branch) the results record."""
+    launcher: LauncherOpener = open_launcher
+
+
+def build_plan(settings: SuiteSettings) -> Plan:
+    """Load and select the scenarios; raises on bad input (exit 2)."""
+    if not Path(settings.agent).is_file():
+        raise UsageError(f"--agent {settings.agent}: no such file")
+    groups, warnings = load_or_raise(list(settings.scenario_files))
+    for warning in warnings:
+        print(inert_line(str(warning)), file=sys.stderr)  # may quote the scenario file
+    scenarios = [s for g in groups for s in g.scenarios]
+    selection = settings.engine.selection
+    check_selection(scenarios, selection)  # the whole suite: exit 2 or 3 before anything boots
+    if settings.shard is not None:
+        scenarios = select_shard(scenarios, *settings.shard)
+    return Plan(
+        scenarios=scenarios,
+        selected=[s for s in scenarios if selection.selects(s)],
+        engine_options=settings.engine,
+    )
+
+
+class Suite:
+    """One run; construct with its settings and collaborators, then :meth:`run`."""
+
+    def __init__(self, settings: SuiteSettings, collaborators: Collaborators, out: TextIO) -> None:
+        self.settings = settings
+        self.parts = collaborators
+        self.out = out
+        self.plan: Plan | None = None
+        """Set once the scenarios are loaded (a fork's PR without secrets reports from it)."""
+
+    def run(self) -> int:
+        """The whole run; returns the exit code (errors go to the CLI boundary)."""
+        settings, parts = self.settings, self.parts
+        plan = self.plan = build_plan(settings)
+        parts.writers.check_writable(
+            [
+                settings.results_path,
+                settings.logs_dir / "fork-server.log",
+                *map(Path, settings.report_paths),
+            ]
+        )
+        if not plan.selected:  # check_selection: the suite has some, so this shard has none
+            return self._empty_shard(plan)
+        adopt_orphans()  # what a crashed agent leaves behind comes to us, stopped at the end
+        problem = python_problem(settings.python)  # before anything boots: one line, not N
+        if problem is not None:
+            raise UsageError(f"--python: {problem}")
+        options = settings.engine
+        problem = (
+            min_pass_problem(plan.selected, options.repeat, options.min_pass)
+            or runs_problem(plan.selected, options.repeat, options.min_pass)
+            or attempts_problem(plan.selected, options)
+        )
+        if problem is not None:
+            raise UsageError(problem)
+        parts.writers.check_baseline()  # a bad baseline is exit 2 now, not after the run
+        evaluator = parts.evaluator(plan.selected, settings.logs_dir)  # credentials, now
+        # the first lines name the caller and judge; a judge that cannot give a verdict stops
+        judge_check = evaluator.preflight(self.out) if evaluator is not None else None
+        unchecked = _nothing_to_check(plan.selected, evaluator)
+        plan = dataclasses.replace(
+            plan, engine_options=dataclasses.replace(options, nothing_to_check=unchecked)
+        )
+        with parts.writers.lock(settings.results_path.parent):
+            started_at = dt.datetime.now(dt.timezone.utc)
+            started = time.monotonic()
+            scenario_results, stopped_by = self.execute(plan, evaluator)
+            metadata = dataclasses.replace(
+                self.metadata(scenario_results, started_at, started, stopped_by),
+                llms=evaluator.llms_in_use() if evaluator is not None else (),
+                judge_check=judge_check,
+            )
+            results = mask_results(RunResults(metadata, tuple(scenario_results)))
+            return self._write_and_finish(results, stopped_by)
+
+    def _empty_shard(self, plan: Plan) -> int:
+        """More shards than scenarios: this shard writes results that say it is empty, boots
+        nothing, and passes; the merge of every shard's results is what is gated."""
+        why = f"not selected ({plan.engine_options.selection.describe()})"
+        scenarios = [ScenarioResult.of(s, "skipped", why) for s in plan.scenarios]
+        now = dt.datetime.now(dt.timezone.utc), time.monotonic()
+        metadata = dataclasses.replace(self.metadata(scenarios, *now, None), empty_shard=True)
+        results = RunResults(metadata, tuple(scenarios))
+        return self._write_and_finish(mask_results(results), None)
+
+    def _write_and_finish(self, results: RunResults, stopped_by: signal.Signals | None) -> int:
+        """Write the results file, then the reports and the gate; a write error is raised
+        last."""
+        path = self.settings.results_path
+        failure: OutputError | None = None
+        try:
+            self.parts.writers.write_results(path, results)  # masked by the caller
+            self.out.write(f"results: {path}\n")
+        except OutputError as exc:  # the reports below are still written
+            failure = exc
+        self.out.write(f"logs: {self.settings.logs_dir}\n")
+        exit_code: int = ExitCode.USAGE
+        try:
+            exit_code = self.parts.writers.finish(results, path, stopped_by is not None)
+        except OutputError as exc:  # a full disk is exit 2 naming each file, never exit 4
+            if failure is None:
+                raise
+            print(f"lk-eval: {exc}", file=sys.stderr)
+        if failure is not None:
+            raise failure
+        if stopped_by is not None:
+            print(
+                f"lk-eval: interrupted by {stopped_by.name}; partial results written",
+                file=sys.stderr,
+            )
+            return ExitCode.for_signal(stopped_by)
+        return exit_code
+
+    def execute(
+        self, plan: Plan, evaluator: RunEvaluator | None
+    ) -> tuple[list[ScenarioResult], signal.Signals | None]:
+        """Start the launcher, run the engine until done or a signal; (results, signal)."""
+        settings = self.settings
+        launch = AgentLaunch(
+            agent=Path(settings.agent).resolve(),
+            python=settings.python,
+            env=dict(settings.env),
+            memory_limit_mib=settings.agent_memory,
+            log_limit_mib=settings.agent_log_limit,
+        )
+        # Agents (and the fork server) write their raw logs here (private, 0700), never into
+        # the results dir: logs/ only gets masked copies. A SIGKILL of lk-eval leaves it behind.
+        raw_logs = Path(tempfile.mkdtemp(prefix="lkeval-raw-logs-"))
+        launcher, start_line = self.parts.launcher(
+            launch.python,
+            agent_env(launch),
+            agent=launch.agent,
+            cwd=launch.cwd,
+            cold_start=settings.cold_start,
+            log_path=raw_logs / "fork-server.log",
+            log_is_raw=True,
+        )
+        self.out.write(start_line + "\n")
+        unselected = len(plan.scenarios) - len(plan.selected)
+        if unselected:  # one line for all of them; the progress counts what runs
+            selection = plan.engine_options.selection.describe()
+            line = (
+                f"{len(plan.selected)} of {len(plan.scenarios)} scenarios selected "
+                f"({selection}); {unselected} not selected (reported skipped)"
+            )
+            self.out.write(inert_line(line) + "\n")  # masked, inert
+        self.out.flush()
+        try:
+            # The scenario reaches each agent over its control channel, and each agent's own
+            # directory sits beside its log.
+            run_settings = RunSettings(
+                launch=dataclasses.replace(launch, launcher=launcher, raw_log_dir=raw_logs),
+                logs_dir=settings.logs_dir,
+                work_dir=settings.logs_dir,
+                boot_timeout=settings.boot_timeout,
+                turn_timeout=settings.turn_timeout,
+                max_turns=settings.max_turns,
+                prices=PriceTable(dict(settings.prices)),
+            )
+            progress = self.parts.progress(len(plan.selected))
+            engine = Engine(
+                attempt_factory(run_settings, evaluator),
+                progress,
+                plan.engine_options,
+                ask_again=ask_again_with(evaluator) if evaluator is not None else None,
+            )
+            return _run_until_signal(engine, plan.scenarios, evaluator)
+        finally:
+            launcher.close()
+            # Agents killed on an interrupt: their logs are masked here, or never reach logs/.
+            publish_pending_logs(raw_logs, settings.logs_dir)  # the fork server's too
+            shutil.rmtree(raw_logs, ignore_errors=True)
+
+    def metadata(
+        self,
+        scenario_results: list[ScenarioResult],
+        started_at: dt.datetime,
+        started: float,
+        stopped_by: signal.Signals | None,
+    ) -> RunMetadata:
+        """The run's facts for the results file (argv with secrets redacted)."""
+        settings = self.settings
+        commit = self.parts.commit()
+        return RunMetadata(
+            lkeval_version=__version__,
+            livekit_agents_version=_installed("livekit-agents"),
+            agent=settings.agent,
+            scenario_files=settings.scenario_files,
+            started_at=started_at.isoformat(timespec="seconds"),
+            finished_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            duration_seconds=round(time.monotonic() - started, 3),
+            git_sha=commit[0],
+            git_branch=commit[1],
+            shard=settings.shard_label,
+            interrupted=stopped_by is not None,
+            argv=redact_argv(list(settings.argv)),
+            start_mode=run_start_mode(scenario_results),
+            sampling_rule=self._rule_record(scenario_results),
+        )
+
+    def _rule_record(self, scenario_results: list[ScenarioResult]) -> dict[str, float]:
+        """The sequential test's parameters when a scenario ran it (``lkeval report``
+        recomputes)."""
+        if not any(s.sampling and s.sampling.mode == "sequential" for s in scenario_results):
+            return {}
+        return dataclasses.asdict(self.settings.engine.sampling)
+
+
+def _run_until_signal(
+    engine: Engine, scenarios: list[Scenario], evaluator: RunEvaluator | None
+) -> tuple[list[ScenarioResult], signal.Signals | None]:
+    """Run the engine; on SIGINT/SIGTERM stop every agent and return what finished."""
+    stopped_by: list[signal.Signals] = []
+
+    async def main() -> list[ScenarioResult]:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def on_signal(sig: signal.Signals) -> None:
+            if stopped_by:  # a second signal: no more waiting for graceful exits
+                kill_all_now()
+                return
+            stopped_by.append(sig)
+            task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal, sig)
+        try:
+            return await engine.run(scenarios)
+        except asyncio.CancelledError:
+            if not stopped_by:
+                raise
+            return engine.results(interrupted=True)
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+            if evaluator is not None:
+                with contextlib.suppress(Exception):
+                    await evaluator.aclose()
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        kill_all_now()
+    return results, (stopped_by[0] if stopped_by else None)
+
+
+def _nothing_to_check(selected: list[Scenario], evaluator: RunEvaluator | None) -> dict[str, str]:
+    """Scenario id -> why it has nothing to check, with the judges this run configured."""
+    judge_scripted = evaluator is not None and evaluator.judge_scripted
+    run_judges = evaluator.run_judges if evaluator is not None else ()
+    found = {}
+    for scenario in selected:
+        why = scenario.nothing_to_check(judge_scripted=judge_scripted, run_judges=run_judges)
+        if why is not None:
+            found[scenario.id] = why
+    return found
+
+
+def _installed(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+__all__ = [
+    "SUPPORTED_LIVEKIT_AGENTS",
+    "Collaborators",
+    "LauncherOpener",
+    "Plan",
+    "Suite",
+    "SuiteSettings",
+    "Writers",
+    "build_plan",
+]
