@@ -170,3 +170,29 @@ def test_the_run_cap_is_checked_before_anything_boots() -> None:
     problem = attempts_problem(scenarios, EngineOptions(max_run_attempts=11))
     assert problem is not None and "need at least 12 attempts" in problem
     assert attempts_problem(scenarios, EngineOptions(max_run_attempts=4, repeat=1)) is None
+
+
+class _Crashing(_Fake):
+    def __init__(self, votes: Votes, s: Scenario, n: int) -> None:
+        super().__init__(votes, s, n)
+        if votes.script[s.id][n - 1] == "error":
+            self.agent_cause = "agent crashed: KeyError 'room'"
+
+
+class CrashVotes(Votes):
+    def __call__(self, s: Scenario, attempt_no: int) -> AttemptRunner:
+        self.made.append((s.id, attempt_no))
+        return _Crashing(self, s, attempt_no)
+
+
+def test_one_broken_scenarios_extra_attempts_do_not_trip_the_error_brake() -> None:
+    # The brake is about the first N scenarios failing alike; s-1's three attempts are one.
+    make = CrashVotes({"s-1": ["error"] * 9, "s-2": ["pass"] * 9, "s-3": ["pass"] * 9})
+    results = run([scenario(f"s-{n}") for n in (1, 2, 3)], make, Judge({}), max_errors=3)
+    assert [r.status for r in results] == ["error", "passed", "passed"]
+    # three scenarios failing alike still stop the run
+    make = CrashVotes({f"s-{n}": ["error"] * 9 for n in range(1, 6)})
+    results = run(
+        [scenario(f"s-{n}") for n in range(1, 6)], make, Judge({}), max_errors=3, concurrency=1
+    )
+    assert any("stopped early" in r.reason for r in results[3:])

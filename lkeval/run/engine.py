@@ -266,9 +266,12 @@ class Engine:
                 told: list[str | None] = []
 
                 def decided(cause: str | None) -> None:
-                    # Before the attempt gives back its slot: the next boot sees a trip.
+                    # Before the attempt gives back its slot: the next boot sees a trip. Only
+                    # a scenario's first attempt counts: the brake is about the first N
+                    # scenarios, and one broken scenario's extra attempts must not trip it.
                     told.append(cause)
-                    self._brake.record(cause)
+                    if attempt_no == 1:
+                        self._brake.record(cause)
 
                 runner.on_decided = decided
                 try:
@@ -277,7 +280,7 @@ class Engine:
                     if runner.interrupted is not None:  # kept for results(interrupted=True)
                         self._attempts[scenario.id][attempt_no - 1] = runner.interrupted
                     raise
-                if not told:  # a runner that does not tell early
+                if not told and attempt_no == 1:  # a runner that does not tell early
                     self._brake.record(runner.agent_cause)
         self._attempts[scenario.id][attempt_no - 1] = attempt
 

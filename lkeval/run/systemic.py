@@ -1,11 +1,12 @@
 """``--max-errors``: a systemic failure ends the run in seconds, not in an hour.
 
-A wrong LLM URL or a missing key breaks every scenario the same way. When the first N attempts
-to finish all failed with the same agent-side cause, the rest are not booted: they are reported
-"not run (stopped early)" with that cause (like pytest's ``--maxfail``, but only for one
-repeated cause, so a suite with a few unrelated broken scenarios still runs to the end). A brake
-is a systemic failure: the scenarios it did not run fail the gate, even when the ones that
-tripped it were quarantined.
+A wrong LLM URL or a missing key breaks every scenario the same way. When the first attempts
+of the first N scenarios to finish all failed with the same agent-side cause (a scenario's
+extra attempts, repeated or sequential, do not count: one broken scenario is not systemic),
+the rest are not booted: they are reported "not run (stopped early)" with that cause (like
+pytest's ``--maxfail``, but only for one repeated cause, so a suite with a few unrelated broken
+scenarios still runs to the end). A brake is a systemic failure: the scenarios it did not run
+fail the gate, even when the ones that tripped it were quarantined.
 """
 
 from __future__ import annotations
