@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
 
 from lkeval.results.model import Attempt, ScenarioResult, Verdict
 from lkeval.results.sampling import SequentialRule
@@ -196,3 +199,23 @@ def test_one_broken_scenarios_extra_attempts_do_not_trip_the_error_brake() -> No
         [scenario(f"s-{n}") for n in range(1, 6)], make, Judge({}), max_errors=3, concurrency=1
     )
     assert any("stopped early" in r.reason for r in results[3:])
+
+
+def test_the_run_cap_flag_is_exit_2_before_anything_boots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lkeval.cli import main
+    from lkeval.errors import ExitCode
+
+    monkeypatch.chdir(tmp_path)
+    body = "".join(f"  - label: Scenario {i}\n    instructions: Say hi.\n" for i in range(4))
+    Path("s.yaml").write_text("scenarios:\n" + body, encoding="utf-8")
+    Path("agent.py").write_text("raise SystemExit('never imported')\n", encoding="utf-8")
+    argv = ["run", "--agent", "agent.py", "--scenarios", "s.yaml", "--no-github"]
+    assert main([*argv, "--max-run-attempts", "11"]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "--max-run-attempts 11" in err and "need at least 12 attempts" in err, err
+    assert not Path("lkeval-results").exists()
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--max-attempts", "1001"])
+    assert exit_.value.code == ExitCode.USAGE
