@@ -119,6 +119,9 @@ def test_an_unbounded_scale_in_a_scenario_file_is_exit_2_with_file_line(
         ("--boot-timeout", "inf"),
         ("--turn-timeout", "nan"),
         ("--llm-timeout", "1e999"),
+        ("--llm-retries", "1000"),
+        ("--rejudge", "21"),
+        ("--agent-log-limit", "1000000"),
     ],
 )
 def test_an_unbounded_scale_flag_is_exit_2_naming_it(
@@ -136,6 +139,29 @@ def test_an_unbounded_scale_flag_is_exit_2_naming_it(
     assert exit_.value.code == ExitCode.USAGE
     err = capsys.readouterr().err
     assert f"argument {flag}" in err and "at most" in err, err
+    assert not Path("lkeval-results").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("LKEVAL_LLM_TIMEOUT", "inf"), ("LKEVAL_LLM_RETRIES", "99999")]
+)
+def test_an_unbounded_llm_setting_from_the_environment_is_exit_2_naming_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    value: str,
+) -> None:
+    """The flags' bounds hold for their environment variables too."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(name, value)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-secret")
+    Path("s.yaml").write_text(SCENARIO.format(key="repeat", value="1"), encoding="utf-8")
+    Path("agent.py").write_text("raise SystemExit('never imported')\n", encoding="utf-8")
+    argv = ["run", "--agent", "agent.py", "--scenarios", "s.yaml", "--no-github"]
+    assert main(argv) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert name in err and ("at most 3600" in err or "from 0 to 20" in err), err
     assert not Path("lkeval-results").exists()
 
 

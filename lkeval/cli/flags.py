@@ -25,6 +25,8 @@ from lkeval.run.suite import SUPPORTED_LIVEKIT_AGENTS as SUPPORTED_RANGE
 from lkeval.scenarios.bounds import (
     MAX_AGENT_LOG_MIB,
     MAX_CONCURRENCY,
+    MAX_LLM_RETRIES,
+    MAX_REJUDGE,
     MAX_REPEAT,
     MAX_RUNS,
     MAX_TURNS,
@@ -227,7 +229,7 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--llm-retries",
         metavar="N",
-        type=opt.non_negative_int,
+        type=opt.non_negative_int_up_to(MAX_LLM_RETRIES),
         help="retries of a caller/judge LLM request on 429, 5xx and timeouts, with backoff "
         f"(env LKEVAL_LLM_RETRIES, default {defaults.LLM_RETRIES})",
     )
@@ -252,7 +254,7 @@ def _add_judging(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--rejudge",
         metavar="K",
-        type=opt.non_negative_int,
+        type=opt.non_negative_int_up_to(MAX_REJUDGE),
         default=LLMOptions.rejudge,
         help="when the judge fails a scenario, ask K more times; the majority stands "
         f"(default {LLMOptions.rejudge})",

@@ -151,6 +151,18 @@ def _seconds(text: str) -> float:
     return value
 
 
+def non_negative_int_up_to(maximum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from 0 to ``maximum`` (see scenarios/bounds.py)."""
+
+    def non_negative_int(text: str) -> int:
+        value = _non_negative_int(text)
+        if value > maximum:
+            raise ValueError(f"{text!r} must be at most {maximum}")
+        return value
+
+    return _argument_type(non_negative_int)
+
+
 def positive_int_up_to(maximum: int) -> Callable[[str], int]:
     """An argparse type: a whole number from 1 to ``maximum`` (see scenarios/bounds.py)."""
 
@@ -332,6 +344,7 @@ __all__ = [
     "env_pair",
     "llm_options",
     "non_negative_int",
+    "non_negative_int_up_to",
     "parse_comment_id",
     "parse_judge_names",
     "parse_pass_rate",

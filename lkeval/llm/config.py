@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from lkeval import defaults
 from lkeval.errors import ConfigError
 from lkeval.llm.options import LLMOptions
+from lkeval.scenarios.bounds import MAX_LLM_RETRIES, MAX_TIMEOUT_SECONDS
 from lkeval.scenarios.model import BUILTIN_JUDGES
 
 __all__ = [
@@ -299,11 +300,12 @@ def _timeout(options: LLMOptions, env: Mapping[str, str]) -> float:
     value: Any = options.timeout or _env(env, "LKEVAL_LLM_TIMEOUT") or defaults.LLM_TIMEOUT
     try:
         timeout = float(value)
-        if timeout <= 0:
+        if not 0 < timeout <= MAX_TIMEOUT_SECONDS:  # nan, inf and 1e999 too
             raise ValueError
     except ValueError:
         raise LLMConfigError(
-            f"--llm-timeout {value!r} is not a positive number of seconds"
+            f"--llm-timeout (or LKEVAL_LLM_TIMEOUT) {value!r} is not a number of seconds "
+            f"more than 0 and at most {MAX_TIMEOUT_SECONDS:g}"
         ) from None
     return timeout
 
@@ -314,10 +316,13 @@ def _retries(options: LLMOptions, env: Mapping[str, str]) -> int:
         value = _env(env, "LKEVAL_LLM_RETRIES") or defaults.LLM_RETRIES
     try:
         retries = int(value)
-        if retries < 0:
+        if not 0 <= retries <= MAX_LLM_RETRIES:
             raise ValueError
     except ValueError:
-        raise LLMConfigError(f"--llm-retries {value!r} is not a whole number >= 0") from None
+        raise LLMConfigError(
+            f"--llm-retries (or LKEVAL_LLM_RETRIES) {value!r} is not a whole number from 0 "
+            f"to {MAX_LLM_RETRIES}"
+        ) from None
     return retries
 
 

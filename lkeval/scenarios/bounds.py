@@ -20,6 +20,10 @@ MAX_TURNS = 1_000
 """Caller turns in one simulated conversation (``max_turns``, ``--max-turns``)."""
 MAX_TIMEOUT_SECONDS = 3_600.0
 """Any one timeout (``boot_timeout``, ``turn_timeout``, their flags, ``--llm-timeout``)."""
+MAX_LLM_RETRIES = 20
+"""Retries of one caller/judge request (``--llm-retries``, ``LKEVAL_LLM_RETRIES``), with backoff."""
+MAX_REJUDGE = 20
+"""Extra judge asks of a failed verdict (``--rejudge``)."""
 MAX_CONCURRENCY = 256
 """Conversations at once (``--concurrency``): each holds an agent process or two."""
 MAX_AGENT_LOG_MIB = 10_240
