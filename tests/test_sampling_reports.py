@@ -44,6 +44,7 @@ def test_the_decision_reaches_junit_markdown_and_the_message() -> None:
     assert outcome_line(failed).startswith("failed 0 of 5 — pass rate below 0.86 at 99.97")
     markdown = MarkdownReporter().format(report)
     assert "3/3 (passed)" in markdown and "0/5 (failed)" in markdown
+    assert "<sub>sampling: 8 attempts for 2 scenarios (6 more than one each)" in markdown
 
 
 def test_an_attempt_with_a_veto_is_definite_not_a_judge_vote() -> None:

@@ -38,6 +38,7 @@ from lkeval.reporters.markdown_parts import (
 )
 from lkeval.results.baseline import ScenarioChange
 from lkeval.results.model import ScenarioResult
+from lkeval.results.sampling import run_cost_line
 from lkeval.results.wording import count, is_repeated
 from lkeval.text.masking import mask
 from lkeval.text.untrusted import LABEL_CHARS
@@ -159,6 +160,8 @@ def _render(report: Report, level: Level, failures_kept: int) -> str:
     note = interrupted_note(report.results)
     blocks += [note] if note else []
     blocks.append(counts_line(report))
+    if cost := run_cost_line(report.results):  # what sampling cost, how sure the gate is
+        blocks.append(f"<sub>{text(cost)}</sub>")
     # Budget misses have their own section below: each reason once.
     reasons = [
         r for r in report.gate.reasons if not r.startswith("budget missed") and text(r) not in head
