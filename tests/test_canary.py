@@ -258,3 +258,56 @@ def test_interrupted_run_leaves_only_masked_logs(tmp_path: Path, start: str) -> 
             assert leaks(path.read_text(errors="replace"), [key]) == [], path
     assert leaks(out + err, [key]) == []
     assert not list(private_tmp.glob("lkeval-raw-logs-*")), "raw logs are removed"
+
+
+def test_the_action_entrypoint_announces_every_canary_before_its_first_line(
+    tmp_path: Path,
+) -> None:
+    # issue 19.1: `extra-args: --env DB=postgres://u:PASSWORD@h/x` was echoed in clear by the
+    # entrypoint, whose own masker lacked the URL-password rule, and lkeval's ::add-mask::
+    # came too late. Started as the runner starts the container; the real lkeval (--help).
+    import subprocess
+    import sys
+
+    from action_runner import container_step
+    from conftest import ROOT
+
+    url_pass, named, token = canary("url"), canary("named"), canary("token")
+    action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+    step = container_step(
+        action,
+        {
+            "agent": "agent.py",
+            "scenarios": "s.yaml",
+            "install": "none",
+            "extra-args": f"--env DB=postgres://app:{url_pass}@db/x --env MODE=fast "
+            "--secret-env DEPLOY_HOOK --help",
+        },
+        token=token,
+    )
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    env = clean_env(
+        GITHUB_ACTIONS="true",
+        GITHUB_WORKSPACE=str(workspace),
+        HOME=str(tmp_path / "home"),
+        DEPLOY_HOOK=named,
+        **step.env,
+    )
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "entrypoint.py"), *step.argv],
+        env=env,
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if not line.startswith("::add-mask::"))
+    announced = {line.removeprefix("::add-mask::") for line in lines[:first]}
+    assert {url_pass, named, token} <= announced
+    shown = "\n".join(line for line in lines if not line.startswith("::add-mask::"))
+    assert "DB=postgres://app:***@db/x" in shown and "MODE=fast" in shown
+    assert leaks(shown + proc.stderr, [url_pass, named, token]) == []
