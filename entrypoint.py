@@ -45,6 +45,7 @@ from lkeval_action.inputs import (
 )
 from lkeval_action.install import (
     InstallError,
+    cache_environment,
     copy_checkout,
     install_plan,
     run_install,
@@ -112,21 +113,27 @@ def run_action(environ: Mapping[str, str]) -> int:
             log(f"lk-eval: interrupted by signal {stop.signum} while installing; nothing ran")
             return 128 + stop.signum
         finally:
-            give_back(workspace, plan)
+            give_back(workspace, plan, environ.get("HOME"))
 
 
-def give_back(workspace: Path, plan: Plan | None) -> None:
-    """Hand the workspace back (see ``lkeval_action.workspace``); a failure is a warning, never
-    a change of the gate's exit code."""
+def give_back(workspace: Path, plan: Plan | None, home: str | None = None) -> None:
+    """Hand the workspace back (see ``lkeval_action.workspace``), and ``$HOME`` too: in a
+    Docker action it is the runner's ``/github/home``, which outlives the step, and whatever the
+    agent or its libraries cached there must not stay root's. A failure is a warning, never a
+    change of the gate's exit code."""
     reports = report_paths(map(Path, plan.outputs), Path.cwd()) if plan else set()
-    try:
-        hand_back(workspace, reports)
-    except OSError as exc:
-        log(
-            workflow_command(
-                "warning", f"lk-eval: could not hand the workspace back to its owner: {exc}"
+    places = [("the workspace", workspace, reports)]
+    if home and Path(home).is_dir():
+        places.append(("$HOME", Path(home), set()))
+    for name, root, readable in places:
+        try:
+            hand_back(root, readable)
+        except OSError as exc:
+            log(
+                workflow_command(
+                    "warning", f"lk-eval: could not hand {name} back to its owner: {exc}"
+                )
             )
-        )
 
 
 def _run(
@@ -149,7 +156,8 @@ def _run(
         where = None
         if install.in_copy and install.commands:
             where = copy_checkout(Path.cwd(), workspace, scratch)
-        run_install(install, action_environment(environ, {}), log, relay, cwd=where)
+        caches = cache_environment(scratch)
+        run_install(install, action_environment(environ, caches), log, relay, cwd=where)
     shown = redact_argv(plan.argv)  # its secrets were announced before the first line
     log(f"lk-eval: {shlex.join(['lkeval', *shown])}  (in {Path.cwd()})")
     return run_lkeval(plan.argv, env, relay)

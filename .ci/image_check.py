@@ -10,7 +10,9 @@ to lk-eval's scripted LLM server, run from the same image on the host's loopback
 
 Checked: the exit code, the outputs, the summary, the results; the PR's head sha recorded
 with no git in the image, JUnit ``file`` relative to the repository (not working-directory);
-every file in the workspace owned by uid 1001, lk-eval's reports 0644 and their folders 0755,
+every file in the workspace and $HOME owned by the runner's user (uid 1001 when the check runs as
+root and plays the runner; else the user running it, as in a hosted runner's job), lk-eval's
+reports 0644 and their folders 0755,
 no bytecode or build litter; ``extra-args`` reaching lkeval; the old ``args`` input refused by
 name; a fork's PR with no secrets ending in results that say so (exit 3); and a stop (SIGTERM,
 as when a job is cancelled) mid-run giving exit 143 with partial results.
@@ -39,6 +41,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 import yaml  # noqa: E402
 from action_runner import container_step  # noqa: E402
 
+#: The runner user a root check plays (uid 1001 on hosted runners). As any other user (a
+#: hosted runner's job: uid 1001, group 121), the check is that user and chowns nothing.
 RUNNER_UID = RUNNER_GID = 1001
 WORKSPACE = "/github/workspace"
 HOTEL = ROOT / "examples" / "hotel"
@@ -146,8 +150,11 @@ class Runner:
         )
         (self.workspace / "agent" / "requirements.txt").write_text("pyyaml\n")
         (self.workflow / "event.json").write_text(json.dumps(pr_event("acme/hotel")))
-        for path in (self.workspace, *self.workspace.rglob("*")):
-            os.lchown(path, RUNNER_UID, RUNNER_GID)
+        self.owner = runner_user()
+        if os.geteuid() == 0:  # play the runner: its folders belong to its user, not root's
+            for folder in (self.workspace, self.home):
+                for path in (folder, *folder.rglob("*")):
+                    os.lchown(path, *self.owner)
 
     def command(
         self, name: str, with_: Mapping[str, str], env: Mapping[str, str], *, detach: bool = False
@@ -203,18 +210,29 @@ class Runner:
         return values
 
 
-def check_handed_back(workspace: Path, reports: list[Path]) -> None:
-    """Everything owned by the runner's user; lk-eval's reports readable; no litter."""
-    for path in workspace.rglob("*"):
-        info = path.lstat()
-        check(
-            (info.st_uid, info.st_gid) == (RUNNER_UID, RUNNER_GID),
-            f"{path.relative_to(workspace)} is owned by {info.st_uid}:{info.st_gid}",
-        )
-        check(
-            path.name not in LITTER and not path.name.endswith(".egg-info"),
-            f"{path.relative_to(workspace)} left in the checkout",
-        )
+def runner_user() -> tuple[int, int]:
+    """Whose the runner's folders are: uid:gid 1001 when played by root, else this process's
+    own (a hosted runner's job runs as uid 1001, group 121, and cannot chown to anyone)."""
+    if os.geteuid() == 0:
+        return RUNNER_UID, RUNNER_GID
+    return os.geteuid(), os.getegid()
+
+
+def check_handed_back(runner: Runner, reports: list[Path]) -> None:
+    """Everything in the workspace and $HOME owned by the runner's user (the container is root
+    and must hand back what it wrote); lk-eval's reports readable; no litter."""
+    for folder, name in ((runner.workspace, "the checkout"), (runner.home, "$HOME")):
+        for path in folder.rglob("*"):
+            info = path.lstat()
+            check(
+                (info.st_uid, info.st_gid) == runner.owner,
+                f"{name}: {path.relative_to(folder)} is owned by {info.st_uid}:{info.st_gid}, "
+                f"not {runner.owner[0]}:{runner.owner[1]}",
+            )
+            check(
+                path.name not in LITTER and not path.name.endswith(".egg-info"),
+                f"{path.relative_to(folder)} left in {name}",
+            )
     for report in reports:
         check(stat.S_IMODE(report.stat().st_mode) == 0o644, f"{report.name} is not 0644")
         check(stat.S_IMODE(report.parent.stat().st_mode) == 0o755, f"{report.parent} not 0755")
@@ -270,7 +288,7 @@ def check_run(runner: Runner, base_url: str) -> None:
     junit = (agent / "lkeval-results" / "junit.xml").read_text()
     check('file="agent/scenarios.yaml"' in junit, "JUnit file is not relative to the repository")
     reports = [agent / "lkeval-results" / n for n in ("results.json", "junit.xml", "report.md")]
-    check_handed_back(runner.workspace, reports)
+    check_handed_back(runner, reports)
 
 
 def check_old_args_input(runner: Runner) -> None:
@@ -292,7 +310,7 @@ def check_fork(runner: Runner) -> None:
     data = json.loads(results.read_text())
     check({s["status"] for s in data["scenarios"]} == {"error"}, "fork: not all not-run errors")
     check(runner.outputs().get("exit-code") == "3", f"fork outputs {runner.outputs()}")
-    check_handed_back(runner.workspace, [results])
+    check_handed_back(runner, [results])
 
 
 def check_stop(runner: Runner, engine: Engine, base_url: str) -> None:
@@ -321,7 +339,7 @@ def check_stop(runner: Runner, engine: Engine, base_url: str) -> None:
     check(results.is_file(), f"no partial results after the stop\n{log}")
     data = json.loads(results.read_text())
     check(data["metadata"]["interrupted"] is True, "results not marked interrupted")
-    check_handed_back(runner.workspace, [results])
+    check_handed_back(runner, [results])
 
 
 def main() -> int:

@@ -32,6 +32,14 @@ _LIST = re.compile(r"^/repos/([^/]+)/([^/]+)/issues/(\d+)/comments$")
 _ONE = re.compile(r"^/repos/([^/]+)/([^/]+)/issues/comments/(\d+)$")
 _PULLS = re.compile(r"^/repos/([^/]+)/([^/]+)/commits/([^/]+)/pulls$")
 BOT = "github-actions[bot]"
+#: GitHub's messages for the statuses a test can make every (matching) request answer.
+FAULT_MESSAGES = {
+    "401": "Bad credentials",
+    "404": "Not Found",
+    "500": "Server Error",
+    "502": "Bad Gateway",
+    "503": "Service Unavailable",
+}
 
 
 @dataclass
@@ -54,7 +62,8 @@ class FakeGitHub:
     comments: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     pulls_by_sha: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
-    #: None, "403", "500" or "slow"; applies to methods in ``fault_methods`` (all when empty).
+    #: None, "slow" or a status GitHub answers with ("401", "403", "404", "500", "503");
+    #: applies to methods in ``fault_methods`` (all when empty).
     fault: str | None = None
     fault_methods: tuple[str, ...] = ()
     #: When set, the fault applies only to requests for this path.
@@ -145,8 +154,8 @@ class _Handler(BaseHTTPRequestHandler):
                     "documentation_url": "https://docs.github.com/rest",
                 },
             )
-        elif fault == "500":
-            return self._send(500, {"message": "Server Error"})
+        elif fault in FAULT_MESSAGES:
+            return self._send(int(fault), {"message": FAULT_MESSAGES[fault]})
         authorization = self.headers.get("Authorization")
         user = gh.identity(authorization)
         if user is None:

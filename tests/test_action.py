@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shutil
 import signal
@@ -366,6 +367,85 @@ def test_install_pyproject(tmp_path: Path) -> None:
     assert install(tmp_path).commands == ((*PIP, "."),)
 
 
+#: LiveKit's example agents: a [project] with dependencies, no [build-system], several top-level
+#: modules (``pip install .`` refuses such a flat layout), dev tools in a dependency group.
+LIVEKIT_PYPROJECT = """\
+[project]
+name = "hotel-agent"
+version = "0.1.0"
+description = "A LiveKit voice agent"
+requires-python = ">=3.10"
+dependencies = ["six"]
+
+[dependency-groups]
+dev = ["pytest", "ruff"]
+"""
+LIVEKIT_MODULES = ("agent.py", "context.py", "common.py", "policies.py")
+
+
+def test_install_a_pyproject_that_is_not_a_package_installs_its_dependencies(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "pyproject.toml").write_text(LIVEKIT_PYPROJECT)
+    result = install(tmp_path)
+    assert result.what == "pyproject.toml (its dependencies)" and result.in_copy
+    uv_pip = ("/usr/bin/uv", "pip", "install", "--python", "/py", "--requirement")
+    assert result.commands == ((*uv_pip, "pyproject.toml"),)
+    # uv's rule: [tool.uv] package decides over [build-system]
+    (tmp_path / "pyproject.toml").write_text(LIVEKIT_PYPROJECT + "[tool.uv]\npackage = true\n")
+    assert install(tmp_path).commands == ((*PIP, "."),)
+    (tmp_path / "pyproject.toml").write_text(PACKAGE_PYPROJECT + "[tool.uv]\npackage = false\n")
+    assert install(tmp_path).commands == ((*uv_pip, "pyproject.toml"),)
+    (tmp_path / "pyproject.toml").write_text(LIVEKIT_PYPROJECT)
+    without_uv = install(tmp_path, uv=None)
+    assert without_uv.commands == ((*PIP, "."),)
+    assert without_uv.notice and "uv is not installed" in without_uv.notice
+
+
+def test_install_a_package_pyproject_installs_the_package(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(PACKAGE_PYPROJECT)
+    assert install(tmp_path).commands == ((*PIP, "."),)
+
+
+def test_install_lock_and_requirements_still_come_before_a_livekit_pyproject(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "pyproject.toml").write_text(LIVEKIT_PYPROJECT)
+    (tmp_path / "requirements.txt").write_text("")
+    assert install(tmp_path).what == "requirements.txt"
+    (tmp_path / "uv.lock").write_text("")
+    assert install(tmp_path).what == "uv.lock"
+
+
+def test_install_a_pyproject_that_is_not_toml_names_the_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "a"\ndependencies = = 1\n')
+    with pytest.raises(ep.InstallError, match=r"pyproject.toml: not valid TOML: .*line 3"):
+        install(tmp_path)
+
+
+def test_install_caches_stay_in_the_scratch_space(tmp_path: Path) -> None:
+    caches = ep.cache_environment(tmp_path)
+    assert set(caches) == {"UV_CACHE_DIR", "PIP_CACHE_DIR"}
+    assert all(Path(v).is_relative_to(tmp_path) for v in caches.values())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a Docker action's container is root")
+def test_home_is_handed_back_with_the_workspace(tmp_path: Path) -> None:
+    """/github/home outlives the step: what the root container wrote there (an agent's model
+    cache, a library's config) goes to the runner's user, as the workspace does."""
+    workspace, home = tmp_path / "workspace", tmp_path / "home"
+    for folder in (workspace, home):
+        folder.mkdir()
+        os.chown(folder, 1001, 121)
+    cache = home / ".cache" / "huggingface" / "model.bin"
+    cache.parent.mkdir(parents=True)
+    cache.write_text("weights")
+    (workspace / "results.json").write_text("{}")
+    ep.give_back(workspace, None, str(home))
+    for path in (cache, cache.parent, home / ".cache", workspace / "results.json"):
+        assert (path.stat().st_uid, path.stat().st_gid) == (1001, 121), path
+
+
 def test_install_nothing_found_is_a_notice(tmp_path: Path) -> None:
     result = install(tmp_path)
     assert result.commands == () and result.notice and "installing nothing" in result.notice
@@ -442,6 +522,45 @@ def test_install_auto_builds_outside_the_checkout(tmp_path: Path, locked: bool) 
         assert six_version == version.group(1)
     assert str(target) in module, "installed for good, not an editable link to the copy"
     assert files_of(workspace) == before, "the install wrote into the checkout"
+
+
+@pytest.mark.e2e
+def test_install_auto_on_a_livekit_style_project(tmp_path: Path) -> None:
+    """A LiveKit example's pyproject.toml (not a package): its dependencies are installed with
+    real uv, the project itself is not built, nothing lands in the checkout or in $HOME.
+    Needs the package index, hence e2e."""
+    uv = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
+    assert uv, "uv is in the test extra"
+    project = tmp_path / "workspace"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(LIVEKIT_PYPROJECT)
+    for module in LIVEKIT_MODULES:
+        (project / module).write_text("VALUE = 1\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    before = files_of(project)
+    target = tmp_path / "target"
+    subprocess.run([sys.executable, "-m", "venv", str(target)], check=True)
+    python = str(target / "bin" / "python")
+    plan = ep.install_plan("auto", project, python=python, uv=uv)
+    scratch = tmp_path / "scratch"
+    copy = ep.copy_checkout(project, project, scratch)
+    env = {**clean_env(HOME=str(home)), **ep.cache_environment(scratch)}
+    lines: list[str] = []
+    ep.run_install(plan, env, lines.append, cwd=copy)
+    assert plan.what == "pyproject.toml (its dependencies)"
+    probe = subprocess.run(
+        [python, "-c", "import six, importlib.util as u; print(u.find_spec('policies'))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.strip() == "None", "the project's own modules were installed"
+    assert files_of(project) == before, "the install wrote into the checkout"
+    assert files_of(home) == set(), "the install wrote into $HOME"
+    assert (scratch / "cache" / "uv").is_dir(), "uv's cache is in the scratch space"
 
 
 # --- the entrypoint as a process ------------------------------------------------------------------

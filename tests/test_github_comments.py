@@ -9,7 +9,7 @@ import pytest
 from report_fixtures import msg, results_of, run_results, scenario
 from test_publish_github import PR, REPO, Actions, actions, mine, passing
 
-from lkeval.publish.github.api import GitHubApi
+from lkeval.publish.github.api import GitHubApi, token_kind
 from lkeval.publish.github.comments import ACTIONS_BOT, find_comment, token_identity
 from lkeval.results.model import Attempt, RunResults
 
@@ -57,8 +57,8 @@ def test_a_marker_comment_by_someone_else_is_left_alone(
     assert [r.method for r in gh.requests if r.method != "GET"] == ["PATCH"]
     assert gh.requests[-1].path.endswith(f"/comments/{ours[0]['id']}")
     assert "✅ gate passed" in str(ours[0]["body"]) and len(mine(gh)) == 2
-    # GITHUB_TOKEN is an installation token: GET /user says 403, so it is github-actions[bot].
-    assert any(r.path == "/user" for r in gh.requests)
+    # GITHUB_TOKEN is an installation token (ghs_): github-actions[bot], nothing asked.
+    assert not any(r.path == "/user" for r in gh.requests)
     assert warnings(capsys.readouterr().out) == []
 
 
@@ -91,17 +91,73 @@ def test_comment_author_names_a_github_apps_bot(
     assert not any(r.path == "/user" for r in gh.requests)  # told, not asked
 
 
-def test_when_github_cannot_say_who_we_are_nothing_is_edited(
+UNKNOWN_FORM = "v1.0123456789abcdef0123456789abcdef01234567"  # no ghs_/ghp_ prefix
+
+
+@pytest.mark.parametrize("answer", ["401", "403", "404", "500", "503"])
+def test_a_personal_token_github_cannot_name_edits_nothing_and_posts_anew(
+    actions: Actions, capsys: pytest.CaptureFixture[str], answer: str
+) -> None:
+    """Each answer of GET /user but 200 leaves a user's token unknown: the marker comments
+    stay as they are, a new comment carries the verdict, a warning says why and what to do."""
+    gh = actions.gh
+    gh.identities[PAT] = "octocat"
+    gh.add_comments(REPO, PR, ["<!-- lk-eval:default -->\nold"], "octocat")
+    gh.add_comments(REPO, PR, ["<!-- lk-eval:default -->\nbot's"], ACTIONS_BOT)
+    gh.fault, gh.fault_path = answer, "/user"
+    assert actions.report(capsys, run_results(), "--github-token", PAT) == 1
+    (warn,) = warnings(capsys.readouterr().out)
+    assert f"cannot tell who the token posts as (GET /user: {answer}" in warn
+    assert "--comment-author" in warn
+    assert [r.method for r in gh.requests if r.method != "GET"] == ["POST"]
+    bodies = [str(c["body"]) for c in mine(gh)]
+    assert bodies[:2] == ["<!-- lk-eval:default -->\nold", "<!-- lk-eval:default -->\nbot's"]
+    assert len(bodies) == 3 and "❌ gate failed" in bodies[2]
+
+
+@pytest.mark.parametrize(
+    ("answer", "edits"),
+    [("403", True), ("401", False), ("404", False), ("500", False), ("503", False)],
+)
+def test_a_token_of_unknown_form_is_the_workflows_only_when_get_user_says_403(
+    actions: Actions, capsys: pytest.CaptureFixture[str], answer: str, edits: bool
+) -> None:
+    """A token without a known prefix (an older or GitHub Enterprise one): 403 is what GitHub
+    answers an installation token, so github-actions[bot]; anything else is unknown."""
+    gh = actions.gh
+    gh.identities[UNKNOWN_FORM] = ACTIONS_BOT
+    gh.add_comments(REPO, PR, ["<!-- lk-eval:default -->\nold"], ACTIONS_BOT)
+    gh.fault, gh.fault_path = answer, "/user"
+    actions.report(capsys, passing(), "--github-token", UNKNOWN_FORM)
+    sent = [r.method for r in gh.requests if r.method != "GET"]
+    out = warnings(capsys.readouterr().out)
+    if edits:
+        assert sent == ["PATCH"] and out == [] and len(mine(gh)) == 1
+    else:
+        assert sent == ["POST"] and len(mine(gh)) == 2
+        assert mine(gh)[0]["body"] == "<!-- lk-eval:default -->\nold"
+        (warn,) = out
+        assert f"(GET /user: {answer}" in warn
+
+
+def test_the_workflows_token_is_never_asked_who_it_is(
     actions: Actions, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """GITHUB_TOKEN (ghs_) is github-actions[bot] whatever GET /user would answer."""
     gh = actions.gh
     gh.add_comments(REPO, PR, ["<!-- lk-eval:default -->\nold"], ACTIONS_BOT)
     gh.fault, gh.fault_path = "500", "/user"
     assert actions.report(capsys, passing()) == 0
-    (warn,) = warnings(capsys.readouterr().out)
-    assert "could not post the PR comment: GET /user: 500 Server Error" in warn
-    assert [r.method for r in gh.requests if r.method != "GET"] == []
-    assert gh.comments_of(REPO, PR)[0]["body"] == "<!-- lk-eval:default -->\nold"
+    assert warnings(capsys.readouterr().out) == []
+    assert [r.method for r in gh.requests if r.method != "GET"] == ["PATCH"]
+    assert not any(r.path == "/user" for r in gh.requests)
+    assert "✅ gate passed" in str(mine(gh)[0]["body"])
+
+
+def test_token_kind_reads_the_prefix_only() -> None:
+    assert token_kind("ghs_abc") == "installation"
+    assert {token_kind(t) for t in ("ghp_a", "github_pat_a", "gho_a", "ghu_a")} == {"user"}
+    assert token_kind(UNKNOWN_FORM) == "unknown" and token_kind(None) == "none"
 
 
 def test_find_comment_asks_who_we_are_only_when_a_marker_is_there(
@@ -117,7 +173,7 @@ def test_find_comment_asks_who_we_are_only_when_a_marker_is_there(
 
     with GitHubApi(gh.base_url, gh.token) as api:
         assert find_comment(api, REPO, PR, "default", who) is None and asked == []
-        assert token_identity(api) == ACTIONS_BOT  # GET /user: 403 for GITHUB_TOKEN
+        assert token_identity(api).login == ACTIONS_BOT  # GITHUB_TOKEN: ghs_
         gh.add_comments(REPO, PR, ["<!-- lk-eval:default -->\nmine"], ACTIONS_BOT)
         assert find_comment(api, REPO, PR, "default", who)["body"].endswith("mine")
         assert find_comment(api, REPO, PR, "default", "someone-else") is None

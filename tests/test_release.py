@@ -3,6 +3,7 @@ check action.yml and every workflow the way GitHub will read them."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -105,3 +106,59 @@ def test_action_and_workflows_match_githubs_schemas(schema: str, files: list[Pat
         timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --- .ci/image_check.py as root (here) and as a hosted runner's job (uid 1001, group 121) ------
+
+#: How a hosted runner's job runs: uid 1001, group 121, no other groups.
+AS_RUNNER = ("setpriv", "--reuid", "1001", "--regid", "121", "--clear-groups")
+IMAGE_CHECK_AS_RUNNER = """
+import os, sys, tempfile
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import image_check as ic
+root = Path(tempfile.mkdtemp(prefix="lkeval-image-check-test-"))
+runner = ic.Runner(ic.Engine("true", "unused"), root / "run")
+assert runner.owner == (os.geteuid(), os.getegid()) == (1001, 121), runner.owner
+reports = runner.workspace / "agent" / "lkeval-results"
+reports.mkdir(mode=0o755)
+(reports / "results.json").write_text("{}")
+os.chmod(reports / "results.json", 0o644)
+(runner.home / ".cache").mkdir()
+ic.check_handed_back(runner, [reports / "results.json"])
+print("owner", *runner.owner)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="setpriv needs root to become uid 1001")
+def test_image_check_runs_as_a_hosted_runners_job_without_chown() -> None:
+    """A hosted runner's job is uid 1001, group 121, and cannot chown: the check then is the
+    runner user itself (it set up the runner folders and expects them handed back to it)."""
+    assert shutil.which("setpriv"), "util-linux's setpriv"
+    proc = subprocess.run(
+        [*AS_RUNNER, sys.executable, "-c", IMAGE_CHECK_AS_RUNNER, str(ROOT / ".ci")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HOME": "/tmp"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["owner", "1001", "121"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="plays the runner's user by chown, as root")
+def test_image_check_as_root_plays_uid_1001_and_finds_root_owned_leftovers(
+    tmp_path: Path,
+) -> None:
+    sys.path.insert(0, str(ROOT / ".ci"))
+    try:
+        import image_check as ic
+    finally:
+        sys.path.remove(str(ROOT / ".ci"))
+    runner = ic.Runner(ic.Engine("true", "unused"), tmp_path / "run")
+    assert runner.owner == (1001, 1001)
+    assert runner.home.stat().st_uid == runner.workspace.stat().st_uid == 1001
+    ic.check_handed_back(runner, [])
+    (runner.home / ".cache").mkdir()  # written by the container (root) and not handed back
+    with pytest.raises(ic.CheckFailed, match=r"\$HOME: .cache is owned by 0:0, not 1001:1001"):
+        ic.check_handed_back(runner, [])

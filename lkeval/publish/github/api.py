@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
@@ -46,6 +46,26 @@ def timeout_from_env(environ: Mapping[str, str] | None = None) -> float:
     return value if value > 0 else DEFAULT_TIMEOUT
 
 
+#: GitHub's token prefixes (github.blog, "Behind GitHub's new authentication token formats").
+#: ``ghs_``: an installation token (server-to-server), which the workflow's GITHUB_TOKEN is;
+#: the others act as a user.
+INSTALLATION_PREFIXES = ("ghs_",)
+USER_PREFIXES = ("ghp_", "github_pat_", "gho_", "ghu_")
+TokenKind = Literal["installation", "user", "unknown", "none"]
+
+
+def token_kind(token: str | None) -> TokenKind:
+    """What a token is, by its prefix: an app installation's, a user's, or unknown (an older
+    or GitHub Enterprise token without a prefix, or none at all)."""
+    if not token:
+        return "none"
+    if token.startswith(INSTALLATION_PREFIXES):
+        return "installation"
+    if token.startswith(USER_PREFIXES):
+        return "user"
+    return "unknown"
+
+
 class GitHubApi:
     """Synchronous GitHub REST calls against one API root (``GITHUB_API_URL``)."""
 
@@ -63,6 +83,8 @@ class GitHubApi:
             "X-GitHub-Api-Version": "2022-11-28",
             "User-Agent": f"lk-eval/{__version__}",
         }
+        #: What the token is, from its prefix (never the token itself): see :func:`token_kind`.
+        self.token_kind = token_kind(token)
         if token:
             headers["Authorization"] = f"Bearer {token}"
             register_secret(token)

@@ -9,7 +9,9 @@ listing *all* of the PR's comments, page by page: on a busy PR the marker is on 
 The marker alone proves nothing: anyone can write it. The comment lk-eval edits is the one
 with the marker *and* written by the identity the token acts as (``github-actions[bot]`` for
 the workflow's GITHUB_TOKEN, the user of a personal token, or ``--comment-author``); a marker
-comment by anyone else is left alone and the run posts its own. Editing someone else's comment
+comment by anyone else is left alone and the run posts its own. Who the token acts as is
+decided from what it is (:func:`token_identity`); when GitHub cannot say, nothing is edited
+and a new comment is posted, with a warning saying why. Editing someone else's comment
 would fail (403) or, worse, put the verdict in a comment its author can rewrite.
 
 Posting never raises and never changes the gate: a fork PR's read-only token (403 "Resource not
@@ -69,26 +71,45 @@ def comment_title(comment_id: str, title: str | None = None) -> str:
     return "lk-eval" if comment_id == DEFAULT_COMMENT_ID else f"lk-eval · {comment_id}"
 
 
-def token_identity(api: GitHubApi, author: str | None = None) -> str:
-    """The login the token posts as: ``author`` if given, else ``GET /user``'s login.
+@dataclass
+class TokenIdentity:
+    """Who the token posts as, decided once per run (see :func:`token_identity`).
 
-    ``GET /user`` answers an installation token 403; the workflow's GITHUB_TOKEN is one, and
-    posts as ``github-actions[bot]``. (Another GitHub App's token posts as ``<slug>[bot]``,
-    which only ``author`` can say.) Any other failure raises :class:`GitHubError`: without
-    knowing who we are, no comment is ours to edit.
+    ``login`` is None when it cannot be known; ``why`` then says what GitHub answered, for the
+    warning that the run posted a new comment instead of editing one it could not prove is its
+    own.
+    """
+
+    login: str | None
+    why: str | None = None
+
+
+def token_identity(api: GitHubApi, author: str | None = None) -> TokenIdentity:
+    """The login the token posts as, decided from what the token is, never from a guess.
+
+    In order: ``author`` (``--comment-author``) when given; an installation token (``ghs_``,
+    which the workflow's GITHUB_TOKEN is) posts as ``github-actions[bot]``, asked nothing
+    (another GitHub App's token posts as ``<slug>[bot]``, which only ``author`` can say); any
+    other token is asked ``GET /user``, whose ``login`` it is. GitHub answers an installation
+    token 403 there, so a token of unknown form answered 403 is taken as GITHUB_TOKEN too.
+    Any other answer (401, 404, 5xx, 403 for a user's token, no login) leaves the identity
+    unknown: the caller then edits nothing and posts a new comment, with a warning.
     """
     if author:
-        return author
+        return TokenIdentity(author)
+    kind = api.token_kind
+    if kind == "installation":
+        return TokenIdentity(ACTIONS_BOT)
     try:
         data = json_of(api.request("GET", "/user"))
     except GitHubError as exc:
-        if exc.status == 403:
-            return ACTIONS_BOT
-        raise
+        if exc.status == 403 and kind == "unknown":
+            return TokenIdentity(ACTIONS_BOT)
+        return TokenIdentity(None, str(exc))
     login = data.get("login") if isinstance(data, dict) else None
     if not isinstance(login, str) or not login:
-        raise GitHubError("GET /user: no login in the answer")
-    return login
+        return TokenIdentity(None, "GET /user: no login in the answer")
+    return TokenIdentity(login)
 
 
 def comment_body(comment_id: str, markdown: str) -> str:
@@ -102,26 +123,29 @@ def find_comment(
     repository: str,
     pr_number: int,
     comment_id: str,
-    author: Callable[[], str] | str | None = None,
+    author: Callable[[], str | None] | str | None = None,
 ) -> Any:
     """This job's comment: the first whose body starts with its marker, written by ``author``.
 
     ``startswith`` rather than ``in``: a reply quoting the comment (``> <!-- ...``) must not
     be mistaken for it. ``author`` is asked only when a marker comment exists (one request
-    fewer on a PR's first run); ``None`` accepts any author (only for tests of the marker).
+    fewer on a PR's first run); ``None`` accepts any author (only for tests of the marker). An
+    ``author`` that answers None (unknown) owns no comment.
     """
     tag = marker(comment_id)
     path = f"/repos/{repository}/issues/{pr_number}/comments"
     login: str | None = None
+    asked = False
     for comment in api.paginate(path, {"per_page": 100}):
         body = comment.get("body") if isinstance(comment, dict) else None
         if not (isinstance(body, str) and body.lstrip().startswith(tag)):
             continue
         if author is None:
             return comment
-        if login is None:
+        if not asked:
             login = author() if callable(author) else author
-        if _login(comment).lower() == login.lower():
+            asked = True
+        if login is not None and _login(comment).lower() == login.lower():
             return comment
     return None
 
@@ -147,10 +171,20 @@ def post_sticky_comment(
         return CommentResult("skipped")
     try:
         existing = None
+        identity: list[TokenIdentity] = []
         if mode == "update":
-            existing = find_comment(
-                api, repository, pr_number, comment_id, lambda: token_identity(api, author)
-            )
+
+            def who() -> str | None:
+                identity.append(token_identity(api, author))
+                return identity[0].login
+
+            existing = find_comment(api, repository, pr_number, comment_id, who)
+            if identity and identity[0].login is None and warn is not None:
+                warn(
+                    f"lk-eval cannot tell who the token posts as ({identity[0].why}): "
+                    "posted a new comment instead of editing one it cannot prove is its own "
+                    "(give --comment-author LOGIN, the action's comment-author input)"
+                )
         existing_id = existing.get("id") if isinstance(existing, dict) else None
         action: Literal["created", "updated"] = "updated" if existing_id is not None else "created"
         send = _sender(api, repository, pr_number, existing_id)
