@@ -38,7 +38,7 @@ COPY lkeval_action /app/lkeval_action
 
 # Last, so a new revision reuses every layer above. release.yml passes all three; the
 # version's default is checked against lkeval.__version__ by tests/test_action.py.
-ARG VERSION=0.1.0
+ARG VERSION=1.0.0
 ARG REVISION=unknown
 ARG SOURCE=https://github.com/org/lk-eval
 LABEL org.opencontainers.image.title="lk-eval" \

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from action_runner import container_step
+from conftest import clean_env
 from test_action import ep
 
 from lkeval.cli import build_parser
 from lkeval.cli.options import report_options, run_options
+from lkeval.results.model import (
+    Attempt,
+    RunMetadata,
+    RunResults,
+    ScenarioResult,
+    load_results,
+    write_results,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / "examples" / "workflows"
@@ -32,7 +44,7 @@ def steps(workflow: dict[str, Any]) -> list[dict[str, Any]]:
 def test_pr_workflow_runs_without_write_access_and_uploads_always() -> None:
     wf = load("eval-pr.yml")
     assert list(wf["on"]) == ["pull_request"]
-    assert wf["permissions"] == {"contents": "read"}
+    assert wf["permissions"] == {} and wf["jobs"]["eval"]["permissions"] == {"contents": "read"}
     upload = next(s for s in steps(wf) if str(s.get("uses", "")).startswith("actions/upload"))
     assert upload["if"] == "always()" and upload["with"]["path"] == "eval-results/"
     pr_step = next(s for s in steps(wf) if "pr-number.txt" in s.get("run", ""))
@@ -43,7 +55,7 @@ def test_comment_workflow_is_triggered_by_the_eval_and_never_runs_pr_code() -> N
     pr, comment = load("eval-pr.yml"), load("eval-comment.yml")
     trigger = comment["on"]["workflow_run"]
     assert trigger["workflows"] == [pr["name"]] and trigger["types"] == ["completed"]
-    assert comment["permissions"]["pull-requests"] == "write"
+    assert comment["jobs"]["comment"]["permissions"]["pull-requests"] == "write"
     uses = [str(s.get("uses", "")) for s in steps(comment)]
     assert not any(u.startswith("actions/checkout") for u in uses)
     download = next(s for s in steps(comment) if s.get("uses", "").startswith("actions/download"))
@@ -104,3 +116,94 @@ def test_no_workflow_uses_the_renamed_args_input() -> None:
     for name in ("eval-pr.yml", "eval-comment.yml", "eval-sharded.yml"):
         for step in action_steps(load(name)):
             assert "args" not in step.get("with", {}), name
+
+
+# --- the sharded recipe when a shard is missing ----------------------------------------------
+
+
+def sharded_step(name: str) -> dict[str, Any]:
+    (report_job,) = [j for n, j in load("eval-sharded.yml")["jobs"].items() if n == "report"]
+    return next(s for s in report_job["steps"] if s.get("name") == name)
+
+
+def shard_results(tmp: Path, present: tuple[int, ...], total: int = 4) -> None:
+    """What download-artifact leaves: shards/lkeval-shard-I/results.json for the shards that
+    uploaded; each shard ran one scenario, all passed."""
+    for i in present:
+        scenario_result = ScenarioResult(
+            scenario_id=f"s{i}",
+            label=f"scenario {i}",
+            group_id="g",
+            group_name="Group",
+            file="evals/scenarios.yaml",
+            line=i,
+            status="passed",
+            attempts=(Attempt(status="passed"),),
+        )
+        metadata = RunMetadata(
+            lkeval_version="1.0.0",
+            livekit_agents_version="1.8.9",
+            agent="agent.py",
+            scenario_files=("evals/scenarios.yaml",),
+            started_at="2026-11-25T10:00:00+00:00",
+            finished_at="2026-11-25T10:00:01+00:00",
+            duration_seconds=1.0,
+            shard=f"{i}/{total}",
+        )
+        write_results(
+            RunResults(metadata, (scenario_result,)),
+            tmp / "shards" / f"lkeval-shard-{i}" / "results.json",
+        )
+
+
+def run_step(step: dict[str, Any], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """One `run:` step as the runner runs it: bash -e -o pipefail, the workflow's env."""
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_missing_shard_still_gets_a_report_and_fails_the_gate_by_name(tmp_path: Path) -> None:
+    shard_results(tmp_path, present=(1, 2, 4))
+    bin_dir = str(Path(sys.executable).parent)
+    env = clean_env(
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        LKEVAL_SHARDS=load("eval-sharded.yml")["env"]["LKEVAL_SHARDS"],
+        COMMENT="off",
+    )
+    merge = run_step(sharded_step("Merge the shards"), tmp_path, env)
+    assert merge.returncode == 0, merge.stdout + merge.stderr
+    assert "found 3 of 4 shard results" in merge.stdout
+    report_step = sharded_step("Report, comment and gate")
+    assert "if" not in report_step, "the report runs whenever the merge did"
+    report = run_step(report_step, tmp_path, env)
+    assert report.returncode == 1, report.stdout + report.stderr
+    assert "shard(s) 3/4 missing" in report.stdout + report.stderr
+    assert (tmp_path / "merged" / "junit.xml").is_file()
+    assert load_results(tmp_path / "merged" / "results.json").metadata.missing_shards == ("3/4",)
+
+
+def test_every_shard_present_passes_the_gate(tmp_path: Path) -> None:
+    shard_results(tmp_path, present=(1, 2, 3, 4))
+    bin_dir = str(Path(sys.executable).parent)
+    env = clean_env(PATH=f"{bin_dir}:{os.environ['PATH']}", LKEVAL_SHARDS="4", COMMENT="off")
+    assert run_step(sharded_step("Merge the shards"), tmp_path, env).returncode == 0
+    report = run_step(sharded_step("Report, comment and gate"), tmp_path, env)
+    assert report.returncode == 0, report.stdout + report.stderr
+
+
+def test_no_job_that_can_write_installs_from_git() -> None:
+    for name in ("eval-pr.yml", "eval-comment.yml", "eval-sharded.yml"):
+        wf = load(name)
+        assert wf["permissions"] == {}, f"{name}: permissions are given per job"
+        for job_name, job in wf["jobs"].items():
+            scripts = " ".join(str(s.get("run", "")) for s in job["steps"])
+            assert "git+" not in scripts, f"{name} {job_name} installs from git"
+            for step in job["steps"]:
+                if step.get("uses", "").startswith("actions/checkout"):
+                    assert step["with"]["persist-credentials"] is False, f"{name} {job_name}"

@@ -4,6 +4,7 @@ check action.yml and every workflow the way GitHub will read them."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -65,16 +66,112 @@ def test_pin_image_refuses_anything_but_a_digest(tmp_path: Path, reference: str)
 def test_release_builds_tests_pushes_then_pins_on_the_tag() -> None:
     wf = load(RELEASE)
     assert list(wf["on"]) == ["push"] and wf["on"]["push"]["tags"]
-    assert wf["permissions"] == {"contents": "write", "packages": "write"}
-    (job,) = wf["jobs"].values()
-    scripts = [str(step.get("run", "")) for step in job["steps"]]
-    order = ["docker build", ".ci/image-check", "docker push", ".ci/pin-image"]
+    assert wf["permissions"] == {}, "each job gets only what it uses"
+    jobs = wf["jobs"]
+    assert jobs["image"]["permissions"] == {"contents": "read", "packages": "write"}
+    assert jobs["dist"]["permissions"] == {"contents": "read"}
+    assert jobs["tags"]["permissions"] == {"contents": "write"}
+    assert jobs["pypi"]["permissions"] == {"id-token": "write"}
+    assert set(jobs["tags"]["needs"]) == {"image", "dist"} and jobs["pypi"]["needs"] == "tags"
+    scripts = [str(step.get("run", "")) for step in jobs["image"]["steps"]]
+    order = ["docker build", ".ci/image-check", "docker push", ".ci/anonymous-pull"]
     at = [next(n for n, s in enumerate(scripts) if word in s) for word in order]
-    assert at == sorted(at), "build, test the image, push, then pin"
+    assert at == sorted(at), "build, test the image, push, then pull it as anyone"
     build = next(s for s in scripts if "docker build" in s)
     for arg in ("VERSION=", "REVISION=$GITHUB_SHA", "SOURCE="):
         assert arg in build
-    assert not any("${{" in s for s in scripts), "expressions go through env:, not the script"
+    (tags,) = [str(s.get("run", "")) for s in jobs["tags"]["steps"] if "run" in s]
+    assert tags.index(".ci/release-tags") < tags.index(".ci/pin-image") < tags.index("git push")
+    assert "wheel-check" in str(jobs["dist"]["steps"])
+    publish = jobs["pypi"]["steps"][-1]
+    assert publish["uses"].startswith("pypa/gh-action-pypi-publish@")
+    assert "with" not in publish, "trusted publishing: no password or token"
+    for job in jobs.values():
+        for step in job["steps"]:
+            assert "${{" not in str(step.get("run", "")), "expressions go through env:"
+
+
+ACTION_PIN = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+$")
+
+
+def test_every_action_is_pinned_by_commit_with_its_version() -> None:
+    """Third-party actions by SHA with the version as a comment; only lk-eval itself is
+    written as users write it (`@v1`, .github/zizmor.yml says why)."""
+    for path in WORKFLOWS:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if "uses:" not in line or line.lstrip().startswith("#"):
+                continue
+            ref = line.split("uses:", 1)[1].strip()
+            if ref.startswith("org/lk-eval@"):
+                assert ref == "org/lk-eval@v1", f"{path.name}: {ref}"
+                continue
+            assert ACTION_PIN.match(ref), f"{path.name}: {ref}"
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def release_repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "lkeval").mkdir(parents=True)
+    git(repo, "init", "-q")
+    git(repo, "config", "user.email", "t@example.com")
+    git(repo, "config", "user.name", "t")
+    return repo
+
+
+def commit_version(repo: Path, version: str, image: str) -> None:
+    (repo / "lkeval" / "__init__.py").write_text(f'__version__ = "{version}"\n')
+    (repo / "action.yml").write_text(f"runs:\n  image: docker://{image}\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", version)
+
+
+PLACEHOLDER = "ghcr.io/org/lk-eval@sha256:" + "0" * 64
+
+
+def release_tags(repo: Path, version: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / ".ci" / "release-tags"), version],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_release_tags_move_the_version_once_and_the_major_forward_only(tmp_path: Path) -> None:
+    repo = release_repo(tmp_path)
+    commit_version(repo, "1.0.0", PLACEHOLDER)
+    git(repo, "tag", "v1.0.0")  # the maintainer's tag, on a commit not yet pinned
+    assert release_tags(repo, "1.0.0").stdout.split() == ["v1.0.0", "v1"]
+    commit_version(repo, "1.0.0", DIGEST)  # what release.yml commits, then tags
+    git(repo, "tag", "-f", "v1.0.0")
+    git(repo, "tag", "v1")
+    again = release_tags(repo, "1.0.0")  # a re-run must not repoint a release users pinned
+    assert again.returncode == 1 and "v1.0.0 is released already" in again.stdout
+    commit_version(repo, "1.1.0", DIGEST)
+    git(repo, "tag", "-f", "v1")
+    commit_version(repo, "1.0.1", PLACEHOLDER)  # a patch of the older minor
+    git(repo, "tag", "v1.0.1")
+    assert release_tags(repo, "1.0.1").stdout.split() == ["v1.0.1"], "v1 stays on 1.1.0"
+    assert release_tags(repo, "1.2.0").stdout.split() == ["v1.2.0", "v1"]
+    assert release_tags(repo, "2.0.0").stdout.split() == ["v2.0.0", "v2"]
+
+
+def test_docs_and_examples_use_the_major_tag_of_this_version() -> None:
+    """What users write (`@vX`) is the major tag the release of this version moves."""
+    import lkeval
+
+    major = f"v{lkeval.__version__.split('.')[0]}"
+    for path in [ROOT / "README.md", ROOT / "docs" / "action.md", *WORKFLOWS]:
+        refs = set(re.findall(r"org/lk-eval@(v[0-9][0-9.]*)", path.read_text(encoding="utf-8")))
+        assert refs <= {major, f"v{lkeval.__version__}"}, f"{path.name}: {refs}"
+    installs = set(re.findall(r"lk-eval==([0-9.]+)", "".join(p.read_text() for p in WORKFLOWS)))
+    assert installs <= {lkeval.__version__}, installs
 
 
 def linter(name: str) -> str:
