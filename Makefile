@@ -4,26 +4,35 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PY_SOURCES := lkeval lkeval_action tests examples bench entrypoint.py .ci/image_check.py
 
-.PHONY: setup example test test-fast lint lock image-check clean
+.PHONY: setup example test test-fast lint lock image-check wheel-check clean
 
-$(VENV)/.installed: pyproject.toml
+# Two steps, so `make example` installs only what the example runs (lk-eval and its
+# dependencies); `make test` and `make lint` add the test and lint tools on top.
+$(VENV)/.runtime: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.runtime
 	$(PY) -m pip install --quiet -e ".[test,lint]"
 	touch $@
 
-setup: $(VENV)/.installed          ## create .venv and install lk-eval with test tools
+setup: $(VENV)/.installed          ## create .venv and install lk-eval with test and lint tools
 
-example: setup                     ## run the example eval (no API key needed)
+example: $(VENV)/.runtime          ## run the example eval (no API key needed)
 	$(PY) examples/hotel/run_example.py
 
+# Unit tests share no ports (each server binds port 0) and no files (tmp_path), so they run on
+# every core (pytest-xdist); the end-to-end tests boot agents and run one at a time.
 test: setup                        ## the whole test suite, end-to-end tests included
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not e2e" -n auto
+	$(PY) -m pytest -m e2e
 
 test-fast: setup                   ## unit tests only (no agent processes)
-	$(PY) -m pytest -m "not e2e"
+	$(PY) -m pytest -m "not e2e" -n auto
 
-lint: setup                        ## ruff, mypy, actionlint and the action/workflow schemas
+lint: setup                        ## ruff, mypy, actionlint, zizmor and the action/workflow schemas
 	$(VENV)/bin/ruff check $(PY_SOURCES)
 	$(VENV)/bin/ruff format --check $(PY_SOURCES)
 	$(VENV)/bin/mypy
@@ -32,6 +41,8 @@ lint: setup                        ## ruff, mypy, actionlint and the action/work
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows \
 		.github/workflows/*.yml examples/workflows/*.yml
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-actions action.yml
+	$(VENV)/bin/zizmor --offline --no-progress --config .github/zizmor.yml \
+		.github/workflows/*.yml examples/workflows/*.yml action.yml
 
 # The image's Python dependencies, pinned with hashes from pyproject.toml (lk-eval's own plus the
 # `image` extra). The Dockerfile installs exactly these (--require-hashes --no-deps); run this
@@ -45,6 +56,9 @@ lock: setup                        ## refresh requirements/image.lock from pypro
 
 image-check:                       ## build the image with podman and run it as a Docker action
 	.ci/image-check
+
+wheel-check:                       ## build the sdist and wheel; the wheel in a fresh venv
+	.ci/wheel-check
 
 clean:
 	rm -rf $(VENV) lkeval-results .pytest_cache .mypy_cache .ruff_cache

@@ -83,3 +83,25 @@ def test_every_scenario_snippet_passes_on_the_example_agent(
         for attempt in result["attempts"]:
             assert len(attempt["expectations"]) == checks
             assert all(e["passed"] for e in attempt["expectations"]), attempt["expectations"]
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_into_the_readme_names_one_of_its_headings() -> None:
+    anchors = {_anchor(h) for h in re.findall(r"^#+ (.+)$", README, flags=re.MULTILINE)}
+    links = re.findall(r"\]\(#([^)]+)\)", README)
+    assert [link for link in links if link not in anchors] == []
+
+
+def test_every_run_flag_is_in_the_readme() -> None:
+    from lkeval.cli import build_parser
+
+    parser = build_parser()
+    (subparsers,) = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+    run = subparsers.choices["run"]  # type: ignore[attr-defined]
+    flags = {o for a in run._actions for o in a.option_strings if o.startswith("--")}
+    missing = sorted(f for f in flags - {"--help"} if not re.search(rf"{f}\b(?!-)", README))
+    assert missing == []

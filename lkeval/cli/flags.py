@@ -280,8 +280,9 @@ def _add_endpoint(group: argparse._ArgumentGroup, role: str, what: str) -> None:
         f"--{role}-model",
         metavar="MODEL",
         help=f"model of {what} (env LKEVAL_{up}_MODEL); provider/model with no base URL "
-        f"uses LiveKit Inference (default: openai/{defaults.LLM_MODEL} if LIVEKIT_API_KEY is "
-        f"set, else {defaults.LLM_MODEL})",
+        f"uses LiveKit Inference (default: {defaults.LLM_MODEL} with a base URL, or with an "
+        f"OpenAI key and no LiveKit credentials; else openai/{defaults.LLM_MODEL} on LiveKit "
+        "Inference, which with no credentials at all stops the run asking for LIVEKIT_API_KEY)",
     )
     group.add_argument(
         f"--{role}-base-url",
