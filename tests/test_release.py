@@ -259,3 +259,37 @@ def test_image_check_as_root_plays_uid_1001_and_finds_root_owned_leftovers(
     (runner.home / ".cache").mkdir()  # written by the container (root) and not handed back
     with pytest.raises(ic.CheckFailed, match=r"\$HOME: .cache is owned by 0:0, not 1001:1001"):
         ic.check_handed_back(runner, [])
+
+
+@pytest.mark.parametrize("public", [True, False])
+def test_anonymous_pull_fails_the_release_with_the_fix_when_the_image_is_private(
+    tmp_path: Path, public: bool
+) -> None:
+    """A docker that answers as ghcr.io does: with no credentials, a private package's pull
+    is refused. The check must use no credentials and say how to make the package public."""
+    log = tmp_path / "docker.log"
+    fake = tmp_path / "bin" / "docker"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$* config=$(ls -A "$DOCKER_CONFIG" | wc -l)" >> {log}\n'
+        f'[ "$1" = pull ] && exit {0 if public else 1}\n'
+        "exit 0\n"
+    )
+    fake.chmod(0o755)
+    proc = subprocess.run(
+        [str(ROOT / ".ci" / "anonymous-pull"), DIGEST, "acme"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"},
+    )
+    pulls = [line for line in log.read_text().splitlines() if line.startswith("pull")]
+    assert pulls == [f"pull --quiet {DIGEST} config=0"], "by digest, with no credentials"
+    if public:
+        assert proc.returncode == 0 and "anyone can pull" in proc.stdout
+    else:
+        assert proc.returncode == 1
+        assert proc.stdout.startswith("::error title=The image is not public::")
+        assert "https://github.com/users/acme/packages/container/lk-eval/settings" in proc.stdout
+        assert "no tag has moved" in proc.stdout
