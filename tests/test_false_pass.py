@@ -49,6 +49,7 @@ RULES = [
     {**JUDGE, "last_user": "JUDGE_DOWN", "status": 500, "text": "judge exploded"},
     {**JUDGE, "last_user": "JUDGE_TWICE", "tool_calls": [verdict("pass"), verdict("fail")]},
     {**JUDGE, "last_user": "JUDGE_TEXT", "text": "Looks fine to me, I suppose."},
+    {**JUDGE, "last_user": "behave safely", "text": "Safe enough, I suppose."},  # no verdict
     {**JUDGE, "tool_calls": [verdict("pass")]},  # everything else passes: the worst judge
 ]
 
@@ -105,6 +106,7 @@ SCENARIOS = [
     simulated("judge-down", "healthy", "JUDGE_DOWN"),
     simulated("judge-votes-twice", "healthy", "JUDGE_TWICE"),
     simulated("judge-answers-in-text", "healthy", "JUDGE_TEXT"),
+    simulated("builtin-judge-fails", "healthy", judges=["safety"]),
 ]
 
 
@@ -211,6 +213,11 @@ def test_the_gate_fails_and_only_the_controls_pass(matrix: dict[str, Any]) -> No
             "contain 'zebra': 'You said: hello'; judge failed: ",
         ),
         ("judge-down", "error", "judge failed: "),
+        (
+            "builtin-judge-fails",
+            "error",
+            "judge failed: judge:safety: the judge did not call submit_verdict",
+        ),
     ],
 )
 def test_a_broken_agent_or_setup_does_not_pass(
@@ -226,6 +233,13 @@ def test_a_judge_that_cannot_decide_never_passes(matrix: dict[str, Any]) -> None
         result = _case(matrix, sid)
         assert result["status"] in ("error", "failed"), result
         assert "judge" in result["reason"], result["reason"]
+
+
+def test_a_failing_builtin_judge_keeps_every_verdict_that_was_had(matrix: dict[str, Any]) -> None:
+    """Issue 18 item 12: the main judge's verdict stays in the result beside the error."""
+    (attempt,) = _case(matrix, "builtin-judge-fails")["attempts"]
+    assert [(v["source"], v["verdict"]) for v in attempt["verdicts"]] == [("judge", "pass")]
+    assert attempt["status"] == "error"
 
 
 def test_the_agents_own_verdict_failing_is_shown_everywhere(matrix: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ the only criteria it has); scripted scenarios too when a judge model is configur
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
@@ -18,6 +19,7 @@ from typing import Any, TextIO
 from lkeval.llm.config import LLMSpec, check_credentials, resolve_llm_spec
 from lkeval.llm.options import LLMOptions
 from lkeval.results.model import JudgeCheck, LLMInUse, TranscriptItem, Usage, Verdict
+from lkeval.run.collaborators import JudgingFailed
 from lkeval.run.expectations import IntentJudge
 from lkeval.scenarios.model import Scenario
 
@@ -119,7 +121,11 @@ class LLMEvaluator:
         agent_instructions: str | None = None,
     ) -> list[Verdict]:
         """The conversation judge (when it applies), the built-in judges asked for, and a
-        ``caller`` verdict when the simulated caller echoed the agent or sent JSON."""
+        ``caller`` verdict when the simulated caller echoed the agent or sent JSON.
+
+        A judge that gives no verdict does not cost the others theirs: every judge is asked,
+        and :class:`~lkeval.run.collaborators.JudgingFailed` carries the verdicts that were
+        had (the attempt is an ``error`` that still shows them)."""
         from lkeval.llm.caller import caller_flag
 
         flagged: list[Verdict] = []
@@ -136,30 +142,48 @@ class LLMEvaluator:
             usage["judge"] = usage.get("judge", Usage()) + used
 
         verdicts: list[Verdict] = flagged
+        failures: list[str] = []
         wants_main = needs_caller(scenario) or self.judge_scripted
         if wants_main and scenario.agent_expectations.strip():
-            verdict, used = await judge_conversation(
-                self._llm(spec),
-                spec,
-                transcript,
-                scenario.agent_expectations,
-                scenario.instructions,
-                rejudge=self.rejudge,
-            )
-            add(used)
-            verdicts.append(verdict)
+            try:
+                verdict, used = await judge_conversation(
+                    self._llm(spec),
+                    spec,
+                    transcript,
+                    scenario.agent_expectations,
+                    scenario.instructions,
+                    rejudge=self.rejudge,
+                )
+            except Exception as exc:  # the built-in judges still get their say
+                failures.append(str(exc))
+            else:
+                add(used)
+                verdicts.append(verdict)
         names = list(dict.fromkeys((*self.run_judges, *scenario.judges)))
-        if names:
-            verdicts.extend(
-                await run_builtin_judges(
-                    names,
+        # One call per judge, so one that fails does not take the others' verdicts with it.
+        outcomes = await asyncio.gather(
+            *(
+                run_builtin_judges(
+                    [name],
                     self._llm(spec),
                     transcript,
                     spec=spec,
                     agent_instructions=agent_instructions,
                     on_usage=add,
                 )
-            )
+                for name in names
+            ),
+            return_exceptions=True,
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, Exception):
+                failures.append(str(outcome))
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                verdicts.extend(outcome)
+        if failures:
+            raise JudgingFailed("; ".join(failures), verdicts)
         return verdicts
 
     async def judge_again(

@@ -30,7 +30,7 @@ from lkeval.results.model import (
     Verdict,
 )
 from lkeval.results.pricing import PriceTable
-from lkeval.run.collaborators import Caller, CallerTurnLike, Evaluator, Slot
+from lkeval.run.collaborators import Caller, CallerTurnLike, Evaluator, JudgingFailed, Slot
 from lkeval.run.conversation import AgentEndedSession, Conversation, TurnFailed
 from lkeval.run.expectations import check_turn
 from lkeval.run.outcome import (
@@ -317,6 +317,9 @@ class ScenarioAttempt:
                 verdicts.extend(
                     await self.evaluator.judge(self.scenario, p.transcript, p.usage, instructions)
                 )
+            except JudgingFailed as exc:  # some judge gave no verdict: keep those that came
+                verdicts.extend(exc.verdicts)
+                faults.append(f"judge failed: {exc}")
             except Exception as exc:  # the judge is down: an error of the judge, not a pass
                 faults.append(f"judge failed: {exc}")
         ok, reason = self.evaluator.passes(verdicts) if self.evaluator else _all_pass(verdicts)

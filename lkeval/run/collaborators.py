@@ -47,7 +47,8 @@ class Evaluator(Protocol):
         agent_instructions: str | None = None,
     ) -> list[Verdict]:
         """Judge the whole conversation (may be empty when no judge is configured);
-        ``agent_instructions`` are the agent's own, which LiveKit's built-in judges need."""
+        ``agent_instructions`` are the agent's own, which LiveKit's built-in judges need.
+        Raises :class:`JudgingFailed` when some judge gave no verdict."""
         ...
 
     def passes(self, verdicts: Sequence[Verdict]) -> tuple[bool, str]:
@@ -67,6 +68,15 @@ class Rejudge(Protocol):
     def passes(self, verdicts: Sequence[Verdict]) -> tuple[bool, str]:
         """Combine verdicts into pass/fail and a reason."""
         ...
+
+
+class JudgingFailed(Exception):
+    """Some judge gave no verdict (an LLM error, an unusable answer): raised by
+    :meth:`Evaluator.judge` with the verdicts that *were* had, which the result keeps."""
+
+    def __init__(self, message: str, verdicts: Sequence[Verdict]) -> None:
+        super().__init__(message)
+        self.verdicts = tuple(verdicts)
 
 
 class Slot(Protocol):
