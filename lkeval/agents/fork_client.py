@@ -200,8 +200,19 @@ class ForkServer:
         finally:
             theirs.close()
         LAUNCHER_PIDS.add(proc.pid)  # not an orphan to sweep
-        server = cls(proc, stderr, env, ours)
-        if not server._ready.wait(ready_timeout):
+        try:
+            server = cls(proc, stderr, env, ours)
+            ready = server._ready.wait(ready_timeout)
+        except BaseException:  # lk-eval interrupted while the server preloads: it goes now,
+            _kill_group(proc.pid)  # not seconds after lk-eval has exited
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
+            for resource in (ours, stderr, proc.stdin):
+                with contextlib.suppress(OSError):
+                    if resource is not None:
+                        resource.close()
+            raise
+        if not ready:
             server.close()
             raise ForkServerError(f"the fork server was not ready within {ready_timeout:g}s")
         if server.unsupported or server.dead_reason:

@@ -147,6 +147,26 @@ def parse_price(text: str) -> tuple[float, float]:
     return price_in, price_out
 
 
+def _named(
+    role: Role, options: LLMOptions, env: Mapping[str, str]
+) -> tuple[str | None, str | None]:
+    """(model, base URL) as ``--<role>-model``/``--<role>-base-url`` or ``LKEVAL_<ROLE>_*``
+    name them (None where neither does): read here only, for :func:`resolve_llm_spec` and
+    :func:`is_named` alike."""
+    flags = options.endpoint(role)
+    up = role.upper()
+    return (
+        flags.model or _env(env, f"LKEVAL_{up}_MODEL"),
+        flags.base_url or _env(env, f"LKEVAL_{up}_BASE_URL"),
+    )
+
+
+def is_named(role: Role, options: LLMOptions, environ: Mapping[str, str]) -> bool:
+    """Whether the flags or the environment name this role's model or server (a judge named
+    so judges scripted scenarios too); a blank variable names nothing."""
+    return any(_named(role, options, environ))
+
+
 def _env(environ: Mapping[str, str], name: str) -> str | None:
     value = environ.get(name, "").strip()
     return value or None
@@ -205,7 +225,7 @@ def resolve_llm_spec(
     options = options or LLMOptions()
     flags = options.endpoint(role)
     base, base_source = _base_url_setting(role, flags.base_url, env)
-    model = flags.model or _env(env, f"LKEVAL_{role.upper()}_MODEL")
+    model, _ = _named(role, options, env)
     point = _endpoint(role, model or _default_model(role, base, env), base, base_source, env)
     price = _price(role, flags.price, point.model, options, env)
     return LLMSpec(

@@ -16,17 +16,12 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from lkeval.llm.config import LLMSpec, check_credentials, resolve_llm_spec
+from lkeval.llm.config import LLMSpec, check_credentials, is_named, resolve_llm_spec
 from lkeval.llm.options import LLMOptions
 from lkeval.results.model import JudgeCheck, LLMInUse, TranscriptItem, Usage, Verdict
 from lkeval.run.collaborators import JudgingFailed
 from lkeval.run.expectations import IntentJudge
 from lkeval.scenarios.model import Scenario
-
-
-def needs_caller(scenario: Scenario) -> bool:
-    """A scenario the simulated user plays (all of it, or after its scripted turns)."""
-    return not scenario.turns or scenario.then_simulate
 
 
 def _has_intent(scenario: Scenario) -> bool:
@@ -91,7 +86,7 @@ class LLMEvaluator:
 
     def caller_for(self, scenario: Scenario) -> Any:
         """A fresh simulated caller, or None when this scenario has none to play."""
-        if self.caller_spec is None or not needs_caller(scenario):
+        if self.caller_spec is None or not scenario.plays_caller:
             return None
         from lkeval.llm.caller import SimulatedCaller
 
@@ -129,8 +124,8 @@ class LLMEvaluator:
         from lkeval.llm.caller import caller_flag
 
         flagged: list[Verdict] = []
-        if self.caller_spec is not None and needs_caller(scenario):
-            first = 1 + sum(1 for t in scenario.turns if t.user is not None)
+        if self.caller_spec is not None and scenario.plays_caller:
+            first = 1 + scenario.scripted_turns
             flagged = [f for f in [caller_flag(transcript, first)] if f is not None]
         spec = self.judge_spec
         if spec is None:
@@ -143,7 +138,7 @@ class LLMEvaluator:
 
         verdicts: list[Verdict] = flagged
         failures: list[str] = []
-        wants_main = needs_caller(scenario) or self.judge_scripted
+        wants_main = scenario.plays_caller or self.judge_scripted
         if wants_main and scenario.agent_expectations.strip():
             try:
                 verdict, used = await judge_conversation(
@@ -215,16 +210,6 @@ class LLMEvaluator:
         self._llms.clear()
 
 
-def _explicit(options: LLMOptions, environ: Mapping[str, str], role: str) -> bool:
-    up = role.upper()
-    return bool(
-        options.endpoint(role).model
-        or options.endpoint(role).base_url
-        or environ.get(f"LKEVAL_{up}_MODEL")
-        or environ.get(f"LKEVAL_{up}_BASE_URL")
-    )
-
-
 def build_evaluator(
     options: LLMOptions,
     scenarios: Sequence[Scenario],
@@ -236,8 +221,8 @@ def build_evaluator(
     """
     env = os.environ if environ is None else environ
     run_judges = options.judges
-    judge_scripted = _explicit(options, env, "judge")
-    want_caller = any(needs_caller(s) for s in scenarios)
+    judge_scripted = is_named("judge", options, env)
+    want_caller = any(s.plays_caller for s in scenarios)
     want_judge = (
         want_caller
         or judge_scripted

@@ -244,8 +244,7 @@ class ScenarioAttempt:
 
     def _unplayed_turns(self) -> int:
         played = {i.turn for i in self.p.transcript if i.kind == "message" and i.role == "user"}
-        scripted = [t for t in self.scenario.turns if t.user is not None]
-        return max(0, len(scripted) - len(played))
+        return max(0, self.scenario.scripted_turns - len(played))
 
     async def _scripted_turns(self, conv: Conversation) -> None:
         p = self.p
@@ -269,13 +268,13 @@ class ScenarioAttempt:
 
     async def _simulated_turns(self, conv: Conversation) -> None:
         p = self.p
-        if self.scenario.turns and not self.scenario.then_simulate:
+        if not self.scenario.plays_caller:
             return
         caller = self.caller
         if caller is None:
             return
         max_turns = self.scenario.limits.max_turns or self.settings.max_turns
-        turn_no = sum(1 for t in self.scenario.turns if t.user is not None)
+        turn_no = self.scenario.scripted_turns
         silent = 0
         while True:
             if turn_no >= max_turns:

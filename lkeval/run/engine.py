@@ -205,8 +205,7 @@ class Engine:
 
     def plan(self, scenario: Scenario) -> tuple[int, int]:
         """(repeat, min_pass) for a scenario: its own settings, else the run's, else 1."""
-        repeat = scenario.repeat or self.options.repeat or 1
-        min_pass = scenario.min_pass or self.options.min_pass or repeat
+        repeat, min_pass = scenario.runs(self.options.repeat, self.options.min_pass)
         return repeat, min(min_pass, repeat)
 
     def is_quarantined(self, scenario: Scenario) -> bool:
@@ -226,18 +225,7 @@ class Engine:
         )
         slots = AgentSlots(max(1, self.options.concurrency))
         jobs: list[Coroutine[Any, Any, None]] = []
-        for scenario in self._scenarios:
-            if not self.options.selection.selects(scenario):
-                # Reported skipped, but silently: the run prints one line for all of them,
-                # and the progress counts only what runs (no [100/100] for a 1-scenario run).
-                reason = f"not selected ({self.options.selection.describe()})"
-                self._results[scenario.id] = self._skipped(scenario, reason)
-                continue
-            if scenario.id in self.options.nothing_to_check:
-                reason = self.options.nothing_to_check[scenario.id]
-                self._complete(scenario, self._skipped(scenario, reason))
-                continue
-            self._attempts[scenario.id] = []
+        for scenario in self._to_play(scenarios):
             if self.options.fixed(scenario):
                 jobs.append(self._fixed(scenario, slots))
             else:
@@ -253,6 +241,32 @@ class Engine:
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
         return self.results()
+
+    def not_run(self, scenarios: Sequence[Scenario]) -> list[ScenarioResult]:
+        """The results of a run stopped before its first attempt (a signal while the judge or
+        the fork server was being readied): skipped as :meth:`run` would skip them, the rest
+        "not run (interrupted)"."""
+        self._scenarios = list(scenarios)
+        self._to_play(scenarios)
+        return self.results(interrupted=True)
+
+    def _to_play(self, scenarios: Sequence[Scenario]) -> list[Scenario]:
+        """The scenarios to play; the others get their skipped result now."""
+        to_play = []
+        for scenario in scenarios:
+            if not self.options.selection.selects(scenario):
+                # Reported skipped, but silently: the run prints one line for all of them,
+                # and the progress counts only what runs (no [100/100] for a 1-scenario run).
+                reason = f"not selected ({self.options.selection.describe()})"
+                self._results[scenario.id] = self._skipped(scenario, reason)
+                continue
+            if scenario.id in self.options.nothing_to_check:
+                reason = self.options.nothing_to_check[scenario.id]
+                self._complete(scenario, self._skipped(scenario, reason))
+                continue
+            self._attempts[scenario.id] = []
+            to_play.append(scenario)
+        return to_play
 
     async def _attempt(self, scenario: Scenario, attempt_no: int, slots: AgentSlots) -> None:
         async with slots.attempt() as slot:

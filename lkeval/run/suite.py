@@ -16,8 +16,6 @@ flags, builds them and calls :meth:`Suite.run`; tests hand in their own.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import datetime as dt
 import shutil
@@ -39,17 +37,25 @@ from lkeval.agents.launch import open_launcher
 from lkeval.agents.orphans import adopt_orphans, kill_all_now
 from lkeval.agents.process import AgentLaunch, agent_env, publish_pending_logs
 from lkeval.errors import ExitCode, OutputError, UsageError
-from lkeval.results.model import RunMetadata, RunResults, ScenarioResult, run_start_mode
+from lkeval.results.model import (
+    JudgeCheck,
+    RunMetadata,
+    RunResults,
+    ScenarioResult,
+    run_start_mode,
+)
 from lkeval.results.pricing import PriceTable
 from lkeval.run.attempt import RunSettings
 from lkeval.run.collaborators import RunEvaluator
 from lkeval.run.engine import (
+    AttemptRunner,
     Engine,
     EngineOptions,
     ProgressObserver,
     attempt_factory,
     attempts_problem,
 )
+from lkeval.run.interrupt import Interrupted, RunSignals, run_until_signal
 from lkeval.run.revote import ask_again_with
 from lkeval.scenarios.bounds import runs_problem
 from lkeval.scenarios.loader import load_or_raise
@@ -176,9 +182,27 @@ class Suite:
         self.out = out
         self.plan: Plan | None = None
         """Set once the scenarios are loaded (a fork's PR without secrets reports from it)."""
+        self._signals = RunSignals(on_second=kill_all_now)
+        self._clock = (dt.datetime.now(dt.timezone.utc), time.monotonic())
+        self._evaluator: RunEvaluator | None = None
+        self._judge_check: JudgeCheck | None = None
 
     def run(self) -> int:
-        """The whole run; returns the exit code (errors go to the CLI boundary)."""
+        """The whole run; returns the exit code (errors go to the CLI boundary).
+
+        SIGINT and SIGTERM are the run's from its first line to its last
+        (:class:`~lkeval.run.interrupt.RunSignals`): whatever phase they come in, every
+        scenario not played is reported "not run (interrupted)" and the exit is 130/143.
+        """
+        with RunSignals(on_second=kill_all_now) as signals:
+            self._signals = signals
+            self._clock = (dt.datetime.now(dt.timezone.utc), time.monotonic())
+            try:
+                return self._run()
+            except Interrupted as exc:
+                return self._interrupted(exc.signal)
+
+    def _run(self) -> int:
         settings, parts = self.settings, self.parts
         plan = self.plan = build_plan(settings)
         parts.writers.check_writable(
@@ -203,32 +227,49 @@ class Suite:
         if problem is not None:
             raise UsageError(problem)
         parts.writers.check_baseline()  # a bad baseline is exit 2 now, not after the run
-        evaluator = parts.evaluator(plan.selected, settings.logs_dir)  # credentials, now
+        evaluator = self._evaluator = parts.evaluator(plan.selected, settings.logs_dir)
         # the first lines name the caller and judge; a judge that cannot give a verdict stops
         judge_check = evaluator.preflight(self.out) if evaluator is not None else None
+        self._signals.check()  # a signal the preflight's code absorbed still ends the run
+        self._judge_check = judge_check
         unchecked = _nothing_to_check(plan.selected, evaluator)
         plan = dataclasses.replace(
             plan, engine_options=dataclasses.replace(options, nothing_to_check=unchecked)
         )
         with parts.writers.lock(settings.results_path.parent):
-            started_at = dt.datetime.now(dt.timezone.utc)
-            started = time.monotonic()
+            self._clock = (dt.datetime.now(dt.timezone.utc), time.monotonic())
             scenario_results, stopped_by = self.execute(plan, evaluator)
-            metadata = dataclasses.replace(
-                self.metadata(scenario_results, started_at, started, stopped_by),
-                llms=evaluator.llms_in_use() if evaluator is not None else (),
-                judge_check=judge_check,
-            )
-            results = mask_results(RunResults(metadata, tuple(scenario_results)))
-            return self._write_and_finish(results, stopped_by)
+            return self._write_and_finish(self._results(scenario_results, stopped_by), stopped_by)
+
+    def _results(
+        self, scenario_results: list[ScenarioResult], stopped_by: signal.Signals | None
+    ) -> RunResults:
+        """The results file's content, masked once."""
+        evaluator = self._evaluator
+        metadata = dataclasses.replace(
+            self.metadata(scenario_results, stopped_by),
+            llms=evaluator.llms_in_use() if evaluator is not None else (),
+            judge_check=self._judge_check,
+        )
+        return mask_results(RunResults(metadata, tuple(scenario_results)))
+
+    def _interrupted(self, sig: signal.Signals) -> int:
+        """A signal before the engine ran (loading, preflight, the fork server's start): every
+        scenario "not run (interrupted)", the results and reports written all the same."""
+        if self.plan is None:
+            print(f"lk-eval: interrupted by {sig.name} before the scenarios were loaded")
+            return ExitCode.for_signal(sig)
+        engine = Engine(_no_attempts, _Silent(), self.plan.engine_options)
+        scenario_results = engine.not_run(self.plan.scenarios)
+        with self.parts.writers.lock(self.settings.results_path.parent):
+            return self._write_and_finish(self._results(scenario_results, sig), sig)
 
     def _empty_shard(self, plan: Plan) -> int:
         """More shards than scenarios: this shard writes results that say it is empty, boots
         nothing, and passes; the merge of every shard's results is what is gated."""
         why = f"not selected ({plan.engine_options.selection.describe()})"
         scenarios = [ScenarioResult.of(s, "skipped", why) for s in plan.scenarios]
-        now = dt.datetime.now(dt.timezone.utc), time.monotonic()
-        metadata = dataclasses.replace(self.metadata(scenarios, *now, None), empty_shard=True)
+        metadata = dataclasses.replace(self.metadata(scenarios, None), empty_shard=True)
         results = RunResults(metadata, tuple(scenarios))
         return self._write_and_finish(mask_results(results), None)
 
@@ -238,11 +279,13 @@ class Suite:
         path = self.settings.results_path
         failure: OutputError | None = None
         try:
-            self.parts.writers.write_results(path, results)  # masked by the caller
+            with self._signals.deferred():  # a results file is written whole or not at all
+                self.parts.writers.write_results(path, results)  # masked by the caller
             self.out.write(f"results: {path}\n")
         except OutputError as exc:  # the reports below are still written
             failure = exc
         self.out.write(f"logs: {self.settings.logs_dir}\n")
+        stopped_by = stopped_by or self._signals.received
         exit_code: int = ExitCode.USAGE
         try:
             exit_code = self.parts.writers.finish(results, path, stopped_by is not None)
@@ -250,6 +293,8 @@ class Suite:
             if failure is None:
                 raise
             print(f"lk-eval: {exc}", file=sys.stderr)
+        except Interrupted as exc:  # publishing cut short: the files above are written
+            stopped_by = exc.signal
         if failure is not None:
             raise failure
         if stopped_by is not None:
@@ -274,16 +319,41 @@ class Suite:
         )
         # Agents (and the fork server) write their raw logs here (private, 0700), never into
         # the results dir: logs/ only gets masked copies. A SIGKILL of lk-eval leaves it behind.
-        raw_logs = Path(tempfile.mkdtemp(prefix="lkeval-raw-logs-"))
-        launcher, start_line = self.parts.launcher(
-            launch.python,
-            agent_env(launch),
-            agent=launch.agent,
-            cwd=launch.cwd,
-            cold_start=settings.cold_start,
-            log_path=raw_logs / "fork-server.log",
-            log_is_raw=True,
-        )
+        raw_logs: Path | None = None
+        launcher: Launcher | None = None
+        try:
+            raw_logs = Path(tempfile.mkdtemp(prefix="lkeval-raw-logs-"))
+            launcher, start_line = self.parts.launcher(
+                launch.python,
+                agent_env(launch),
+                agent=launch.agent,
+                cwd=launch.cwd,
+                cold_start=settings.cold_start,
+                log_path=raw_logs / "fork-server.log",
+                log_is_raw=True,
+            )
+            return self._run_engine(plan, evaluator, launch, launcher, start_line, raw_logs)
+        finally:
+            with self._signals.deferred():  # the clean-up runs to its end whatever comes
+                if launcher is not None:
+                    launcher.close()
+                if raw_logs is not None:
+                    # Agents killed on an interrupt: their logs are masked here, or never
+                    # reach logs/ (the fork server's too).
+                    publish_pending_logs(raw_logs, settings.logs_dir)
+                    shutil.rmtree(raw_logs, ignore_errors=True)
+
+    def _run_engine(
+        self,
+        plan: Plan,
+        evaluator: RunEvaluator | None,
+        launch: AgentLaunch,
+        launcher: Launcher,
+        start_line: str,
+        raw_logs: Path,
+    ) -> tuple[list[ScenarioResult], signal.Signals | None]:
+        """Show the start mode, then run the engine with the run's launcher."""
+        settings = self.settings
         self.out.write(start_line + "\n")
         unselected = len(plan.scenarios) - len(plan.selected)
         if unselected:  # one line for all of them; the progress counts what runs
@@ -294,41 +364,32 @@ class Suite:
             )
             self.out.write(inert_line(line) + "\n")  # masked, inert
         self.out.flush()
-        try:
-            # The scenario reaches each agent over its control channel, and each agent's own
-            # directory sits beside its log.
-            run_settings = RunSettings(
-                launch=dataclasses.replace(launch, launcher=launcher, raw_log_dir=raw_logs),
-                logs_dir=settings.logs_dir,
-                work_dir=settings.logs_dir,
-                boot_timeout=settings.boot_timeout,
-                turn_timeout=settings.turn_timeout,
-                max_turns=settings.max_turns,
-                prices=PriceTable(dict(settings.prices)),
-            )
-            progress = self.parts.progress(len(plan.selected))
-            engine = Engine(
-                attempt_factory(run_settings, evaluator),
-                progress,
-                plan.engine_options,
-                ask_again=ask_again_with(evaluator) if evaluator is not None else None,
-            )
-            return _run_until_signal(engine, plan.scenarios, evaluator)
-        finally:
-            launcher.close()
-            # Agents killed on an interrupt: their logs are masked here, or never reach logs/.
-            publish_pending_logs(raw_logs, settings.logs_dir)  # the fork server's too
-            shutil.rmtree(raw_logs, ignore_errors=True)
+        # The scenario reaches each agent over its control channel, and each agent's own
+        # directory sits beside its log.
+        run_settings = RunSettings(
+            launch=dataclasses.replace(launch, launcher=launcher, raw_log_dir=raw_logs),
+            logs_dir=settings.logs_dir,
+            work_dir=settings.logs_dir,
+            boot_timeout=settings.boot_timeout,
+            turn_timeout=settings.turn_timeout,
+            max_turns=settings.max_turns,
+            prices=PriceTable(dict(settings.prices)),
+        )
+        progress = self.parts.progress(len(plan.selected))
+        engine = Engine(
+            attempt_factory(run_settings, evaluator),
+            progress,
+            plan.engine_options,
+            ask_again=ask_again_with(evaluator) if evaluator is not None else None,
+        )
+        return run_until_signal(engine, plan.scenarios, evaluator, self._signals)
 
     def metadata(
-        self,
-        scenario_results: list[ScenarioResult],
-        started_at: dt.datetime,
-        started: float,
-        stopped_by: signal.Signals | None,
+        self, scenario_results: list[ScenarioResult], stopped_by: signal.Signals | None
     ) -> RunMetadata:
         """The run's facts for the results file (argv with secrets redacted)."""
         settings = self.settings
+        started_at, started = self._clock
         commit = self.parts.commit()
         return RunMetadata(
             lkeval_version=__version__,
@@ -355,44 +416,18 @@ class Suite:
         return dataclasses.asdict(self.settings.engine.sampling)
 
 
-def _run_until_signal(
-    engine: Engine, scenarios: list[Scenario], evaluator: RunEvaluator | None
-) -> tuple[list[ScenarioResult], signal.Signals | None]:
-    """Run the engine; on SIGINT/SIGTERM stop every agent and return what finished."""
-    stopped_by: list[signal.Signals] = []
+def _no_attempts(scenario: Scenario, attempt_no: int) -> AttemptRunner:
+    raise AssertionError("an interrupted run starts no attempt")
 
-    async def main() -> list[ScenarioResult]:
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        assert task is not None
 
-        def on_signal(sig: signal.Signals) -> None:
-            if stopped_by:  # a second signal: no more waiting for graceful exits
-                kill_all_now()
-                return
-            stopped_by.append(sig)
-            task.cancel()
+class _Silent:
+    """No progress lines: a run interrupted before its first boot has none to show."""
 
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, on_signal, sig)
-        try:
-            return await engine.run(scenarios)
-        except asyncio.CancelledError:
-            if not stopped_by:
-                raise
-            return engine.results(interrupted=True)
-        finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
-            if evaluator is not None:
-                with contextlib.suppress(Exception):
-                    await evaluator.aclose()
+    def scenario_started(self, scenario_id: str, label: str) -> None:
+        pass
 
-    try:
-        results = asyncio.run(main())
-    finally:
-        kill_all_now()
-    return results, (stopped_by[0] if stopped_by else None)
+    def scenario_finished(self, result: ScenarioResult) -> None:
+        pass
 
 
 def _nothing_to_check(selected: list[Scenario], evaluator: RunEvaluator | None) -> dict[str, str]:

@@ -154,6 +154,12 @@ class Scenario:
         return runs, self.min_pass or min_pass or runs
 
     @property
+    def scripted_turns(self) -> int:
+        """How many turns the script plays as the user (turn 0, checks on the greeting, is
+        not one); the simulated user, if any, carries on after them."""
+        return sum(1 for turn in self.turns if turn.user is not None)
+
+    @property
     def plays_caller(self) -> bool:
         """The simulated user plays it (all of it, or after its scripted turns)."""
         return not self.turns or self.then_simulate

@@ -1,0 +1,62 @@
+"""A test agent that holds one phase of a run for as long as a test needs (``HOLD_AT``).
+
+- ``boot``: the agent's module never finishes importing (the agent is booting);
+- ``conversation``: the reply to the caller's first turn never comes (a turn in progress);
+- anything else (or unset): greets and echoes the caller, with no LLM.
+
+It writes its pid to ``HOLD_MARK`` when it starts holding, so a test knows the run is in that
+phase (no sleeps, no timing) before it signals lk-eval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterable
+from pathlib import Path
+from typing import Any
+
+from livekit.agents import Agent, AgentServer, AgentSession, JobContext, llm
+from livekit.plugins import openai
+
+HOLD_AT = os.environ.get("HOLD_AT", "")
+
+
+def _mark() -> None:
+    Path(os.environ["HOLD_MARK"]).write_text(str(os.getpid()))
+
+
+if HOLD_AT == "boot" and os.environ.get("HOLD_MARK"):
+    _mark()
+    time.sleep(600)
+
+
+class HeldAgent(Agent):
+    def __init__(self) -> None:
+        super().__init__(instructions="You are a terse test agent. Repeat what you hear.")
+
+    async def on_enter(self) -> None:
+        self.session.generate_reply(instructions="Greet the caller.")
+
+    async def llm_node(
+        self, chat_ctx: llm.ChatContext, tools: list[Any], model_settings: Any
+    ) -> AsyncIterable[str]:
+        last = next((m for m in reversed(chat_ctx.items) if getattr(m, "role", "") == "user"), None)
+        if last is None:
+            yield "Welcome to the held desk."
+            return
+        if HOLD_AT == "conversation":
+            _mark()
+            await asyncio.sleep(600)
+        yield f"You said: {last.text_content}"
+
+
+server = AgentServer()
+
+
+@server.rtc_session()
+async def entrypoint(ctx: JobContext) -> None:
+    # An LLM is configured (as in real agents) but llm_node above never calls it.
+    session: AgentSession[None] = AgentSession(llm=openai.LLM(model="held-agent"))
+    await session.start(agent=HeldAgent(), room=ctx.room)
