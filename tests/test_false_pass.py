@@ -488,3 +488,15 @@ def test_an_empty_shard_says_so_and_the_merge_gates_the_suite(tmp_path: Path) ->
     report = run_lkeval(["report", "--results", str(merged)], clean_env(), timeout=60)
     assert report.returncode == 1, report.stdout + report.stderr
     assert "1 scenario failed or errored: only" in report.stdout  # the silent agent
+
+
+def test_regression_against_a_baseline_in_which_nothing_ran_is_not_blind(tmp_path: Path) -> None:
+    """Issue 18 item 8: every baseline scenario errored, so nothing could regress: the gate
+    acts as --fail-on any and says why, instead of passing a failing run."""
+    broke = ScenarioResult("a", "A", "G", "Group", "s.yaml", 3, "error", "agent died")
+    failing = ScenarioResult("a", "A", "G", "Group", "s.yaml", 3, "failed", "wrong room")
+    base, now = _shard(tmp_path, "1/2", [broke]), _shard(tmp_path, "2/2", [failing])
+    argv = ["report", "--results", str(now), "--baseline", str(base), "--fail-on", "regression"]
+    proc = run_lkeval(argv, clean_env(), timeout=60)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "--fail-on regression acts as --fail-on any" in proc.stdout.splitlines()[-1]

@@ -184,3 +184,21 @@ def test_scenarios_the_error_brake_did_not_run_fail_the_gate() -> None:
             "the run stopped early (3 scenarios not run): the first 2 scenario(s) failed with "
             "the same agent-side cause (--max-errors 2): turn 1: the agent answered with an error"
         ) in gate.reasons
+
+
+def test_a_baseline_in_which_nothing_ran_gates_as_any_and_says_why() -> None:
+    """Issue 18 item 8: against a baseline of errors and not-run scenarios nothing can regress,
+    so --fail-on regression would pass anything: it gates as `any`, saying so."""
+    baseline = results_of(
+        scenario("a", "error"), scenario("b", "skipped", reason="not run (interrupted)")
+    )
+    current = results_of(scenario("a", "failed"), scenario("b", "passed"))
+    gate = evaluate_gate(current, compare(current, baseline), "regression")
+    assert (gate.passed, gate.exit_code) == (False, EXIT_FAILED)
+    assert gate.reasons == (
+        "1 scenario failed or errored: a",
+        "the baseline has no scenario that ran to a verdict (every one errored or did not run): "
+        "--fail-on regression acts as --fail-on any",
+    )
+    seen = results_of(scenario("a", "failed"), scenario("b", "error"))
+    assert evaluate_gate(current, compare(current, seen), "regression").passed

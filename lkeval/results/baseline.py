@@ -92,6 +92,9 @@ class Comparison:
     latency_p95: MetricDelta = field(default_factory=MetricDelta)
     cost: MetricDelta = field(default_factory=MetricDelta)
     cost_unpriced: bool = False
+    baseline_verdicts: int | None = None
+    """Baseline scenarios that ran to a verdict (passed or failed); 0 means the baseline saw
+    nothing (every scenario errored or did not run), so no regression can be seen against it."""
     model_changes: tuple[str, ...] = ()
     """``judge model changed: a → b``: verdicts of another judge (or against another caller)
     are not like for like, so a regression or fix may be the model's, not the agent's."""
@@ -174,6 +177,7 @@ def compare(current: RunResults, baseline: RunResults) -> Comparison:
         latency_p95=latency_delta(now_suite, before_suite),
         cost=cost_delta(now_suite, before_suite),
         cost_unpriced=bool(now_suite.unpriced or before_suite.unpriced),
+        baseline_verdicts=sum(1 for s in baseline.scenarios if s.status in ("passed", "failed")),
         model_changes=_model_changes(current, baseline),
     )
 

@@ -239,6 +239,13 @@ def _by_fail_on(
     if mode == "regression" and comparison is None:
         notes.append("no baseline given: --fail-on regression acts as --fail-on any")
         mode = "any"
+    elif mode == "regression" and comparison is not None and comparison.baseline_verdicts == 0:
+        # Nothing passed in it, so nothing could regress: a blind gate that would pass anything.
+        notes.append(
+            "the baseline has no scenario that ran to a verdict (every one errored or did not "
+            "run): --fail-on regression acts as --fail-on any"
+        )
+        mode = "any"
     if mode == "any" and bad:
         failures.append(f"{_count(bad)} failed or errored: {_labels(bad)}")
     elif mode == "regression" and comparison is not None:
