@@ -76,6 +76,7 @@ INPUTS: tuple[Input, ...] = (
     Input("judges", "--judges", kind="judges"),
     Input("rejudge", "--rejudge"),
     Input("maybe-is-pass", "--maybe-is-pass", kind="bool", default="false"),
+    Input("allow-weak-judge", "--allow-weak-judge", kind="bool", default="false"),
     Input("repeat", "--repeat"),
     Input("min-pass", "--min-pass"),
     Input("concurrency", "--concurrency"),

@@ -50,6 +50,12 @@ RULES = [
     {**JUDGE, "last_user": "JUDGE_TWICE", "tool_calls": [verdict("pass"), verdict("fail")]},
     {**JUDGE, "last_user": "JUDGE_TEXT", "text": "Looks fine to me, I suppose."},
     {**JUDGE, "last_user": "behave safely", "text": "Safe enough, I suppose."},  # no verdict
+    # the words say fail, the JSON says pass (issue 18.6): once read as pass
+    {
+        **JUDGE,
+        "last_user": "JUDGE_PROSE",
+        "text": 'Verdict: fail\n{"verdict": "pass", "reasoning": "ok"}',
+    },
     {**JUDGE, "tool_calls": [verdict("pass")]},  # everything else passes: the worst judge
 ]
 
@@ -107,6 +113,7 @@ SCENARIOS = [
     simulated("judge-votes-twice", "healthy", "JUDGE_TWICE"),
     simulated("judge-answers-in-text", "healthy", "JUDGE_TEXT"),
     simulated("builtin-judge-fails", "healthy", judges=["safety"]),
+    simulated("judge-says-fail-writes-pass", "healthy", "JUDGE_PROSE"),
 ]
 
 
@@ -125,12 +132,14 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
                 *("--judge-model", "judge", "--judge-base-url", llm.base_url),
                 *("--turn-timeout", TURN_TIMEOUT, "--max-turns", "4", "--concurrency", "4"),
                 *("--llm-retries", "0", "--max-errors", "0"),
+                "--allow-weak-judge",  # the pass-everything judge fails its canary on purpose
             ],
             clean_env(OPENAI_API_KEY="not-a-key"),
             timeout=600,
         )
     results = read_json(tmp / "results.json")
     yield {
+        "results": results,
         "proc": proc,
         "by_id": {s["scenario_id"]: s for s in results["scenarios"]},
         "junit": ET.parse(tmp / "junit.xml"),
@@ -218,6 +227,12 @@ def test_the_gate_fails_and_only_the_controls_pass(matrix: dict[str, Any]) -> No
             "error",
             "judge failed: judge:safety: the judge did not call submit_verdict",
         ),
+        (
+            "judge-says-fail-writes-pass",
+            "error",
+            "judge failed: judge: no usable verdict in 3 answers: the judge submitted pass but "
+            "its text says verdict fail",
+        ),
     ],
 )
 def test_a_broken_agent_or_setup_does_not_pass(
@@ -226,6 +241,46 @@ def test_a_broken_agent_or_setup_does_not_pass(
     result = _case(matrix, sid)
     assert result["status"] == status, result
     assert result["reason"].startswith(reason), result["reason"]
+
+
+def test_a_judge_that_passes_the_known_bad_canary_stops_the_run_before_any_boot(
+    tmp_path: Path,
+) -> None:
+    """Issue 18.5: a judge that passes everything got a WARNING line, then a green gate."""
+    path = tmp_path / "scenarios.yaml"
+    path.write_text(yaml.safe_dump({"name": "B", "scenarios": SCENARIOS[:1]}, sort_keys=False))
+    with LLMServer(RULES) as llm:
+        proc = run_lkeval(
+            [
+                *run_argv(BROKEN, path, tmp_path / "results.json"),
+                *("--caller-model", "caller", "--caller-base-url", llm.base_url),
+                *("--judge-model", "judge", "--judge-base-url", llm.base_url),
+            ],
+            clean_env(OPENAI_API_KEY="not-a-key"),
+        )
+        models = {r.body.get("model") for r in llm.requests}
+        port = llm.port
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (error,) = proc.stderr.strip().splitlines()
+    assert error == (
+        f"lk-eval: judge preflight: the judge (judge at 127.0.0.1:{port}) passed the known-bad "
+        "canary transcript (it answered pass, pass, pass), so the gate would pass broken agents; "
+        "no agent was started. Use a stronger judge model, or --allow-weak-judge to run anyway "
+        "(every report then says the judge failed its canary)"
+    )
+    assert models == {"judge"} and not (tmp_path / "results.json").exists()
+
+
+def test_a_weak_judge_allowed_to_run_is_named_in_every_report(matrix: dict[str, Any]) -> None:
+    check = matrix["results"]["metadata"]["judge_check"]
+    assert check["weak"] is True and check["known_fail_votes"] == ["pass"] * 3
+    said = "passed the known-bad canary transcript (it answered pass, pass, pass)"
+    assert said in check["warning"] and "--allow-weak-judge" in check["warning"]
+    assert "WARNING: judge preflight (known-bad canary pass, pass, pass;" in matrix["proc"].stdout
+    assert said in html.unescape(matrix["markdown"])
+    for suite in matrix["junit"].iter("testsuite"):
+        (prop,) = suite.iter("property")
+        assert prop.get("name") == "lkeval.judge-check" and said in (prop.get("value") or "")
 
 
 def test_a_judge_that_cannot_decide_never_passes(matrix: dict[str, Any]) -> None:

@@ -318,6 +318,56 @@ def test_ambiguous_text_is_never_guessed_at(srv: LLMServer, text: str) -> None:
     assert len(srv.requests) == 2
 
 
+@pytest.mark.parametrize(
+    ("text", "tool_calls"),
+    [
+        # the JSON says pass, the words say fail: issue 18.6's false pass
+        ('Verdict: fail\n{"verdict": "pass", "reasoning": "ok"}', []),
+        ('```json\n{"verdict": "pass", "reasoning": "ok"}\n```\nMy verdict is **FAIL**.', []),
+        # a proper call, but the text around it (or its own reasoning) says otherwise
+        (
+            "Verdict: fail",
+            [{"name": "submit_verdict", "arguments": {"reasoning": "x", "verdict": "pass"}}],
+        ),
+        (
+            "",
+            [
+                {
+                    "name": "submit_verdict",
+                    "arguments": {"reasoning": "Verdict: fail.", "verdict": "pass"},
+                }
+            ],
+        ),
+    ],
+)
+def test_conflicting_signals_are_asked_again_never_passed(
+    srv: LLMServer, text: str, tool_calls: list[dict[str, Any]]
+) -> None:
+    srv.set_rules(
+        [
+            {"text": text, "tool_calls": tool_calls, "times": 1},
+            verdict_rule("fail", "asked properly"),
+        ]
+    )
+    verdict, _ = judge(spec_for(srv))
+    assert verdict.verdict == "fail" and verdict.reason.startswith("asked properly")
+    assert "its text says verdict fail" in verdict.reason
+    assert len(srv.requests) == 2
+
+
+def test_a_judge_that_always_contradicts_itself_is_an_error_not_a_pass(srv: LLMServer) -> None:
+    srv.set_rules([{"text": 'Verdict: fail\n{"verdict": "pass", "reasoning": "ok"}'}])
+    with pytest.raises(JudgeError, match="submitted pass but its text says verdict fail"):
+        judge(spec_for(srv))
+    assert len(srv.requests) == 1 + JUDGE_RETRIES
+
+
+def test_words_that_agree_with_the_call_are_fine(srv: LLMServer) -> None:
+    srv.set_rules([{"text": "Verdict: pass", **verdict_rule("pass", "the verdict is pass")}])
+    verdict, _ = judge(spec_for(srv))
+    assert verdict.verdict == "pass" and len(srv.requests) == 1
+
+
 def test_llama_server_honours_the_judges_required_tool_choice() -> None:
     # llama-server ignores the named tool_choice (then a weak model answers in text); it
     # honours "required", which is what the judge sends

@@ -6,8 +6,11 @@ process, as a user runs it.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +18,18 @@ import pytest
 from conftest import HOTEL, hotel_env, run_argv, run_lkeval
 from report_fixtures import metadata, results_of, scenario
 
-from lkeval.errors import ExitCode
+from lkeval.errors import ExitCode, LkevalError
 from lkeval.llm.config import LLMSpec, resolve_llm_spec
 from lkeval.llm.options import LLMEndpointOptions, LLMOptions
-from lkeval.llm.preflight import JudgePreflightError, preflight_judge
+from lkeval.llm.preflight import (
+    CANARY_ASKS,
+    CANARY_MAJORITY,
+    JudgePreflightError,
+    WeakJudgeError,
+    _ask_canary,
+    preflight_judge,
+    preflight_line,
+)
 from lkeval.reporters import MarkdownReporter, build_report
 from lkeval.results.baseline import compare
 from lkeval.results.gate import evaluate_gate
@@ -47,23 +58,117 @@ def test_a_judge_that_tells_the_canaries_apart_passes_the_preflight() -> None:
     with LLMServer([verdict("fail", last_user=REFUSAL), verdict("pass")]) as server:
         check = preflight_judge(spec_for(server), environ={})
         prompts = [r.body["messages"][-1]["content"] for r in server.requests]
-    assert check == JudgeCheck(known_fail="fail", known_pass="pass", warning="")
-    assert len(prompts) == 2 and sum(REFUSAL in p for p in prompts) == 1
+    assert check == JudgeCheck(
+        known_fail="fail",
+        known_pass="pass",
+        warning="",
+        known_fail_votes=("fail",) * 3,
+        known_pass_votes=("pass",) * 3,
+    )
+    # a consistent judge is decided by 3 asks per canary
+    assert len(prompts) == 6 and sum(REFUSAL in p for p in prompts) == 3
+    assert preflight_line(check) == (
+        "judge preflight: known-bad canary fail, fail, fail; known-good canary pass, pass, pass: "
+        "the judge tells them apart"
+    )
 
 
-def test_a_judge_that_passes_the_known_bad_canary_is_a_loud_warning() -> None:
+def test_a_judge_that_passes_the_known_bad_canary_stops_the_run() -> None:
+    """Issue 18.5: it was a warning line, then a green gate."""
     with LLMServer([verdict("pass")]) as server:
-        check = preflight_judge(spec_for(server), environ={})
+        with pytest.raises(WeakJudgeError) as info:
+            preflight_judge(spec_for(server), environ={})
         port = server.port
-    assert (check.known_fail, check.known_pass) == ("pass", "pass")
-    assert "passed a known-bad canary transcript" in check.warning
-    assert f"judge at 127.0.0.1:{port}" in check.warning
+    message = str(info.value)
+    assert message.startswith(
+        f"judge preflight: the judge (judge at 127.0.0.1:{port}) passed the known-bad canary "
+        "transcript (it answered pass, pass, pass), so the gate would pass broken agents; no "
+        "agent was started."
+    )
+    assert "--allow-weak-judge" in message and "\n" not in message
+    assert isinstance(info.value, LkevalError) and info.value.exit_code == ExitCode.USAGE
+
+
+def test_allow_weak_judge_runs_on_and_records_that_the_judge_failed_its_canary() -> None:
+    with LLMServer([verdict("pass")]) as server:
+        check = preflight_judge(spec_for(server), environ={}, allow_weak=True)
+    assert check.weak and check.known_fail_votes == ("pass",) * 3
+    assert (
+        "passed the known-bad canary transcript (it answered pass, pass, pass) and the run "
+        "went on only because of --allow-weak-judge" in check.warning
+    )
+    assert preflight_line(check).startswith(
+        "WARNING: judge preflight (known-bad canary pass, pass, pass; known-good canary "
+        "pass, pass, pass): the judge (judge at 127.0.0.1:"
+    )
+
+
+def test_maybe_on_the_known_bad_canary_follows_maybe_is_pass() -> None:
+    """A 0.5B judge said maybe on the known-bad canary: 'judged right' was a lie under
+    --maybe-is-pass, where that maybe passes every broken agent."""
+    rules = [verdict("maybe", last_user=REFUSAL), verdict("pass")]
+    with LLMServer(rules) as server:
+        check = preflight_judge(spec_for(server), environ={})
+        with pytest.raises(WeakJudgeError) as info:
+            preflight_judge(spec_for(server), environ={}, maybe_is_pass=True)
+    assert not check.weak and check.known_fail_votes == ("maybe",) * 3
+    assert preflight_line(check).endswith(
+        "the judge tells them apart (maybe counts as a fail without --maybe-is-pass)"
+    )
+    assert "(it answered maybe, maybe, maybe; maybe counts as a pass with --maybe-is-pass)" in str(
+        info.value
+    )
 
 
 def test_a_judge_unsure_on_the_known_good_canary_is_a_warning_too() -> None:
     with LLMServer([verdict("fail", last_user=REFUSAL), verdict("maybe")]) as server:
         check = preflight_judge(spec_for(server), environ={})
-    assert "said maybe on a known-good canary" in check.warning
+    assert (
+        "did not pass the known-good canary transcript (it answered maybe, maybe, maybe; "
+        "maybe counts as a fail without --maybe-is-pass): expect false failures" in check.warning
+    )
+    assert not check.weak
+
+
+def test_a_split_canary_is_asked_until_one_side_has_three_answers() -> None:
+    bad = [{**verdict(v, last_user=REFUSAL), "times": 1} for v in ("pass", "pass", "fail", "fail")]
+    with LLMServer([*bad, verdict("fail", last_user=REFUSAL), verdict("pass")]) as server:
+        check = preflight_judge(spec_for(server), environ={})
+        asked = sum(REFUSAL in r.body["messages"][-1]["content"] for r in server.requests)
+    assert asked == 5 and sorted(check.known_fail_votes) == ["fail", "fail", "fail", "pass", "pass"]
+    assert not check.weak and check.known_fail == "fail"
+
+
+def _scripted(queue: list[str]) -> Any:
+    async def ask() -> str:
+        return queue.pop(0)
+
+    return ask
+
+
+def _stop_probability(p: Fraction) -> Fraction:
+    """P(the preflight stops the run), by playing every 5-answer sequence through the real
+    asking loop with answers 'pass' (wrong, probability p) or 'fail' and weighing it."""
+    total = Fraction(0)
+    for answers in itertools.product(("pass", "fail"), repeat=CANARY_ASKS):
+        canary = asyncio.run(_ask_canary(_scripted(list(answers)), maybe_is_pass=False))
+        wrong = answers.count("pass")
+        if canary.passed:
+            total += p**wrong * (1 - p) ** (CANARY_ASKS - wrong)
+    return total
+
+
+def test_the_canary_numbers_stated_in_the_docstring() -> None:
+    """A judge flipping 10% of its verdicts is stopped in at most 1% of runs (0.856%); one
+    that passes everything, every time; the early stop changes nothing (exact fractions)."""
+    assert (CANARY_ASKS, CANARY_MAJORITY) == (5, 3)
+    assert _stop_probability(Fraction(1, 10)) == Fraction(856, 100_000)  # 0.0081+0.00045+0.00001
+    assert _stop_probability(Fraction(1, 10)) <= Fraction(1, 100)
+    assert _stop_probability(Fraction(1)) == 1
+    assert _stop_probability(Fraction(3, 10)) == Fraction(16308, 100_000)
+    assert _stop_probability(Fraction(1, 2)) == Fraction(1, 2)
+    # the alternatives the docstring rejects
+    assert Fraction(1, 10) ** 2 == Fraction(1, 100) and Fraction(1, 2) ** 2 == Fraction(1, 4)
 
 
 def test_a_judge_that_answers_in_text_cannot_pass_the_preflight() -> None:
@@ -95,7 +200,7 @@ def test_cli_stops_with_exit_2_before_any_agent_boots_when_the_judge_cannot_answ
     with LLMServer(rules) as llm:
         argv = [*run_argv(HOTEL / "agent.py", scenarios_file(tmp_path), results)]
         argv += ["--caller-model", "caller", "--judge-model", "judge"]
-        proc = run_lkeval(argv, hotel_env(llm, LKEVAL_JUDGE_API_KEY=secret), timeout=60)
+        proc = run_lkeval(argv, hotel_env(llm, LKEVAL_JUDGE_API_KEY=secret), timeout=180)
         models = [r.body.get("model") for r in llm.requests]
         port = llm.port
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -120,14 +225,25 @@ def test_cli_names_the_models_first_and_records_them_and_the_canaries(tmp_path: 
         port = llm.port
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("LLMs: caller caller at 127.0.0.1:"), proc.stdout
-    assert lines[1] == "judge preflight: canaries judged right (fail, pass)"
+    assert lines[1] == (
+        "judge preflight: known-bad canary fail, fail, fail; known-good canary pass, pass, pass: "
+        "the judge tells them apart"
+    )
     meta = json.loads(results.read_text())["metadata"]
     host = f"127.0.0.1:{port}"
     assert meta["llms"] == [
         {"role": "caller", "model": "caller", "host": host},
         {"role": "judge", "model": "judge", "host": host},
     ]
-    assert meta["judge_check"] == {"known_fail": "fail", "known_pass": "pass", "warning": ""}
+    assert meta["judge_check"] == {
+        "known_fail": "fail",
+        "known_pass": "pass",
+        "warning": "",
+        "known_fail_votes": ["fail"] * 3,
+        "known_pass_votes": ["pass"] * 3,
+        "weak": False,
+        "verdict_form": "",
+    }
 
 
 def test_old_results_files_without_models_still_load() -> None:
@@ -169,6 +285,30 @@ def test_a_baseline_with_another_judge_or_caller_model_is_flagged() -> None:
     report = build_report(now, comparison, evaluate_gate(now, comparison))
     markdown = MarkdownReporter().format(report)
     assert "> ⚠️ **Judge model changed since the baseline: gpt-4.1-mini" in markdown
+
+
+def test_a_new_port_on_the_same_host_is_not_a_model_change() -> None:
+    """Issue 18.14: a local server on an ephemeral port warned on every second run."""
+    before = with_llms(LLMInUse("caller", "caller", "127.0.0.1:36143"))
+    assert (
+        compare(with_llms(LLMInUse("caller", "caller", "127.0.0.1:38619")), before).model_changes
+        == ()
+    )
+    ipv6 = with_llms(LLMInUse("judge", "qwen", "[::1]:8080"))
+    assert compare(with_llms(LLMInUse("judge", "qwen", "[::1]:9090")), ipv6).model_changes == ()
+    # another model, another host or another provider still is one
+    assert compare(with_llms(LLMInUse("caller", "other", "127.0.0.1:1")), before).model_changes == (
+        "caller model changed since the baseline: caller → other",
+    )
+    assert compare(
+        with_llms(LLMInUse("caller", "caller", "10.0.0.2:36143")), before
+    ).model_changes == (
+        "caller model changed since the baseline: caller at 127.0.0.1:36143 → caller at "
+        "10.0.0.2:36143",
+    )
+    inference = with_llms(LLMInUse("judge", "openai/gpt-4.1-mini", "agent-gateway.livekit.cloud"))
+    other = with_llms(LLMInUse("judge", "google/gemini-2.0-flash", "agent-gateway.livekit.cloud"))
+    assert compare(other, inference).model_changes != ()
 
 
 def test_the_report_warns_when_the_judge_got_a_canary_wrong() -> None:

@@ -182,6 +182,43 @@ def test_price_override_and_bad_values() -> None:
 
 
 @pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("http://127.0.0.1:/v1", "an empty port"),
+        ("http://127.0.0.1:99999/v1", "not a number from 1 to 65535"),
+        ("http://127.0.0.1:80a/v1", "not a number from 1 to 65535"),
+        ("http://127.0.0.1:0/v1", "port 0"),
+        ("http://:8080/v1", "no host"),
+        ("http://local host:8080/v1", "whitespace"),
+        ("ftp://127.0.0.1/v1", "scheme must be http or https"),
+    ],
+)
+def test_a_malformed_base_url_is_a_config_error_naming_its_source(url: str, problem: str) -> None:
+    """Issue 18.13: such URLs were accepted, then retried as refused connections for 45 s."""
+    with pytest.raises(LLMConfigError) as flag:
+        resolve_llm_spec("judge", {"judge_base_url": url, "judge_model": "m"}, {})
+    assert str(flag.value).startswith(f"--judge-base-url {url!r} is not a usable http(s) URL")
+    assert problem in str(flag.value)
+    for name in ("LKEVAL_CALLER_BASE_URL", "OPENAI_BASE_URL"):
+        with pytest.raises(LLMConfigError, match=f"^{name} "):
+            resolve_llm_spec("caller", {"caller_model": "m"}, {name: url})
+    with pytest.raises(LLMConfigError, match="^LIVEKIT_INFERENCE_URL "):
+        resolve_llm_spec(
+            "judge", {"judge_model": "openai/gpt-4o"}, {**LK, "LIVEKIT_INFERENCE_URL": url}
+        )
+
+
+def test_well_formed_base_urls_are_kept() -> None:
+    for url in (
+        "http://127.0.0.1:8080/v1/",
+        "https://user:pw@llm.example.com/v1",
+        "http://[::1]:9/v1",
+    ):
+        spec = resolve_llm_spec("judge", {"judge_base_url": url, "judge_model": "m"}, {})
+        assert spec.base_url == url.rstrip("/")
+
+
+@pytest.mark.parametrize(
     ("role", "env", "flags", "needle"),
     [
         ("judge", {}, {}, "set LIVEKIT_API_KEY and LIVEKIT_API_SECRET"),

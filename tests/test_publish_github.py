@@ -26,7 +26,7 @@ from lkeval.cli import main
 from lkeval.cli.flags import add_report_arguments
 from lkeval.cli.options import parse_pass_rate
 from lkeval.cli.report import BaselineError, load_comparison
-from lkeval.results.model import Attempt, RunResults, write_results
+from lkeval.results.model import Attempt, JudgeCheck, RunResults, write_results
 
 REPO = "acme/hotel"
 PR = 7
@@ -489,3 +489,30 @@ def test_no_secret_appears_in_any_output(
             assert secret not in text, (where, secret)
     assert "***" in texts["comment"] and "***" in texts["junit"] and "***" in texts["stdout"]
     assert re.search(r"::error [^\n]*\*\*\*", shown)
+
+
+# --- the judge preflight ------------------------------------------------------------------------
+
+
+def test_a_judge_preflight_warning_is_an_annotation_and_an_output(
+    actions: Actions, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 18.5: a judge that failed its canary was only a line in the log."""
+    warning = (
+        "the judge (j at h) passed the known-bad canary transcript (it answered pass, pass, "
+        "pass) and the run went on only because of --allow-weak-judge"
+    )
+    check = JudgeCheck("pass", "pass", warning, ("pass",) * 3, ("pass",) * 3, weak=True)
+    weak = passing()
+    weak = replace(weak, metadata=replace(weak.metadata, judge_check=check))
+    assert actions.report(capsys, weak) == 0
+    out = capsys.readouterr().out
+    assert f"::warning title=lk-eval%3A judge preflight::{warning}" in out.splitlines()
+    assert actions.outputs()["judge-check"] == warning
+
+    fine = replace(weak, metadata=replace(weak.metadata, judge_check=JudgeCheck("fail", "pass")))
+    assert actions.report(capsys, fine) == 0
+    assert "judge preflight" not in capsys.readouterr().out
+    assert actions.outputs()["judge-check"] == "ok"
+    assert actions.report(capsys, passing()) == 0
+    assert actions.outputs()["judge-check"] == ""

@@ -243,7 +243,7 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_judging(group: argparse._ArgumentGroup) -> None:
-    """``--judges``, ``--rejudge``, ``--maybe-is-pass``, ``--max-turns``."""
+    """``--judges``, ``--rejudge``, ``--maybe-is-pass``, ``--allow-weak-judge``, ``--max-turns``."""
     group.add_argument(
         "--judges",
         metavar="NAME[,NAME]",
@@ -263,6 +263,12 @@ def _add_judging(group: argparse._ArgumentGroup) -> None:
         "--maybe-is-pass",
         action="store_true",
         help="count a 'maybe' verdict as a pass (default: maybe fails)",
+    )
+    group.add_argument(
+        "--allow-weak-judge",
+        action="store_true",
+        help="run even when the judge passes the preflight's known-bad canary (default: stop, "
+        "exit 2); every report then says the judge failed its canary",
     )
     group.add_argument(
         "--max-turns",

@@ -260,6 +260,7 @@ def llm_options(args: argparse.Namespace) -> LLMOptions:
         judges=tuple(args.judges),
         rejudge=args.rejudge,
         maybe_is_pass=args.maybe_is_pass,
+        allow_weak_judge=args.allow_weak_judge,
         max_turns=args.max_turns,
         retries=args.llm_retries,
         timeout=args.llm_timeout,

@@ -194,12 +194,40 @@ def _inference_url(environ: Mapping[str, str]) -> str:
 
 
 def _check_url(url: str, source: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    """The URL without a trailing ``/``; :class:`LLMConfigError` naming ``source`` if malformed.
+
+    Malformed includes what ``urlsplit`` lets through but no client can reach: no host, an
+    empty or non-numeric port (``http://127.0.0.1:/v1``), a port outside 1-65535, spaces. Such
+    a URL would otherwise be retried as a refused connection for the whole retry budget.
+    """
+    problem = _url_problem(url)
+    if problem:
         raise LLMConfigError(
-            f"{source} {url!r} is not an http(s) URL (e.g. http://localhost:11434/v1)"
+            f"{source} {url!r} is not a usable http(s) URL ({problem}; "
+            "e.g. http://localhost:11434/v1)"
         )
     return url.rstrip("/")
+
+
+def _url_problem(url: str) -> str:
+    """What is wrong with a base URL, or "" when nothing is."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return "the scheme must be http or https"
+    if any(c.isspace() for c in url):
+        return "it contains whitespace"
+    if not parts.hostname:
+        return "no host"
+    hostport = parts.netloc.rpartition("@")[2]
+    if hostport.endswith(":"):
+        return "an empty port"
+    try:
+        port = parts.port
+    except ValueError:
+        return "the port is not a number from 1 to 65535"
+    if port == 0:
+        return "port 0"
+    return ""
 
 
 def _key_envs(role: Role, base_url: str) -> list[str]:

@@ -41,6 +41,7 @@ class LLMEvaluator:
         run_judges: Sequence[str] = (),
         rejudge: int = 0,
         maybe_is_pass: bool = False,
+        allow_weak_judge: bool = False,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.caller_spec = caller_spec
@@ -49,6 +50,7 @@ class LLMEvaluator:
         self.run_judges = tuple(run_judges)
         self.rejudge = rejudge
         self.maybe_is_pass = maybe_is_pass
+        self.allow_weak_judge = allow_weak_judge
         self._environ = environ
         self._llms: dict[str, Any] = {}
 
@@ -69,19 +71,22 @@ class LLMEvaluator:
 
         Runs before any agent boots. Raises
         :class:`lkeval.llm.preflight.JudgePreflightError` (exit 2) when the judge cannot
-        produce a verdict; a wrong canary verdict is printed as a warning and returned.
+        produce a verdict or passes the known-bad canary (unless ``--allow-weak-judge``); any
+        other wrong canary verdict is printed as a warning and returned.
         """
         names = [f"{s.role} {s.model} at {s.host}" for s in self.llms_in_use()]
         print("LLMs: " + " · ".join(names), file=out, flush=True)
         if self.judge_spec is None:
             return None
-        from lkeval.llm.preflight import preflight_judge
+        from lkeval.llm.preflight import preflight_judge, preflight_line
 
-        check = preflight_judge(self.judge_spec, self._environ)
-        if check.warning:
-            print(f"WARNING: judge preflight: {check.warning}", file=out, flush=True)
-        else:
-            print("judge preflight: canaries judged right (fail, pass)", file=out, flush=True)
+        check = preflight_judge(
+            self.judge_spec,
+            self._environ,
+            maybe_is_pass=self.maybe_is_pass,
+            allow_weak=self.allow_weak_judge,
+        )
+        print(preflight_line(check, self.maybe_is_pass), file=out, flush=True)
         return check
 
     def caller_for(self, scenario: Scenario) -> Any:
@@ -243,5 +248,6 @@ def build_evaluator(
         run_judges=run_judges,
         rejudge=options.rejudge,
         maybe_is_pass=options.maybe_is_pass,
+        allow_weak_judge=options.allow_weak_judge,
         environ=environ,
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, cast
@@ -30,7 +31,7 @@ from livekit.agents.llm import (
 
 from lkeval.llm.client import LLMReply, call_llm, make_tool
 from lkeval.llm.config import BUILTIN_JUDGES, LLMSpec
-from lkeval.llm.textcalls import json_values
+from lkeval.llm.textcalls import json_values, outside_json
 from lkeval.results.model import TranscriptItem, Usage, Verdict, VerdictValue
 from lkeval.text.masking import clip
 
@@ -168,6 +169,31 @@ def _text_candidates(value: Any) -> list[Any]:
     return []
 
 
+_PROSE_VERDICT = re.compile(
+    r"\bverdict\b[\s*_\"'`]*(?:is|should be|would be|[:=-])?[\s*_\"'`:]*(pass|fail|maybe)\b",
+    re.IGNORECASE,
+)
+
+
+def prose_verdicts(text: str) -> set[str]:
+    """Verdicts a reply states in words (``Verdict: fail``), outside any JSON it wrote."""
+    return {m.group(1).lower() for m in _PROSE_VERDICT.finditer(outside_json(text))}
+
+
+def _conflict(verdict: VerdictValue, reply: LLMReply, reasoning: str, source: str) -> None:
+    """Raise :class:`JudgeError` when the reply's words name another verdict than its call.
+
+    A reply that says "Verdict: fail" and submits ``pass`` has two answers; taking either
+    would be a guess, and taking the pass a false pass. It is unusable: asked again.
+    """
+    stated = prose_verdicts(reply.text) | prose_verdicts(reasoning)
+    if stated - {verdict}:
+        others = ", ".join(sorted(stated - {verdict}))
+        raise JudgeError(
+            f"{source}: the judge submitted {verdict} but its text says verdict {others}"
+        )
+
+
 def _verdict_from_text(text: str, source: str) -> tuple[VerdictValue, str] | None:
     """A verdict written as JSON text, when that is unambiguous; else None.
 
@@ -196,8 +222,10 @@ def parse_verdict(reply: LLMReply, source: str) -> tuple[VerdictValue, str]:
                 f"{source}: the judge called {_SUBMIT} {len(calls)} times with different "
                 f"verdicts ({', '.join(values)})"
             )
+        _conflict(parsed[0][0], reply, parsed[0][1], source)
         return parsed[0]
     if (from_text := _verdict_from_text(reply.text, source)) is not None:
+        _conflict(from_text[0], reply, from_text[1], source)
         return from_text
     got = (
         f"called {', '.join(c.name for c in reply.tool_calls)}"

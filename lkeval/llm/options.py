@@ -31,6 +31,8 @@ class LLMOptions:
     judges: tuple[str, ...] = ()
     rejudge: int = 0
     maybe_is_pass: bool = False
+    allow_weak_judge: bool = False
+    """Run on when the judge passes the known-bad canary (the preflight stops the run else)."""
     max_turns: int = defaults.MAX_TURNS
     retries: int | None = None
     timeout: float | None = None

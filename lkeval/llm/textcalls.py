@@ -14,7 +14,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TextCall", "find_calls", "json_values", "looks_like_json", "without"]
+__all__ = [
+    "TextCall",
+    "find_calls",
+    "json_values",
+    "looks_like_json",
+    "outside_json",
+    "without",
+]
 
 _FENCE = re.compile(r"```[a-zA-Z]*\s*|```")
 
@@ -50,6 +57,17 @@ def _json_spans(text: str) -> list[tuple[int, int, Any]]:
 def json_values(text: str) -> list[Any]:
     """The JSON objects and arrays written anywhere in ``text`` (fenced or not)."""
     return [value for _, _, value in _json_spans(text)]
+
+
+def outside_json(text: str) -> str:
+    """``text`` with every JSON object or array cut out: the prose around them."""
+    parts: list[str] = []
+    last = 0
+    for start, end, _ in _json_spans(text):
+        parts.append(text[last:start])
+        last = end
+    parts.append(text[last:])
+    return " ".join(parts)
 
 
 def looks_like_json(text: str) -> bool:

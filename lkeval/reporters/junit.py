@@ -88,12 +88,14 @@ class JUnitReporter(Reporter):
         root = ET.Element("testsuites", {"name": xml_text(report.title)})
         totals = {"tests": 0, "failures": 0, "errors": 0}
         total_time = 0.0
+        properties = _run_properties(results)
         for name, scenarios in _groups(results):
             suite = TestSuite(
                 xml_text(name),
                 [_testcase(s, repo) for s in scenarios],
                 timestamp=xml_text(results.metadata.started_at) or None,
                 file=xml_text(repo_path(scenarios[0].file, repo)) or None,
+                properties=properties or None,
             )
             element = suite.build_xml_doc()
             element.attrib.pop("disabled", None)
@@ -112,6 +114,15 @@ class JUnitReporter(Reporter):
         ET.indent(root, space="  ")
         body = ET.tostring(root, encoding="unicode")
         return mask('<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n")
+
+
+def _run_properties(results: RunResults) -> dict[str, str]:
+    """What every suite of the run carries: the judge preflight's warning, when it had one
+    (a judge that passed the known-bad canary must not look like a trusted one anywhere)."""
+    check = results.metadata.judge_check
+    if check is None or not check.warning:
+        return {}
+    return {"lkeval.judge-check": xml_text(" ".join(check.warning.split()))}
 
 
 def _groups(results: RunResults) -> Iterable[tuple[str, list[ScenarioResult]]]:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import urlsplit
 
 from lkeval.results.metrics import MIN_TURNS, Metrics, scenario_metrics, suite_metrics
-from lkeval.results.model import RunResults, ScenarioResult, Status
+from lkeval.results.model import LLMInUse, RunResults, ScenarioResult, Status
 
 ChangeKind = Literal["regression", "fixed", "new", "removed", "unchanged"]
 
@@ -203,17 +204,36 @@ def _pass_rate(results: RunResults) -> float | None:
 
 
 def _model_changes(current: RunResults, baseline: RunResults) -> tuple[str, ...]:
-    """The caller or judge models that differ from the baseline's (both must be recorded)."""
+    """The caller or judge models that differ from the baseline's (both must be recorded).
+
+    What identifies a model is its name (with the provider, ``openai/gpt-4.1-mini``) and the
+    host serving it, not the port: a local server on an ephemeral port (the bundled example's
+    scripted LLM, a llama-server started per job) gets a new one every run, and a warning that
+    is always there teaches users to ignore warnings.
+    """
     before = {u.role: u for u in baseline.metadata.llms}
     changes: list[str] = []
     for now in current.metadata.llms:
         old = before.get(now.role)
-        if old is None or (old.model, old.host) == (now.model, now.host):
+        if old is None or _identity(old) == _identity(now):
             continue
-        was = old.model if old.host == now.host else f"{old.model} at {old.host}"
-        new = now.model if old.host == now.host else f"{now.model} at {now.host}"
+        same_host = _hostname(old.host) == _hostname(now.host)
+        was = old.model if same_host else f"{old.model} at {old.host}"
+        new = now.model if same_host else f"{now.model} at {now.host}"
         changes.append(f"{now.role} model changed since the baseline: {was} → {new}")
     return tuple(changes)
+
+
+def _identity(llm: LLMInUse) -> tuple[str, str]:
+    return llm.model, _hostname(llm.host)
+
+
+def _hostname(host: str) -> str:
+    """``127.0.0.1:36143`` → ``127.0.0.1``; ``[::1]:8080`` → ``::1``; a name stays itself."""
+    try:
+        return (urlsplit(f"//{host}").hostname or host).lower()
+    except ValueError:
+        return host.lower()
 
 
 def _classify(current: Status, baseline: Status | None) -> ChangeKind:

@@ -258,6 +258,16 @@ class JudgeCheck:
     known_fail: str
     known_pass: str
     warning: str = ""
+    # Every verdict the judge gave on each canary (asked up to 5 times, see
+    # lkeval.llm.preflight); older files have none recorded.
+    known_fail_votes: tuple[str, ...] = ()
+    known_pass_votes: tuple[str, ...] = ()
+    # The judge counted the known-bad canary as a pass and the run went on only because of
+    # --allow-weak-judge: every report says so.
+    weak: bool = False
+    # How the judge was asked for its verdict: "tool" (a forced tool call) or "json_schema"
+    # (a structured-output response_format), learned per endpoint by the preflight.
+    verdict_form: str = ""
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ from lkeval.publish.github.workflow import (
 )
 from lkeval.reporters import MarkdownReporter, Report
 from lkeval.results.gate import tally
-from lkeval.text.commands import inert_line, warning
+from lkeval.results.wording import plain
+from lkeval.text.commands import command, inert_line, warning
 from lkeval.text.masking import mask
 
 #: Room kept free below GitHub's hard limits, for the marker line and a later edit by hand.
@@ -62,6 +63,8 @@ def publish_step(
     annotations, omitted = error_annotations(report.results, ctx.workspace)
     for line in annotations + budget_annotations(report.gate, ctx.workspace):
         emit(line)
+    if check_warning := judge_check_warning(report):
+        emit(command("warning", check_warning, title="lk-eval: judge preflight"))
     comment_url = post_comment(report, ctx, settings, emit)
     if ctx.step_summary and settings.summary:
         write_summary(ctx.step_summary, report, omitted, emit)
@@ -164,5 +167,20 @@ def step_outputs(report: Report, settings: StepSettings, comment_url: str | None
         "junit-path": settings.junit_path or "",
         "comment-url": comment_url or "",
         "reasons": "\n".join(inert_line(reason) for reason in gate.reasons),
+        "judge-check": judge_check_output(report),
         **metric_outputs(report.results, comparison, gate),
     }
+
+
+def judge_check_warning(report: Report) -> str:
+    """The judge preflight's warning as one plain line ("" when it had none)."""
+    check = report.results.metadata.judge_check
+    return plain(" ".join(check.warning.split())) if check is not None else ""
+
+
+def judge_check_output(report: Report) -> str:
+    """``judge-check``: empty when no judge ran, ``ok`` when it told the canaries apart, else
+    the preflight's warning (a judge that failed its canary, or one unsure of the good one)."""
+    if report.results.metadata.judge_check is None:
+        return ""
+    return judge_check_warning(report) or "ok"
