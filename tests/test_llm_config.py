@@ -202,7 +202,7 @@ def test_a_malformed_base_url_is_a_config_error_naming_its_source(url: str, prob
     for name in ("LKEVAL_CALLER_BASE_URL", "OPENAI_BASE_URL"):
         with pytest.raises(LLMConfigError, match=f"^{name} "):
             resolve_llm_spec("caller", {"caller_model": "m"}, {name: url})
-    with pytest.raises(LLMConfigError, match="^LIVEKIT_INFERENCE_URL "):
+    with pytest.raises(LLMConfigError, match=r"^LIVEKIT_INFERENCE_URL "):
         resolve_llm_spec(
             "judge", {"judge_model": "openai/gpt-4o"}, {**LK, "LIVEKIT_INFERENCE_URL": url}
         )

@@ -64,7 +64,7 @@ def publish_step(
     for line in annotations + budget_annotations(report.gate, ctx.workspace):
         emit(line)
     if check_warning := judge_check_warning(report):
-        emit(command("warning", check_warning, title="lk-eval: judge preflight"))
+        emit(command("warning", mask(check_warning), title="lk-eval: judge preflight"))
     comment_url = post_comment(report, ctx, settings, emit)
     if ctx.step_summary and settings.summary:
         write_summary(ctx.step_summary, report, omitted, emit)
