@@ -140,6 +140,7 @@ MAPPING: dict[str, tuple[str, list[str]]] = {
     "judges": ("safety, tool_use\nhandoff", ["--judges", "safety,tool_use,handoff"]),
     "rejudge": ("2", ["--rejudge", "2"]),
     "maybe-is-pass": ("true", ["--maybe-is-pass"]),
+    "allow-weak-judge": ("true", ["--allow-weak-judge"]),
     "repeat": ("3", ["--repeat", "3"]),
     "min-pass": ("2", ["--min-pass", "2"]),
     "concurrency": ("4", ["--concurrency", "4"]),
@@ -220,7 +221,7 @@ def test_action_environment_drops_the_inputs() -> None:
     assert env == {"PATH": "/bin", "GITHUB_TOKEN": "x", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-@pytest.mark.parametrize("name", ["maybe-is-pass", "summary"])
+@pytest.mark.parametrize("name", ["maybe-is-pass", "allow-weak-judge", "summary"])
 @pytest.mark.parametrize("value", ["yes", "1", "on", "", "ture"])
 def test_booleans_are_true_or_false_only(name: str, value: str) -> None:
     with pytest.raises(ep.InputError, match=f"input `{name}`: must be true or false"):
@@ -234,7 +235,8 @@ def test_booleans_accept_the_yaml_spellings(value: str) -> None:
 
 
 FLAG_INPUTS = sorted(
-    set(action()["inputs"]) - {"extra-args", "maybe-is-pass", "summary", "command"}
+    set(action()["inputs"])
+    - {"extra-args", "maybe-is-pass", "allow-weak-judge", "summary", "command"}
 )
 
 
