@@ -256,6 +256,9 @@ class Suite:
     def _interrupted(self, sig: signal.Signals) -> int:
         """A signal before the engine ran (loading, preflight, the fork server's start): every
         scenario "not run (interrupted)", the results and reports written all the same."""
+        # A fork server cut short inside Popen, before its pid was known, is still our child:
+        # the sweep stops it now, not when its own start times out.
+        kill_all_now()
         if self.plan is None:
             print(f"lk-eval: interrupted by {sig.name} before the scenarios were loaded")
             return ExitCode.for_signal(sig)
