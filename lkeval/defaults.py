@@ -39,7 +39,8 @@ a few MiB per conversation)."""
 LLM_MODEL = "gpt-4.1-mini"
 """The caller's and judge's model when neither flag nor environment names one."""
 LLM_TIMEOUT = 60.0
-"""``--llm-timeout``: seconds for one caller/judge request."""
+"""``--llm-timeout``: seconds one caller/judge call may take, start to last token, retries
+included."""
 LLM_RETRIES = 4
 """``--llm-retries``: retries of a caller/judge request on 429, 5xx and timeouts."""
 CALLER_TEMPERATURE = 0.7

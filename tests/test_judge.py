@@ -24,10 +24,12 @@ from lkeval.llm.client import LLMError
 from lkeval.llm.config import LLMSpec, resolve_llm_spec
 from lkeval.llm.judge import (
     JUDGE_RETRIES,
+    VERDICT_SCHEMA,
     JudgeError,
     combine_verdicts,
     judge_conversation,
     judge_intent,
+    learn_verdict_form,
     render_transcript,
 )
 from lkeval.llm.logs import route_livekit_logs
@@ -191,8 +193,9 @@ def test_a_401_is_not_retried_and_never_shows_the_key(
 
 def test_a_hanging_server_times_out(srv: LLMServer) -> None:
     srv.set_rules([{"hang": True}])
-    with pytest.raises(LLMError, match=r"no answer within 0.3s \(after 2 attempts\)"):
+    with pytest.raises(LLMError) as info:
         judge(spec_for(srv, timeout=0.3, max_retries=1))
+    assert str(info.value).endswith("no answer within 0.3s (--llm-timeout bounds the whole call)")
 
 
 def test_temperature_is_dropped_once_the_provider_rejects_it(srv: LLMServer) -> None:
@@ -368,14 +371,74 @@ def test_words_that_agree_with_the_call_are_fine(srv: LLMServer) -> None:
     assert verdict.verdict == "pass" and len(srv.requests) == 1
 
 
-def test_llama_server_honours_the_judges_required_tool_choice() -> None:
-    # llama-server ignores the named tool_choice (then a weak model answers in text); it
-    # honours "required", which is what the judge sends
-    with LLMServer([verdict_rule("fail", "no")], quirks={"like": "llama-server"}) as server:
-        verdict, _ = judge(spec_for(server))
-        warnings = server.warnings
-    assert verdict.verdict == "fail"
-    assert warnings == []
+LLAMA_JUDGE = [
+    verdict_rule("fail", "no"),
+    {"tool_calls": [verdict_rule("fail", "no")["tool_calls"][0]]},
+]
+
+
+def test_on_llama_server_the_tool_form_stops_reading_once_the_verdict_is_written() -> None:
+    """Issue 18.16: "required" came back as text padded to the cap: 1500 tokens a call."""
+    with LLMServer(LLAMA_JUDGE, quirks={"like": "llama-server"}) as server:
+        verdict, usage = judge(spec_for(server))
+        body = server.requests[0].body
+    assert verdict.verdict == "fail" and body["tool_choice"] == "required"
+    assert body["max_tokens"] == 600  # the judge's cap, sized to a verdict
+    assert 0 < usage.output_tokens < 100  # the padding was not read
+
+
+def test_the_json_schema_form_asks_for_structured_output_and_reads_the_object() -> None:
+    with LLMServer(LLAMA_JUDGE, quirks={"like": "llama-server"}) as server:
+        verdict, _ = judge(spec_for(server, verdict_form="json_schema"))
+        body = server.requests[0].body
+    assert verdict.verdict == "fail" and verdict.reason == "no"
+    assert body["response_format"] == VERDICT_SCHEMA and "tools" not in body
+    assert "submit_verdict exactly once" not in json.dumps(body["messages"])
+    assert VERDICT_SCHEMA["json_schema"]["schema"]["required"] == ["reasoning", "verdict"]
+
+
+def test_the_preflight_learns_the_form_per_endpoint() -> None:
+    with LLMServer(LLAMA_JUDGE, quirks={"like": "llama-server"}) as server:
+        assert (
+            run(
+                spec_for(server),
+                lambda llm: learn_verdict_form(llm, spec_for(server), TRANSCRIPT, EXPECTATIONS),
+            )
+            == "json_schema"
+        )
+    with LLMServer(LLAMA_JUDGE) as server:  # OpenAI-like: the tool call comes back as one
+        assert (
+            run(
+                spec_for(server),
+                lambda llm: learn_verdict_form(llm, spec_for(server), TRANSCRIPT, EXPECTATIONS),
+            )
+            == "tool"
+        )
+        assert len(server.requests) == 1
+    schema_refused = [
+        {"tool_choice": "required", "text": '{"verdict": "fail", "reasoning": "x"}'},
+        {"status": 400, "text": "response_format is not supported"},
+    ]
+    with LLMServer(schema_refused) as server:
+        assert (
+            run(
+                spec_for(server),
+                lambda llm: learn_verdict_form(llm, spec_for(server), TRANSCRIPT, EXPECTATIONS),
+            )
+            == "tool"
+        )
+
+
+def test_a_call_still_streaming_at_the_timeout_says_so() -> None:
+    """Issue 18.17: 332 s of streaming was reported "no answer within 60s (after 5 attempts)"."""
+    with LLMServer([{"text": "Let me think", "ramble": True}]) as server:
+        spec = spec_for(server, timeout=1.0, max_tokens=None, max_retries=4)
+        with pytest.raises(LLMError) as info:
+            judge(spec)
+        asked = len(server.requests)
+    message = str(info.value)
+    assert "still streaming after 1s (--llm-timeout 1s bounds the whole call;" in message
+    assert "attempts" not in message and asked == 1
 
 
 def test_the_judge_prompt_does_not_lean_towards_pass(srv: LLMServer) -> None:
@@ -511,7 +574,7 @@ def test_judge_and_caller_replies_are_capped_so_a_rambling_model_ends(srv: LLMSe
     with pytest.raises(JudgeError, match="did not call submit_verdict"):
         judge(spec_for(srv, timeout=30.0))
     body = srv.requests[0].body
-    assert body["max_tokens"] == 1500 and "max_completion_tokens" not in body
+    assert body["max_tokens"] == 600 and "max_completion_tokens" not in body
 
 
 def test_an_error_inside_a_200_stream_is_an_llm_error_tried_once(srv: LLMServer) -> None:

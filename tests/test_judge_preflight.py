@@ -7,6 +7,7 @@ process, as a user runs it.
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import json
 from dataclasses import replace
@@ -20,6 +21,7 @@ from report_fixtures import metadata, results_of, scenario
 
 from lkeval.errors import ExitCode, LkevalError
 from lkeval.llm.config import LLMSpec, resolve_llm_spec
+from lkeval.llm.evaluator import LLMEvaluator
 from lkeval.llm.options import LLMEndpointOptions, LLMOptions
 from lkeval.llm.preflight import (
     CANARY_ASKS,
@@ -64,13 +66,36 @@ def test_a_judge_that_tells_the_canaries_apart_passes_the_preflight() -> None:
         warning="",
         known_fail_votes=("fail",) * 3,
         known_pass_votes=("pass",) * 3,
+        verdict_form="tool",
     )
-    # a consistent judge is decided by 3 asks per canary
-    assert len(prompts) == 6 and sum(REFUSAL in p for p in prompts) == 3
+    # one ask learns the form (a tool call came back: "tool"); a consistent judge is then
+    # decided by 3 asks per canary
+    assert len(prompts) == 7 and sum(REFUSAL in p for p in prompts) == 3
     assert preflight_line(check) == (
         "judge preflight: known-bad canary fail, fail, fail; known-good canary pass, pass, pass: "
         "the judge tells them apart"
     )
+
+
+def test_on_a_llama_like_server_the_preflight_learns_the_json_schema_form() -> None:
+    """Issue 18.16: llama.cpp answers "required" with the call as text, padded to the cap."""
+    with LLMServer(
+        [verdict("fail", last_user=REFUSAL), verdict("pass")], quirks={"like": "llama-server"}
+    ) as server:
+        check = preflight_judge(spec_for(server), environ={})
+        forms = ["response_format" in r.body for r in server.requests]
+    assert check.verdict_form == "json_schema"
+    assert (check.known_fail_votes, check.known_pass_votes) == (("fail",) * 3, ("pass",) * 3)
+    assert forms == [False] + [True] * 7  # the tool form once, then structured output only
+
+
+def test_the_run_asks_in_the_form_the_preflight_learned() -> None:
+    rules = [verdict("fail", last_user=REFUSAL), verdict("pass")]
+    with LLMServer(rules, quirks={"like": "llama-server"}) as server:
+        evaluator = LLMEvaluator(None, spec_for(server), judge_scripted=True, environ={})
+        evaluator.preflight(io.StringIO())
+    assert evaluator.judge_spec is not None
+    assert evaluator.judge_spec.verdict_form == "json_schema"
 
 
 def test_a_judge_that_passes_the_known_bad_canary_stops_the_run() -> None:
@@ -242,7 +267,7 @@ def test_cli_names_the_models_first_and_records_them_and_the_canaries(tmp_path: 
         "known_fail_votes": ["fail"] * 3,
         "known_pass_votes": ["pass"] * 3,
         "weak": False,
-        "verdict_form": "",
+        "verdict_form": "tool",
     }
 
 

@@ -90,13 +90,37 @@ def test_named_tool_choice_is_ignored_with_llamas_warning(llama: LLMServer) -> N
     assert llama.requests[-1].body["tool_choice"] == NAMED  # recorded as sent
 
 
-def test_required_tool_choice_is_honoured(llama: LLMServer) -> None:
+def test_required_tool_choice_comes_back_as_text_padded_to_the_cap(llama: LLMServer) -> None:
+    """llama.cpp with Qwen2.5 GGUFs: the forced call is written as content, then newlines
+    until max_tokens (finish "length"); so every such call costs the whole cap."""
     r = sdk(llama).chat.completions.create(
-        model="m", messages=USER, tools=VERDICT_TOOL, tool_choice="required"
+        model="m", messages=USER, tools=VERDICT_TOOL, tool_choice="required", max_tokens=40
     )
-    (call,) = r.choices[0].message.tool_calls or []
-    assert json.loads(call.function.arguments)["verdict"] == "fail"
+    message = r.choices[0].message
+    assert not message.tool_calls and r.choices[0].finish_reason == "length"
+    assert json.loads((message.content or "").strip()) == FAIL
+    assert (
+        (message.content or "").endswith("\n" * 10) and r.usage and r.usage.completion_tokens == 40
+    )
+    text, calls, finish = streamed(llama, tools=VERDICT_TOOL, tool_choice="required", max_tokens=40)
+    assert calls == [] and finish == "length" and json.loads(text.strip()) == FAIL
     assert llama.warnings == []
+
+
+def test_json_schema_response_format_is_enforced() -> None:
+    schema = {"type": "json_schema", "json_schema": {"name": "submit_verdict", "schema": {}}}
+    with LLMServer([{"tool_calls": [FAIL]}], quirks={"like": "llama-server"}) as llama:
+        text, calls, finish = streamed(
+            llama, response_format=schema, max_tokens=40, stream_options={"include_usage": True}
+        )
+    assert calls == [] and finish == "stop"
+    assert json.loads(text) == FAIL["arguments"] and text == text.strip()
+
+
+def test_a_required_tool_choice_without_the_quirk_is_a_call() -> None:
+    with LLMServer([{"tool_choice": "required", "tool_calls": [FAIL]}]) as server:
+        _, calls, finish = streamed(server, tools=VERDICT_TOOL, tool_choice="required")
+    assert [c["name"] for c in calls] == ["submit_verdict"] and finish == "tool_calls"
 
 
 def test_openai_default_honours_the_named_form() -> None:

@@ -237,8 +237,8 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
         "--llm-timeout",
         metavar="SECONDS",
         type=opt.seconds,
-        help="timeout of one caller/judge LLM request (env LKEVAL_LLM_TIMEOUT, default "
-        f"{defaults.LLM_TIMEOUT:g})",
+        help="the longest one caller/judge LLM call may take, start to last token, its "
+        f"retries included (env LKEVAL_LLM_TIMEOUT, default {defaults.LLM_TIMEOUT:g})",
     )
 
 

@@ -5,9 +5,12 @@ Every LLM call lk-eval makes goes through :func:`call_llm`, so the policies live
 * temperature 0 where accepted: sent per request (not baked into the LLM) so that when a
   provider rejects it (some reasoning models answer 400) the request is repeated once without
   it, and that LLM is remembered as temperature-less for the rest of the run;
-* a timeout per attempt, and retries on 408, 409, 429, 5xx, timeouts and dropped
-  connections by the OpenAI SDK's own machinery (``max_retries`` on the client that
-  :func:`lkeval.llm.backends.build_llm` makes: exponential backoff with jitter, honouring
+* one bound on the whole call, retries included (``--llm-timeout``): a stream that keeps
+  sending tokens is stopped at it as surely as a silent server, and the message says which
+  (``still streaming after N s`` or ``no answer within N s``); retries on 408, 409, 429, 5xx,
+  timeouts and dropped connections by the OpenAI SDK's own machinery (``max_retries`` on the
+  client that :func:`lkeval.llm.backends.build_llm` makes: exponential backoff with jitter,
+  honouring
   ``Retry-After``/``retry-after-ms``), not by a loop of ours. LiveKit Inference is the one
   exception: livekit builds that client with ``max_retries=0`` and no way to change it, so
   livekit's own loop (``APIConnectOptions.max_retry``, a fixed interval) retries there;
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -60,8 +64,6 @@ _MAX_MESSAGE = 300
 _NO_TEMPERATURE: weakref.WeakSet[LLM] = weakref.WeakSet()
 # LLMs that refused the older ``max_tokens`` (Azure's reasoning deployments): the newer name.
 _NEW_MAX_TOKENS: weakref.WeakSet[LLM] = weakref.WeakSet()
-# The OpenAI SDK's longest backoff step (openai._constants.MAX_RETRY_DELAY), for the deadline.
-_MAX_BACKOFF = 8.0
 
 
 class LLMError(Exception):
@@ -97,20 +99,31 @@ async def call_llm(
     *,
     tools: Sequence[Tool] = (),
     tool_choice: NotGivenOr[ToolChoice] = NOT_GIVEN,
+    response_format: Mapping[str, Any] | None = None,
+    done: Callable[[str], bool] | None = None,
 ) -> LLMReply:
     """Run one chat completion under the spec's timeout/retry policy; raise :class:`LLMError`.
 
     Transient failures are retried below this function, by kept machinery (see the module
     docstring); the only repeats here are provider quirks: a rejected temperature (sent
     again without it) and a rejected ``max_tokens`` (sent again as ``max_completion_tokens``),
-    each remembered for that LLM.
+    each remembered for that LLM. ``response_format`` is sent as is (a structured-output
+    schema); ``done(text)`` is asked after each chunk, and once it says the text so far is a
+    complete answer the stream is closed: a server that pads after its answer (llama.cpp with a
+    small model) is not read to the token cap.
     """
     while True:
         with_temperature = spec.temperature is not None and llm not in _NO_TEMPERATURE
         key = "max_completion_tokens" if llm in _NEW_MAX_TOKENS else _max_tokens_key(spec)
+        request = _Request(tools, tool_choice, response_format, with_temperature, key, done)
+        progress = _Progress(time.monotonic())
         try:
-            return await _attempt(llm, spec, chat_ctx, tools, tool_choice, with_temperature, key)
-        except (asyncio.TimeoutError, APITimeoutError):
+            return await asyncio.wait_for(
+                _attempt(llm, spec, chat_ctx, request, progress), timeout=spec.timeout
+            )
+        except asyncio.TimeoutError:
+            failure = _Failure(_timed_out(spec, progress), retryable=False)
+        except APITimeoutError:
             failure = _Failure(f"no answer within {spec.timeout:g}s", retryable=True)
         except APIError as exc:
             exc = _root(exc)
@@ -154,13 +167,41 @@ def _connection_failure(exc: APIError, spec: LLMSpec) -> _Failure:
     return _Failure(f"connection failed ({detail})", retryable=exc.retryable)
 
 
-def _deadline(spec: LLMSpec) -> float:
-    """Last-resort bound on one call with all its retries (each attempt has its own timeout).
+@dataclass(frozen=True)
+class _Request:
+    """What one call asks for besides the messages."""
 
-    It only matters when no attempt times out by itself, e.g. a stream that keeps sending
-    filler: ``max_tokens`` normally ends that first.
+    tools: Sequence[Tool]
+    tool_choice: NotGivenOr[ToolChoice]
+    response_format: Mapping[str, Any] | None
+    with_temperature: bool
+    max_tokens_key: str
+    done: Callable[[str], bool] | None
+
+
+@dataclass
+class _Progress:
+    """How far a call got, for the message when ``--llm-timeout`` ends it."""
+
+    started: float
+    chunks: int = 0
+    tokens: int = 0
+
+
+def _timed_out(spec: LLMSpec, progress: _Progress) -> str:
+    """What happened when the whole-call bound (``--llm-timeout``) ran out.
+
+    Not "after N attempts": the SDK's retries below are invisible here, and a stream that was
+    still sending tokens was one long attempt, not a silent server.
     """
-    return spec.timeout * (spec.max_retries + 1) + _MAX_BACKOFF * spec.max_retries
+    elapsed = time.monotonic() - progress.started
+    if not progress.chunks:
+        return f"no answer within {spec.timeout:g}s (--llm-timeout bounds the whole call)"
+    cap = f" of a {spec.max_tokens}-token cap" if spec.max_tokens else ""
+    return (
+        f"still streaming after {elapsed:.0f}s (--llm-timeout {spec.timeout:g}s bounds the "
+        f"whole call; ~{progress.tokens} tokens so far{cap})"
+    )
 
 
 def _retry_options(llm: LLM, spec: LLMSpec) -> APIConnectOptions:
@@ -175,17 +216,15 @@ def _retry_options(llm: LLM, spec: LLMSpec) -> APIConnectOptions:
 
 
 async def _attempt(
-    llm: LLM,
-    spec: LLMSpec,
-    chat_ctx: ChatContext,
-    tools: Sequence[Tool],
-    tool_choice: NotGivenOr[ToolChoice],
-    with_temperature: bool,
-    max_tokens_key: str,
+    llm: LLM, spec: LLMSpec, chat_ctx: ChatContext, request: _Request, progress: _Progress
 ) -> LLMReply:
-    extra: dict[str, Any] = {"temperature": spec.temperature} if with_temperature else {}
+    """One call, read chunk by chunk (so ``done`` can end it and a timeout can say how far
+    it got)."""
+    extra: dict[str, Any] = {"temperature": spec.temperature} if request.with_temperature else {}
     if spec.max_tokens:
-        extra[max_tokens_key] = spec.max_tokens
+        extra[request.max_tokens_key] = spec.max_tokens
+    if request.response_format is not None:
+        extra["response_format"] = dict(request.response_format)
     kwargs: dict[str, Any] = {}
     if isinstance(llm, InferenceLLM) and spec.role == "judge":
         # As livekit's JudgeGroup: judging is batch work nobody waits on, so it must not
@@ -193,20 +232,42 @@ async def _attempt(
         kwargs["inference_class"] = "low"
     stream = llm.chat(
         chat_ctx=chat_ctx,
-        tools=list(tools),
-        tool_choice=tool_choice,
+        tools=list(request.tools),
+        tool_choice=request.tool_choice,
         conn_options=_retry_options(llm, spec),
         extra_kwargs=extra,
         **kwargs,
     )
-    response = await asyncio.wait_for(stream.collect(), timeout=_deadline(spec))
-    usage = Usage()
-    if response.usage is not None:
-        tokens_in, tokens_out = response.usage.prompt_tokens, response.usage.completion_tokens
-        cost = spec.cost(tokens_in, tokens_out)
-        unpriced = (spec.model,) if cost is None else ()
-        usage = Usage(tokens_in, tokens_out, cost, (spec.model,), unpriced)
-    return LLMReply(response.text, tuple(response.tool_calls), usage)
+    text: list[str] = []
+    calls: list[FunctionToolCall] = []
+    usage: CompletionUsage | None = None
+    async with stream:
+        async for chunk in stream:
+            progress.chunks += 1
+            if chunk.delta is not None:
+                if chunk.delta.content:
+                    text.append(chunk.delta.content)
+                    progress.tokens += 1
+                calls.extend(chunk.delta.tool_calls or ())
+            if chunk.usage is not None:
+                usage = chunk.usage
+            if request.done is not None and text and request.done("".join(text)):
+                break  # a complete answer: the rest (padding to the cap) is not worth reading
+    return LLMReply("".join(text).strip(), tuple(calls), _usage(spec, usage, progress))
+
+
+def _usage(spec: LLMSpec, usage: CompletionUsage | None, progress: _Progress) -> Usage:
+    """Tokens (and cost) of a call; a stream closed early has no usage chunk, so its
+    output is counted from the chunks read (one token per content chunk, as servers send)."""
+    if usage is None:
+        if not progress.tokens:
+            return Usage()
+        tokens_in, tokens_out = 0, progress.tokens
+    else:
+        tokens_in, tokens_out = usage.prompt_tokens, usage.completion_tokens
+    cost = spec.cost(tokens_in, tokens_out)
+    unpriced = (spec.model,) if cost is None else ()
+    return Usage(tokens_in, tokens_out, cost, (spec.model,), unpriced)
 
 
 def _max_tokens_key(spec: LLMSpec) -> str:

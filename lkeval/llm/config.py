@@ -55,12 +55,15 @@ INFERENCE_BASE_URL_ALIASES = ("livekit", "inference")
 """Not 0: with ``--repeat`` each run should sample another conversation (another phrasing,
 another path through the scenario), not replay one; the judge stays at 0."""
 
-MAX_TOKENS: dict[Role, int] = {"caller": 400, "judge": 1500}
+MAX_TOKENS: dict[Role, int] = {"caller": 400, "judge": 600}
 """Cap of one reply: a caller says a sentence or two, a judge a short reasoning and a verdict.
 
-Generous for both (reasoning models spend part of it thinking); its job is to stop a weak
-model that rambles until the timeout, not to shape the answer.
+Its job is to stop a weak model that rambles (or pads: llama.cpp with a small model writes a
+forced call as text, then newlines up to the cap) before the timeout, not to shape the answer.
+A verdict with its brief reasoning is 60-250 tokens; 600 leaves a reasoning model room to think
+without letting a padding model cost 1500 tokens a call.
 """
+VerdictForm = Literal["tool", "json_schema"]
 
 # Provider-specific key variables tried after LKEVAL_<ROLE>_API_KEY and before OPENAI_API_KEY,
 # so a team that already exports GROQ_API_KEY for its agent needs no extra secret.
@@ -109,6 +112,9 @@ class LLMSpec:
     max_tokens: int | None = None
     price_in: float | None = None
     price_out: float | None = None
+    verdict_form: VerdictForm = "tool"
+    """How the judge is asked for a verdict: a forced tool call, or (where the server does not
+    return tool calls for this model) a ``json_schema`` response_format; the preflight learns it."""
 
     @property
     def host(self) -> str:

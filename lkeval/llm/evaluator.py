@@ -12,6 +12,7 @@ the only criteria it has); scripted scenarios too when a judge model is configur
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
@@ -87,6 +88,8 @@ class LLMEvaluator:
             allow_weak=self.allow_weak_judge,
         )
         print(preflight_line(check, self.maybe_is_pass), file=out, flush=True)
+        if check.verdict_form == "json_schema":  # how this endpoint gives verdicts
+            self.judge_spec = dataclasses.replace(self.judge_spec, verdict_form="json_schema")
         return check
 
     def caller_for(self, scenario: Scenario) -> Any:

@@ -22,6 +22,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 from livekit.agents.llm import (
@@ -29,8 +30,8 @@ from livekit.agents.llm import (
     ChatContext,
 )
 
-from lkeval.llm.client import LLMReply, call_llm, make_tool
-from lkeval.llm.config import BUILTIN_JUDGES, LLMSpec
+from lkeval.llm.client import LLMError, LLMReply, call_llm, make_tool
+from lkeval.llm.config import BUILTIN_JUDGES, LLMSpec, VerdictForm
 from lkeval.llm.textcalls import json_values, outside_json
 from lkeval.results.model import TranscriptItem, Usage, Verdict, VerdictValue
 from lkeval.text.masking import clip
@@ -50,25 +51,43 @@ JUDGE_RETRIES = 2
 """Times the judge is asked again after an unusable answer (no verdict, two disagreeing
 verdicts, a value outside the enum) before the verdict is an error of the judge."""
 _SUBMIT = "submit_verdict"
+_VERDICT_FIELDS: dict[str, Any] = {
+    # reasoning first: with strict schemas the model writes fields in order, so it
+    # reasons before it commits to a verdict
+    "reasoning": {
+        "type": "string",
+        "description": "Brief reasoning, citing the turns that decide the verdict.",
+    },
+    "verdict": {
+        "type": "string",
+        "enum": list(VERDICTS),
+        "description": "fail if the conversation shows an expectation not met; maybe if "
+        "you are unsure or it does not show enough to decide; pass if it shows every "
+        "expectation met.",
+    },
+}
 _SUBMIT_TOOL = make_tool(
-    _SUBMIT,
-    "Submit your verdict, with the reasoning that leads to it.",
-    {
-        # reasoning first: with strict schemas the model writes fields in order, so it
-        # reasons before it commits to a verdict
-        "reasoning": {
-            "type": "string",
-            "description": "Brief reasoning, citing the turns that decide the verdict.",
-        },
-        "verdict": {
-            "type": "string",
-            "enum": list(VERDICTS),
-            "description": "fail if the conversation shows an expectation not met; maybe if "
-            "you are unsure or it does not show enough to decide; pass if it shows every "
-            "expectation met.",
+    _SUBMIT, "Submit your verdict, with the reasoning that leads to it.", _VERDICT_FIELDS
+)
+
+VERDICT_SCHEMA: dict[str, Any] = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": _SUBMIT,
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": _VERDICT_FIELDS,
+            "required": list(_VERDICT_FIELDS),
+            "additionalProperties": False,
         },
     },
-)
+}
+"""The verdict as a structured-output ``response_format``: the same fields as the tool's.
+llama.cpp's server enforces it with a grammar (where it writes a forced tool call as text);
+vLLM, Ollama and OpenAI support it too."""
+_PADDING = 8
+"""Whitespace after a verdict written as text that shows the model has only padding left."""
 
 _CONVERSATION_SYSTEM = """\
 You are an impartial evaluator of a conversation between an AI agent and a caller (a simulated \
@@ -245,12 +264,12 @@ async def _vote(
     common servers (llama.cpp's) ignore the named form.
     """
     ctx = ChatContext()
-    ctx.add_message(role="system", content=system)
-    ctx.add_message(role="user", content=prompt)
+    ctx.add_message(role="system", content=_for_form(system, spec))
+    ctx.add_message(role="user", content=_for_form(prompt, spec))
     usage = Usage()
     problems: list[str] = []
     for _ in range(1 + JUDGE_RETRIES):
-        reply = await call_llm(llm, spec, ctx, tools=[_SUBMIT_TOOL], tool_choice="required")
+        reply = await ask_verdict(llm, spec, ctx)
         usage = usage + reply.usage
         try:
             verdict, reasoning = parse_verdict(reply, source)
@@ -263,11 +282,101 @@ async def _vote(
     raise JudgeError(f"{source}: no usable verdict in {len(problems)} answers: {problems[-1]}")
 
 
+async def ask_verdict(llm: LLM, spec: LLMSpec, ctx: ChatContext) -> LLMReply:
+    """One request for a verdict, in the spec's form; the stream is closed once it holds one.
+
+    Tool form: the verdict tool, ``tool_choice: "required"``; a verdict the model wrote as text
+    ends the read once only padding follows it. JSON form: the ``json_schema`` response_format,
+    read until the object is complete.
+    """
+    if spec.verdict_form == "json_schema":
+        return await call_llm(
+            llm, spec, ctx, response_format=VERDICT_SCHEMA, done=lambda t: _complete(t, 0)
+        )
+    return await call_llm(
+        llm,
+        spec,
+        ctx,
+        tools=[_SUBMIT_TOOL],
+        tool_choice="required",
+        done=lambda t: _complete(t, _PADDING),
+    )
+
+
+async def learn_verdict_form(
+    llm: LLM,
+    spec: LLMSpec,
+    transcript: Sequence[TranscriptItem],
+    expectations: str = "",
+    instructions: str = "",
+) -> VerdictForm:
+    """Which form gives verdicts on this endpoint: ``tool`` when a forced call comes back as a
+    call; else ``json_schema`` when the server answers that form with a verdict (llama.cpp
+    with a small model: its grammar enforces the schema, where the call came back as text).
+    Otherwise ``tool`` stays, and its text fallback is what there is."""
+    ctx = ChatContext()
+    ctx.add_message(role="system", content=_CONVERSATION_SYSTEM)
+    ctx.add_message(
+        role="user", content=_conversation_prompt(transcript, expectations, instructions)
+    )
+    reply = await ask_verdict(llm, replace(spec, verdict_form="tool"), ctx)
+    if any(c.name == _SUBMIT for c in reply.tool_calls):
+        return "tool"
+    as_json = replace(spec, verdict_form="json_schema")
+    ctx = ChatContext()
+    ctx.add_message(role="system", content=_for_form(_CONVERSATION_SYSTEM, as_json))
+    ctx.add_message(
+        role="user",
+        content=_for_form(_conversation_prompt(transcript, expectations, instructions), as_json),
+    )
+    try:
+        reply = await ask_verdict(llm, as_json, ctx)
+    except LLMError:
+        return "tool"  # the server refuses the form (an HTTP 400): not one it has
+    try:
+        parse_verdict(reply, "judge")
+    except JudgeError:
+        return "tool"
+    return "json_schema"
+
+
+def _complete(text: str, padding: int) -> bool:
+    """True when ``text`` holds one unambiguous verdict and then at least ``padding``
+    characters of nothing but whitespace: anything the model still writes could only be
+    padding. (Words after the JSON keep it reading: they may contradict it.)"""
+    end = text.rstrip()
+    if not end.endswith(("}", "]", "```")) or len(text) - len(end) < padding:
+        return False
+    return _verdict_from_text(text, "judge") is not None
+
+
+def _for_form(text: str, spec: LLMSpec) -> str:
+    """The prompt as the form asks: "call submit_verdict" becomes "answer with the JSON
+    object" when the verdict comes back as structured output."""
+    if spec.verdict_form != "json_schema":
+        return text
+    return text.replace(f"Call {_SUBMIT} exactly once", "Answer with one JSON object").replace(
+        f"call {_SUBMIT}", "answer with one JSON object {reasoning, verdict}"
+    )
+
+
 def _majority(votes: Sequence[VerdictValue]) -> VerdictValue:
     """The most common vote; a tie goes to the stricter side (fail, then maybe)."""
     counts = Counter(votes)
     top = max(counts.values())
     return next(v for v in ("fail", "maybe", "pass") if counts.get(v) == top)
+
+
+def _conversation_prompt(
+    transcript: Sequence[TranscriptItem], expectations: str, instructions: str
+) -> str:
+    return (
+        f"## The caller's instructions (background)\n{instructions.strip() or '(none)'}\n\n"
+        f"## Expectations for the agent (the criteria)\n{expectations.strip()}\n\n"
+        f"## The conversation\n{render_transcript(transcript)}\n\n"
+        "For each expectation: is it shown met, shown not met, or not shown? Then call "
+        "submit_verdict."
+    )
 
 
 async def judge_conversation(
@@ -284,13 +393,7 @@ async def judge_conversation(
     fail); all votes are kept. Raises :class:`JudgeError` for an unusable answer and
     :class:`lkeval.llm.client.LLMError` when the LLM cannot be reached.
     """
-    prompt = (
-        f"## The caller's instructions (background)\n{instructions.strip() or '(none)'}\n\n"
-        f"## Expectations for the agent (the criteria)\n{expectations.strip()}\n\n"
-        f"## The conversation\n{render_transcript(transcript)}\n\n"
-        "For each expectation: is it shown met, shown not met, or not shown? Then call "
-        "submit_verdict."
-    )
+    prompt = _conversation_prompt(transcript, expectations, instructions)
     verdict, reasoning, usage = await _vote(llm, spec, _CONVERSATION_SYSTEM, prompt, "judge")
     if verdict != "fail" or rejudge <= 0:
         return Verdict("judge", verdict, reasoning), usage

@@ -4,7 +4,9 @@ A judge that cannot produce a verdict (wrong URL, a model that never calls the t
 that ignores ``tool_choice``) would otherwise turn every scenario into an error one agent boot
 at a time; a judge that passes a known-bad conversation would turn a broken agent into a green
 gate. Both are cheap to detect up front with two tiny transcripts whose verdicts are not in
-doubt. Both stop the run (exit 2, naming the endpoint) before any agent boots; the second can
+doubt. The first ask also learns how this endpoint gives a verdict
+(:func:`lkeval.llm.judge.learn_verdict_form`): the run then asks in that form. Both cases stop
+the run (exit 2, naming the endpoint) before any agent boots; the second can
 be overridden with ``--allow-weak-judge``, and the run then says in every report that its
 judge failed the canary. A wrong verdict on the known-good canary is a warning (expect false
 failures), never a stop: it cannot make a broken agent pass.
@@ -33,14 +35,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from livekit.agents.llm import LLM
 
 from lkeval.llm.backends import build_llm
 from lkeval.llm.client import LLMError
 from lkeval.llm.config import LLMConfigError, LLMSpec
-from lkeval.llm.judge import JudgeError, judge_conversation
+from lkeval.llm.judge import JudgeError, judge_conversation, learn_verdict_form
 from lkeval.results.model import JudgeCheck, TranscriptItem, VerdictValue
 
 __all__ = [
@@ -131,6 +133,12 @@ async def check_judge(
         return one
 
     try:
+        spec = replace(
+            spec,
+            verdict_form=await learn_verdict_form(
+                llm, spec, KNOWN_PASS, CANARY_EXPECTATIONS, CANARY_INSTRUCTIONS
+            ),
+        )
         bad, good = await _both(
             _ask_canary(asker(KNOWN_FAIL), maybe_is_pass),
             _ask_canary(asker(KNOWN_PASS), maybe_is_pass),
@@ -170,6 +178,7 @@ async def check_judge(
         known_fail_votes=bad.votes,
         known_pass_votes=good.votes,
         weak=bad.passed,
+        verdict_form=spec.verdict_form,
     )
 
 

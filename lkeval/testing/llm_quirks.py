@@ -14,7 +14,15 @@ file or ``LLMServer(quirks=...)``. Each reproduces something seen on a real serv
 - ``noisy_verdicts: {fraction, seed, tool, field}`` — a noisy judge: each verdict tool call's
   ``pass``/``fail`` is flipped with probability ``fraction`` by a seeded generator, so a bench
   can measure false-block and catch rates reproducibly.
-- ``like: llama-server`` — a preset: ``named_tool_choice: ignore`` and ``timings: true``.
+- ``required_tool_choice: as_text`` — llama.cpp with Qwen2.5 GGUFs (Hermes ``<tool_call>``
+  template): ``tool_choice: "required"`` is accepted, but the model writes the call into the
+  content as JSON (``tool_calls: []``) and then pads with newlines up to ``max_tokens``
+  (``finish_reason: "length"``), so such a call always costs the whole cap.
+- ``json_schema: enforce`` — a ``response_format`` of type ``json_schema`` is enforced (llama.cpp
+  compiles it to a grammar): the answer is the rule's first tool call's arguments as the JSON
+  content, nothing before or after it, no tool call.
+- ``like: llama-server`` — a preset: ``named_tool_choice: ignore``, ``timings: true``,
+  ``required_tool_choice: as_text`` and ``json_schema: enforce``.
 """
 
 from __future__ import annotations
@@ -34,9 +42,22 @@ LLAMA_TOOL_CHOICE_WARNING = (
 )
 PRESETS: dict[str, dict[str, Any]] = {
     "openai": {},
-    "llama-server": {"named_tool_choice": "ignore", "timings": True},
+    "llama-server": {
+        "named_tool_choice": "ignore",
+        "timings": True,
+        "required_tool_choice": "as_text",
+        "json_schema": "enforce",
+    },
 }
-_KEYS = ("like", "named_tool_choice", "timings", "delay", "noisy_verdicts")
+_KEYS = (
+    "like",
+    "named_tool_choice",
+    "timings",
+    "delay",
+    "noisy_verdicts",
+    "required_tool_choice",
+    "json_schema",
+)
 _FLIPPED = {"pass": "fail", "fail": "pass"}
 
 
@@ -86,6 +107,8 @@ class ServerQuirks:
     timings: bool = False
     delay: float = 0.0
     noisy_verdicts: NoisyVerdicts | None = None
+    required_tool_choice: str = "honour"
+    json_schema: str = "ignore"
 
     def effective_request(self, body: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
         """The request as the model sees it, and the warning the server logs about it."""
@@ -94,13 +117,30 @@ class ServerQuirks:
             return {**body, "tool_choice": "auto"}, LLAMA_TOOL_CHOICE_WARNING
         return body, None
 
-    def shape(self, reply: Reply) -> Reply:
-        """The reply after server-wide noise and the rule's ``tool_calls_as_text``."""
+    def shape(self, reply: Reply, body: Mapping[str, Any] | None = None) -> Reply:
+        """The reply after server-wide noise, the rule's ``tool_calls_as_text`` and what the
+        server does with the request's ``tool_choice`` and ``response_format``."""
+        body = body or {}
         if self.noisy_verdicts is not None:
             reply = self.noisy_verdicts.apply(reply)
+        if self.json_schema == "enforce" and _wants_json_schema(body) and reply.tool_calls:
+            return replace(reply, text=_arguments_json(reply), tool_calls=(), ramble=False)
         if reply.tool_calls_as_text and reply.tool_calls:
             reply = replace(reply, text=_calls_as_text(reply), tool_calls=())
+        as_text = self.required_tool_choice == "as_text"
+        if as_text and body.get("tool_choice") == "required" and reply.tool_calls:
+            reply = replace(reply, text=_calls_as_text(reply), tool_calls=(), pad=True)
         return reply
+
+
+def _wants_json_schema(body: Mapping[str, Any]) -> bool:
+    form = body.get("response_format")
+    return isinstance(form, Mapping) and form.get("type") == "json_schema"
+
+
+def _arguments_json(reply: Reply) -> str:
+    """The first call's arguments, compact, as a grammar-constrained model writes them."""
+    return json.dumps(_loads_or_raw(reply.tool_calls[0].arguments), separators=(",", ":"))
 
 
 def _calls_as_text(reply: Reply) -> str:
@@ -163,9 +203,17 @@ def parse_quirks(raw: Mapping[str, Any] | None, where: str = "server") -> Server
     delay = merged.get("delay", 0)
     _need(_number(delay) and delay >= 0, where, "'delay' must be a number >= 0")
     noisy = merged.get("noisy_verdicts")
+    required = merged.get("required_tool_choice", "honour")
+    _need(
+        required in ("honour", "as_text"), where, "'required_tool_choice' must be honour or as_text"
+    )
+    schema = merged.get("json_schema", "ignore")
+    _need(schema in ("ignore", "enforce"), where, "'json_schema' must be ignore or enforce")
     return ServerQuirks(
         named,
         merged.get("timings", False),
         float(delay),
         _noisy(noisy, where) if noisy is not None else None,
+        required,
+        schema,
     )

@@ -70,6 +70,9 @@ class Reply:
     stream_error: str | None = None
     ramble: bool = False
     retry_after: float | None = None
+    pad: bool = False
+    """Newlines after the answer, one per token, up to ``max_tokens`` (finish "length"): what
+    a small model on llama.cpp does after writing a forced tool call as text."""
 
 
 def message_text(content: Any) -> str:

@@ -31,7 +31,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -118,7 +118,7 @@ class _Handler(BaseHTTPRequestHandler):
         seen, warning = owner.quirks.effective_request(body)
         if warning:
             owner._warn(warning)
-        reply = owner.quirks.shape(owner.rules.pick(seen))
+        reply = owner.quirks.shape(owner.rules.pick(seen), seen)
         delay = owner.quirks.delay + reply.delay
         if reply.hang or (delay and owner._stopping.wait(delay)):
             owner._stopping.wait()  # released by stop(); then drop the connection unanswered
@@ -158,6 +158,8 @@ class _Handler(BaseHTTPRequestHandler):
         maker = wire.ChunkMaker(model, include_usage, timings)
         if reply.stream_error is not None:
             self._send_events(wire.partial_then_error(maker, reply), done=False)
+        elif reply.pad and limit is not None:
+            self._send_events(wire.padded(maker, reply, prompt_tokens, limit), done=True)
         elif reply.ramble and limit is None:
             self._send_events(wire.endless(maker, reply.text or ""), done=False)
         else:
@@ -180,7 +182,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.owner._stopping.wait()  # generates until the client's timeout
             self.close_connection = True
             return
-        finish = "length" if reply.ramble else None
+        if reply.pad and limit is not None:
+            reply = replace(reply, text=wire.padded_text(reply.text or "", limit))
+        finish = "length" if reply.ramble or (reply.pad and limit is not None) else None
         body = wire.completion_body(
             reply,
             model,

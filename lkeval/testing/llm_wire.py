@@ -249,3 +249,24 @@ def endless(maker: ChunkMaker, text: str) -> Iterator[dict[str, Any]]:
         time.sleep(RAMBLE_INTERVAL)
         yield maker.delta({"content": f" {RAMBLE_WORDS[i % len(RAMBLE_WORDS)]}"})
         i += 1
+
+
+def padded_text(text: str, limit: int) -> str:
+    """``text`` and then newlines up to ``limit`` tokens (as :func:`tokens` counts them)."""
+    return text + "\n" * max(0, 4 * limit - 3 - len(text))
+
+
+def padded(
+    maker: ChunkMaker, reply: Reply, prompt_tokens: int, limit: int
+) -> Iterator[dict[str, Any]]:
+    """The answer word by word, then one newline per chunk until ``limit`` completion tokens,
+    finish "length" (llama.cpp with a small model after a tool call written as text)."""
+    yield maker.delta({"role": "assistant", "content": "", "refusal": None})
+    text = reply.text or ""
+    for piece in text_pieces(text):
+        yield maker.delta({"content": piece})
+    for _ in range(max(0, limit - tokens(text))):
+        yield maker.delta({"content": "\n"})
+    used = {"prompt_tokens": prompt_tokens, "completion_tokens": limit}
+    used["total_tokens"] = prompt_tokens + limit
+    yield from maker.ending("length", used)
