@@ -28,7 +28,7 @@ import pytest
 import yaml
 from conftest import TEST_AGENTS, clean_env, read_json, run_argv, run_lkeval
 
-from lkeval.results.model import RunMetadata, RunResults, ScenarioResult, write_results
+from lkeval.results.model import Attempt, RunMetadata, RunResults, ScenarioResult, write_results
 from lkeval.testing.llm_server import LLMServer
 
 pytestmark = pytest.mark.e2e
@@ -402,8 +402,9 @@ def _shard(tmp_path: Path, shard: str, results: list[ScenarioResult]) -> Path:
 
 
 def test_a_missing_shard_does_not_pass(tmp_path: Path) -> None:
-    one = ScenarioResult("a", "A", "G", "Group", "s.yaml", 3, "passed")
-    three = ScenarioResult("c", "C", "G", "Group", "s.yaml", 9, "passed")
+    passed = (Attempt("passed"),)
+    one = ScenarioResult("a", "A", "G", "Group", "s.yaml", 3, "passed", attempts=passed)
+    three = ScenarioResult("c", "C", "G", "Group", "s.yaml", 9, "passed", attempts=passed)
     parts = [str(_shard(tmp_path, "1/3", [one])), str(_shard(tmp_path, "3/3", [three]))]
     merged = tmp_path / "merged.json"
 
@@ -555,3 +556,17 @@ def test_regression_against_a_baseline_in_which_nothing_ran_is_not_blind(tmp_pat
     proc = run_lkeval(argv, clean_env(), timeout=60)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "--fail-on regression acts as --fail-on any" in proc.stdout.splitlines()[-1]
+
+
+def test_report_refuses_a_hand_edited_pass(tmp_path: Path) -> None:
+    """Issue 18 item 9: a `status` edited to passed over failing attempts is exit 2."""
+    edited = ScenarioResult(
+        "a", "A", "G", "Group", "s.yaml", 3, "passed", attempts=(Attempt("failed", "wrong"),)
+    )
+    path = _shard(tmp_path, "1/1", [edited])
+    proc = run_lkeval(["report", "--results", str(path)], clean_env(), timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines()[0] == (
+        f"lk-eval: {path}: scenario A is recorded passed, but 0 of its 1 attempt(s) passed "
+        "(it needs 1): the status disagrees with the attempts; refusing to gate this file"
+    )
