@@ -36,6 +36,12 @@ AGENT_LOG_MIB = 64
 """``--agent-log-limit``: MiB of log one agent may write (far above a chatty agent at DEBUG,
 a few MiB per conversation)."""
 
+INFERENCE_CLASS = "low"
+"""``--inference-class``: the LiveKit Inference class of the agent's own calls, ``low`` as
+LiveKit's text simulations pin them (livekit-agents 1.6.10 and later), or ``agent``: the class
+each model asks for, as in production (docs/protocol.md)."""
+INFERENCE_CLASSES = ("low", "agent")
+
 LLM_MODEL = "gpt-4.1-mini"
 """The caller's and judge's model when neither flag nor environment names one."""
 LLM_TIMEOUT = 60.0
@@ -58,6 +64,8 @@ __all__ = [
     "AGENT_MEMORY_MIB",
     "BOOT_TIMEOUT",
     "CALLER_TEMPERATURE",
+    "INFERENCE_CLASS",
+    "INFERENCE_CLASSES",
     "LLM_MODEL",
     "LLM_RETRIES",
     "LLM_TIMEOUT",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from lkeval.publish.files import write_text
 from lkeval.results.model import (
     Attempt,
     ExpectationResult,
@@ -19,6 +20,7 @@ from lkeval.results.model import (
     Usage,
     Verdict,
 )
+from lkeval.results.results_json import dump_results
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 UPDATE_GOLDEN = os.environ.get("LKEVAL_UPDATE_GOLDEN") == "1"
@@ -333,3 +335,8 @@ def scenario(label: str, status: str = "passed", **kw: object) -> ScenarioResult
 def results_of(*scenarios: ScenarioResult) -> RunResults:
     """A run made of these scenarios."""
     return RunResults(metadata=metadata(), scenarios=tuple(scenarios))
+
+
+def write_results(results: RunResults, path: str | Path) -> None:
+    """Write a results file as ``lkeval run`` does (its JSON, atomically, 0644)."""
+    write_text(path, dump_results(results))

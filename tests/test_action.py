@@ -27,11 +27,12 @@ import yaml
 from action_runner import legacy_markers, runner_commands
 from conftest import HOTEL, ROOT, clean_env, fake_lkeval, hotel_env, read_json
 from github_server import FakeGitHub, github_server
-from report_fixtures import results_of, scenario
+from report_fixtures import results_of, scenario, write_results
 
 import lkeval
-from lkeval.results.model import write_results
 from lkeval.testing.llm_server import LLMServer
+from lkeval_action.action_docs import COMMAND as DOCS_COMMAND
+from lkeval_action.action_docs import render
 
 ENTRYPOINT = ROOT / "entrypoint.py"
 ACTION = ROOT / "action.yml"
@@ -953,22 +954,59 @@ def table_names(markdown: str, heading: str) -> list[str]:
     return re.findall(r"^\| `([a-z0-9-]+)` \|", section, flags=re.MULTILINE)
 
 
-@pytest.mark.parametrize(
-    ("path", "inputs", "outputs"),
-    [(DOCS, "## Inputs", "## Outputs"), (README, "### Action inputs", "### Action outputs")],
-)
-def test_docs_list_every_input_and_output_with_its_default(
-    path: Path, inputs: str, outputs: str
-) -> None:
-    docs = path.read_text(encoding="utf-8")
+def test_docs_list_every_input_and_output_with_its_default() -> None:
+    docs = DOCS.read_text(encoding="utf-8")
     data = action()
-    assert table_names(docs, inputs) == list(data["inputs"])
-    assert table_names(docs, outputs) == list(data["outputs"])
+    assert table_names(docs, "## Inputs") == list(data["inputs"])
+    assert table_names(docs, "## Outputs") == list(data["outputs"])
     for name, spec in data["inputs"].items():
         row = next(line for line in docs.splitlines() if line.startswith(f"| `{name}` |"))
         default = str(spec.get("default", ""))
         if default:
-            assert f"`{default}`" in row, f"{path.name}: default of {name}"
+            assert f"`{default}`" in row, f"docs/action.md: default of {name}"
+
+
+def test_the_action_tables_are_generated_from_action_yml() -> None:
+    # One source: docs/action.md's tables are action.yml's words; the README links to them.
+    docs = DOCS.read_text(encoding="utf-8")
+    assert render(docs, action()) == docs, f"docs/action.md is stale: run `{DOCS_COMMAND}`"
+    readme = README.read_text(encoding="utf-8")
+    assert "| Input | Description |" not in readme and "| Output | Description |" not in readme
+    assert "docs/action.md#inputs" in readme and "docs/action.md#outputs" in readme
+
+
+def test_a_changed_description_makes_the_tables_stale() -> None:
+    changed = action()
+    changed["outputs"]["gate"]["description"] = "Something else entirely."
+    docs = DOCS.read_text(encoding="utf-8")
+    assert render(docs, changed) != docs
+    assert "| `gate` | Something else entirely. |" in render(docs, changed)
+
+
+def test_markdown_links_inside_the_repo_resolve() -> None:
+    # A link to a heading of the same file (``#installing-the-agents-dependencies``) or to a
+    # file of the repository must land: a README that links into nothing misleads.
+    for page in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            assert linked.exists(), f"{page.name}: {target}"
+            if anchor and linked.suffix == ".md":
+                assert anchor in _anchors(linked.read_text(encoding="utf-8")), (
+                    f"{page.name}: {target}"
+                )
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens."""
+    found = set()
+    for heading in re.findall(r"^#+ (.+)$", markdown, flags=re.MULTILINE):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        found.add(slug)
+    return found
 
 
 def test_readme_points_to_the_action_docs() -> None:

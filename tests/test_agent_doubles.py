@@ -1,9 +1,10 @@
-"""The agent doubles in tests/agents/ really do what real LiveKit agents do (DESIGN.md §3, §7).
+"""The agent doubles in tests/agents/ really do what real LiveKit agents do (docs/protocol.md;
+docs/testing.md, "What real agents do").
 
 Each test boots one agent through lk-eval's own launcher and agent host (text mode, scenario
 attached; see tests/agent_session.py) and watches the console protocol. They assert the agent's
 behaviour, never lk-eval's verdict on it: these agents exist so that the engine can be fixed
-against them (issue 10; /work/coord/DOUBLES.md). Each agent's env knobs shorten its timers, so
+against them (docs/testing.md lists them). Each agent's env knobs shorten its timers, so
 the file takes tens of seconds.
 """
 
@@ -163,7 +164,7 @@ def frontdesk_llm() -> Iterator[LLMServer]:
 
 
 def inference_env(llm: LLMServer, **knobs: str) -> dict[str, str]:
-    """LiveKit Inference redirected to the scripted server (DESIGN §3)."""
+    """LiveKit Inference redirected to the scripted server (docs/protocol.md)."""
     return {
         "LIVEKIT_INFERENCE_URL": llm.base_url,
         "LIVEKIT_API_KEY": "devkey",

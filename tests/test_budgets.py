@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 from conftest import clean_env, run_lkeval
-from report_fixtures import results_of, scenario
+from report_fixtures import results_of, scenario, write_results
 
-from lkeval.publish.budget_flags import budget_annotations, metric_outputs
+from lkeval.publish.github.budgets import budget_annotations, metric_outputs
 from lkeval.results.baseline import compare
 from lkeval.results.budgets import Budgets
 from lkeval.results.gate import evaluate_gate
-from lkeval.results.model import Attempt, ScenarioResult, TurnMetrics, Usage, write_results
+from lkeval.results.model import Attempt, ScenarioResult, TurnMetrics, Usage
 from lkeval.scenarios.latency import parse_latency_flag
 from lkeval.scenarios.loader import ScenarioFileError, load_or_raise
 
@@ -164,3 +164,24 @@ def test_budget_flags_reach_the_gate_and_typos_are_usage_errors(tmp_path: Path) 
     ):
         bad = run_lkeval([*base, flag, value], clean_env())
         assert bad.returncode == 2 and flag in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("inference_class", "noted"), [("low", True), ("mixed", True), ("agent", False), ("", False)]
+)
+def test_every_latency_budget_miss_says_when_it_was_measured_at_the_low_class(
+    inference_class: str, noted: bool
+) -> None:
+    from dataclasses import replace
+
+    from lkeval.results.metrics import LOW_CLASS_NOTE
+
+    results = results_of(timed("A", STEADY, latency_budget={"p95": 50.0}), timed("B", STEADY))
+    results = replace(results, metadata=replace(results.metadata, inference_class=inference_class))
+    budgets = Budgets(latency={"p50": 10.0}, max_cost_usd=0.001)
+    gate = evaluate_gate(results, None, "any", None, budgets)
+    kinds = sorted(m.kind for m in gate.budget_misses)
+    assert kinds == ["cost", "latency", "latency"]
+    for miss in gate.budget_misses:
+        assert miss.text.endswith(f"({LOW_CLASS_NOTE})") == (noted and miss.kind == "latency")
+    assert any(LOW_CLASS_NOTE in reason for reason in gate.reasons) == noted

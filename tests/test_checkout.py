@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 from conftest import clean_env, run_lkeval
 from junitparser import JUnitXml
-from report_fixtures import results_of, scenario
+from report_fixtures import results_of, scenario, write_results
 
 from lkeval.publish.github.checkout import head, recorded_commit, repo_root
 from lkeval.reporters import build_report
 from lkeval.reporters.junit import JUnitReporter, repo_path
 from lkeval.results.gate import evaluate_gate
-from lkeval.results.model import write_results
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="checked against real git")
 

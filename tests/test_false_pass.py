@@ -27,8 +27,9 @@ from typing import Any
 import pytest
 import yaml
 from conftest import TEST_AGENTS, clean_env, read_json, run_argv, run_lkeval
+from report_fixtures import write_results
 
-from lkeval.results.model import Attempt, RunMetadata, RunResults, ScenarioResult, write_results
+from lkeval.results.model import Attempt, RunMetadata, RunResults, ScenarioResult
 from lkeval.testing.llm_server import LLMServer
 
 pytestmark = pytest.mark.e2e

@@ -38,9 +38,9 @@ from lkeval.results.gate import evaluate_gate
 from lkeval.results.model import (
     JudgeCheck,
     LLMInUse,
-    dump_results,
     results_from_dict,
 )
+from lkeval.results.results_json import dump_results
 from lkeval.testing.llm_server import LLMServer
 
 REFUSAL = "I can't help with that"  # only the known-bad canary has the agent say this

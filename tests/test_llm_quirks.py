@@ -2,7 +2,8 @@
 
 Each test drives the server with the clients lk-eval and the agents use (the ``openai`` SDK,
 livekit's Inference LLM) or raw httpx where the exact wire format is the point, and checks the
-behaviour that llama.cpp's ``llama-server`` or a small model shows (DESIGN.md §7).
+behaviour that llama.cpp's ``llama-server`` or a small model shows (docs/testing.md, the quirk
+tables).
 """
 
 from __future__ import annotations
@@ -293,7 +294,7 @@ def test_quirks_in_a_rules_file_and_their_errors(tmp_path: Path) -> None:
 
 
 def test_livekit_inference_llm_reaches_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    """LiveKit Inference model strings, redirected by LIVEKIT_INFERENCE_URL (DESIGN §3)."""
+    """LiveKit Inference model strings, redirected by LIVEKIT_INFERENCE_URL (docs/protocol.md)."""
     from livekit.agents import inference
     from livekit.agents.llm import ChatContext
 

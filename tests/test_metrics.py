@@ -125,3 +125,36 @@ def test_price_overrides_reach_the_caller_and_judge_and_typos_are_usage_errors()
         ["run", "--agent", "a.py", "--scenarios", "s.yaml", "--price", "x=1"], clean_env()
     )
     assert bad.returncode == 2 and "--price" in bad.stderr and "MODEL=IN,OUT" in bad.stderr
+
+
+def test_results_json_carries_the_figures_the_reports_show() -> None:
+    import json
+
+    from report_fixtures import results_of, scenario
+
+    from lkeval.results.model import Attempt, results_from_dict
+    from lkeval.results.results_json import dump_results
+
+    turns = tuple(
+        TurnMetrics(turn=i, latency_ms=ms, llm_ttft_ms=ms / 4)
+        for i, ms in enumerate([100.0, 400.0, 200.0, 900.0], start=1)
+    )
+    priced = Usage(10, 5, cost_usd=0.002, models=("gpt-x",))
+    timed = scenario("a", attempts=(Attempt("passed", turns=turns, usage={"agent": priced}),))
+    results = results_of(timed, scenario("b", "error"))
+    raw = json.loads(dump_results(results))
+    first = raw["scenarios"][0]
+    assert first["figures"] == {
+        "turns": 4,
+        "latency_ms": {"p50": 200.0, "p95": 900.0, "max": 900.0, "n": 4},
+        "ttft_ms": {"p50": 50.0, "p95": 225.0, "max": 225.0, "n": 4},
+        "tool_ms": None,
+        "cost_usd": 0.002,
+        "unpriced": [],
+    }
+    assert list(first).index("figures") < list(first).index("attempts")
+    assert raw["scenarios"][1]["figures"]["latency_ms"] is None  # nothing measured: null, not 0
+    assert raw["figures"]["latency_ms"]["max"] == 900.0 and raw["figures"]["turns"] == 4
+    # Derived data: a hand-edited figure is ignored on loading (reports recompute from turns).
+    first["figures"]["latency_ms"]["p95"] = 1.0
+    assert results_from_dict(raw) == results

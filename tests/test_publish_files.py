@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 from conftest import clean_env
-from report_fixtures import run_results
+from report_fixtures import run_results, write_results
 
 from lkeval.cli import main
 from lkeval.errors import OutputError, UsageError
 from lkeval.publish.files import ResultsDirLock, check_writable, write_all, write_text
-from lkeval.results.model import write_results
 from lkeval.text.masking import register_secret
 
 

@@ -20,13 +20,14 @@ from report_fixtures import (
     results_of,
     run_results,
     scenario,
+    write_results,
 )
 
 from lkeval.cli import main
 from lkeval.cli.flags import add_report_arguments
 from lkeval.cli.options import parse_pass_rate
 from lkeval.cli.report import BaselineError, load_comparison
-from lkeval.results.model import Attempt, JudgeCheck, RunResults, write_results
+from lkeval.results.model import Attempt, JudgeCheck, RunResults
 
 REPO = "acme/hotel"
 PR = 7

@@ -18,8 +18,11 @@ from report_fixtures import (
     results_of,
     run_results,
     scenario,
+    write_results,
 )
 
+from lkeval.cli import main
+from lkeval.errors import ExitCode
 from lkeval.reporters import (
     REPORTER_BY_NAME,
     JUnitReporter,
@@ -30,7 +33,8 @@ from lkeval.reporters import (
 )
 from lkeval.results.baseline import compare
 from lkeval.results.gate import evaluate_gate
-from lkeval.results.model import Attempt, RunResults, dump_results, results_from_dict
+from lkeval.results.model import Attempt, RunResults, results_from_dict
+from lkeval.results.results_json import dump_results
 
 XSD = Path(__file__).parent / "data" / "junit.xsd"
 RUN_URL = "https://github.com/acme/hotel/actions/runs/42"
@@ -83,6 +87,41 @@ def test_every_registered_reporter_renders_every_outcome() -> None:
         out = reporter.format(report)
         for s in report.results.scenarios:
             assert s.label in out.replace("&amp;", "&"), (name, s.label)
+
+
+class _CountsReporter(Reporter):
+    """A format the package does not have: one line of counts, masked like every report."""
+
+    name = "counts"
+    description = "a one-line count of passed scenarios"
+    label = "Counts"
+
+    def format(self, report: Report) -> str:
+        passed = report.results.count("passed")
+        return report.masker.mask(f"{passed}/{len(report.results.scenarios)} passed\n")
+
+
+def test_a_new_format_is_one_class_plus_one_registry_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Registered here and nowhere else: the flag, its help, the writability check, the
+    # masked write and the ``reports:`` line must all follow from the one entry.
+    monkeypatch.setitem(REPORTER_BY_NAME, _CountsReporter.name, _CountsReporter)
+    for command in ("run", "report"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        shown = " ".join(capsys.readouterr().out.split())
+        assert "--counts PATH write a one-line count of passed scenarios here" in shown, command
+    results = tmp_path / "results.json"
+    write_results(results_of(scenario("a"), scenario("b", "failed")), results)
+    out = tmp_path / "deep" / "counts.txt"
+    code = main(["report", "--results", str(results), "--no-github", "--counts", str(out)])
+    assert code == ExitCode.GATE_FAILED
+    assert out.read_text(encoding="utf-8") == "1/2 passed\n"
+    assert f"reports: Counts {out}" in capsys.readouterr().out
+    (tmp_path / "a-dir").mkdir()
+    unwritable = ["--counts", str(tmp_path / "a-dir")]
+    assert main(["report", "--results", str(results), "--no-github", *unwritable]) == 2
 
 
 def test_results_file_round_trips() -> None:

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import clean_env, run_lkeval
+from report_fixtures import write_results as write
 
 from lkeval.cli.merge import merge_results, missing_shards
 from lkeval.errors import UsageError
 from lkeval.results.model import Attempt, RunMetadata, RunResults, ScenarioResult, load_results
-from lkeval.results.model import write_results as write
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.scenarios.model import Scenario
 from lkeval.scenarios.selection import parse_shard, select_shard

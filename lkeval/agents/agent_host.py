@@ -22,6 +22,14 @@ protojson ``SimulationDispatch`` in the job attribute ``lk.simulator.dispatch``;
 the same on the console's job, before the job context exists, so ``ctx.simulation_context()``,
 its ``userdata()`` and the server's ``on_simulation_end`` behave as under LiveKit's simulator.
 
+LiveKit Inference class: since livekit-agents 1.6.10 a text simulation's job pins every LiveKit
+Inference call to the ``low`` class (``JobContext.inference_headers`` adds
+``X-LiveKit-Inference-Priority: low``, merged after what each model was configured with), so a
+latency measured under lk-eval is not the class production uses. ``LKEVAL_INFERENCE_CLASS=agent``
+(``--inference-class agent``) removes that pin, so each model sends the class it asks for; the
+host tells lk-eval which class the agent's calls ran at, before ``prepared`` (see
+``docs/protocol.md``).
+
 This touches private names of livekit-agents. :func:`missing_hooks` checks them first; on a
 version without them the host exits with :data:`EXIT_UNSUPPORTED` and one clear line.
 """
@@ -57,6 +65,11 @@ RAW_LOG_ENV = "LKEVAL_RAW_LOG"
 #: The agent's memory bound in MiB (lk-eval's ``--agent-memory``); see :func:`limit_memory`.
 MEMORY_ENV = "LKEVAL_AGENT_MEMORY_MIB"
 PR_SET_CHILD_SUBREAPER = 36
+# Which LiveKit Inference class the agent's calls run at: "low" (as LiveKit's text simulation
+# pins them) or "agent" (the class each model asks for, as in production).
+INFERENCE_CLASS_ENV = "LKEVAL_INFERENCE_CLASS"
+INFERENCE_CLASSES = ("low", "agent")
+PRIORITY_HEADER = "X-LiveKit-Inference-Priority"
 
 # (module, attribute path) the host relies on.
 HOOKS: tuple[tuple[str, str], ...] = (
@@ -119,6 +132,36 @@ def attach_dispatch(dispatch: str | Control) -> None:
     ProcPool.launch_job = launch_job  # type: ignore[method-assign]
 
 
+def set_inference_class(wanted: str) -> str:
+    """Make the job's LiveKit Inference calls run at ``wanted``; returns the class they run at.
+
+    ``low`` when this livekit-agents pins text simulations (``JobContext.inference_headers``,
+    1.6.10 and later) and ``wanted`` is ``low``; ``agent`` when it does not pin (older
+    versions) or ``wanted`` is ``agent``, in which case the pin is taken out of the job's headers
+    and each model's own ``inference_class`` (or none) goes out as configured.
+    """
+    from livekit.agents.job import JobContext
+
+    pinned = JobContext.__dict__.get("inference_headers")
+    if not isinstance(pinned, property) or pinned.fget is None:
+        return "agent"
+    if wanted != "agent":
+        return "low"
+    job_headers = pinned.fget
+
+    def inference_headers(self: Any) -> dict[str, str]:
+        headers: dict[str, str] = job_headers(self)
+        return {k: v for k, v in headers.items() if k.lower() != PRIORITY_HEADER.lower()}
+
+    JobContext.inference_headers = property(inference_headers, doc=pinned.__doc__)  # type: ignore[method-assign,assignment]
+    return "agent"
+
+
+def conditions_line(inference_class: str) -> bytes:
+    """What the host tells lk-eval before ``prepared``: the conditions of its measurements."""
+    return (json.dumps({"inference_class": inference_class}) + "\n").encode()
+
+
 class Control:
     """The host's end of the control channel: ``prepared`` out, ``go`` in, end of file = die.
 
@@ -136,7 +179,10 @@ class Control:
     def announce_prepared(self) -> None:
         """Tell lk-eval the agent is ready to start its session."""
         with contextlib.suppress(OSError):
-            self._sock.sendall(PREPARED)
+            self._sock.sendall(self.conditions + PREPARED)
+
+    #: :func:`conditions_line`, sent with ``prepared``.
+    conditions = b""
 
     def wait_go(self) -> str:
         """Block until lk-eval says go; returns the scenario's dispatch JSON."""
@@ -298,6 +344,9 @@ def run(agent_path: str, connect_addr: str, dispatch: str | Control) -> int:
     # Text mode before the console starts: keeps replies (and an on_enter greeting) in text
     # and stops voice agents from opening speech model connections.
     AgentsConsole.get_instance().console_mode = "text"
+    inference_class = set_inference_class(os.environ.get(INFERENCE_CLASS_ENV, "low"))
+    if isinstance(dispatch, Control):
+        dispatch.conditions = conditions_line(inference_class)
     attach_dispatch(dispatch)
     forget_host_dir()
     server = _discover_server(agent_path)

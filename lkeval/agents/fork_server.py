@@ -7,7 +7,7 @@ private names), so an agent venv without lk-eval runs it.
 
 Why: a cold agent spends ~2.5 CPU-s importing livekit-agents, its plugins, av, the native rtc
 library and the OpenAI SDK before it dials in. Forked from a parent that holds all of that, a
-child dials in after ~0.15 s and shares those pages copy-on-write (DESIGN.md §6).
+child dials in after ~0.15 s and shares those pages copy-on-write (docs/warm-starts.md).
 
 The parent keeps the rules learnt from breakages: one thread, no event loop, no logging setup
 (children would log each line twice), no rtc runtime (a started ``FfiClient`` kills every

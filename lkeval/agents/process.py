@@ -1,6 +1,6 @@
 """One agent process per scenario: prepare it, let it talk when its slot opens, stop it.
 
-The facts this module is built on (DESIGN.md §3): the console dials us; an entrypoint that
+The facts this module is built on (docs/protocol.md): the console dials us; an entrypoint that
 raises leaves the process alive and never connected, with ``"reason": "job crashed"`` in its
 log; an import error exits with rc 1; closing the socket does not stop the agent, SIGTERM does
 (in its own process group, SIGKILL after a grace period). So each phase races the process
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lkeval import defaults
 from lkeval.agents import agent_host
 from lkeval.agents.cold import ColdLauncher
 from lkeval.agents.interface import AgentProc, Launcher, LaunchError, SpawnRequest, StartMode
@@ -85,6 +86,8 @@ class AgentLaunch:
     memory_limit_mib: int = DEFAULT_AGENT_MEMORY_MIB
     #: Most log one agent may write before it is stopped (the published copy is cut there).
     log_limit_mib: int = DEFAULT_AGENT_LOG_MIB
+    #: ``--inference-class``: "low" (as LiveKit's text simulation pins it) or "agent".
+    inference_class: str = defaults.INFERENCE_CLASS
 
 
 # lk-eval's own credentials, which the agent under test has no use for: the CI token (it can
@@ -107,7 +110,22 @@ def agent_env(launch: AgentLaunch) -> dict[str, str]:
         for k, v in os.environ.items()
         if k not in WITHHELD_FROM_AGENT and not k.startswith("INPUT_")
     }
-    return {**inherited, **launch.env, "PYTHONUNBUFFERED": "1"}
+    return {
+        **inherited,
+        **launch.env,
+        agent_host.INFERENCE_CLASS_ENV: launch.inference_class,
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def _inference_class(received: bytes) -> str:
+    """The class the host announced before ``prepared`` ("" from a host that said nothing)."""
+    for line in received.splitlines():
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            value = json.loads(line).get("inference_class")
+            if value in agent_host.INFERENCE_CLASSES:
+                return str(value)
+    return ""
 
 
 class AgentProcess:
@@ -132,6 +150,9 @@ class AgentProcess:
         self._listener: SessionListener | None = None
         self._control: socket.socket | None = None
         self._went = False  # told to start its session
+        # The LiveKit Inference class the agent's calls run at, as its host said when prepared:
+        # "low" (pinned, as LiveKit's text simulation does) or "agent" (as each model asks).
+        self.inference_class = ""
         self._log_offset = 0
         self._stopped_for: str | None = None  # a memory or log bound it passed
 
@@ -244,6 +265,7 @@ class AgentProcess:
             if not chunk:  # the host closed it: it is exiting; the race reports how
                 await asyncio.Event().wait()
             received += chunk
+        self.inference_class = _inference_class(received)
 
     async def _race(self, phase: str, work: Awaitable[Any], timeout: float) -> Any:
         """``work``'s result, unless the process dies or ``timeout`` passes first."""

@@ -164,6 +164,15 @@ def _add_limits(group: argparse._ArgumentGroup) -> None:
         "fork server where supported: ~15x faster starts, ~9x less memory per agent)",
     )
     group.add_argument(
+        "--inference-class",
+        choices=defaults.INFERENCE_CLASSES,
+        default=RunOptions.inference_class,
+        help="LiveKit Inference class of the agent's own model calls: low (default: as "
+        "LiveKit's text simulations pin them since livekit-agents 1.6.10) or agent (the class "
+        "each model asks for, as in production); recorded with the results and named beside "
+        "every latency figure",
+    )
+    group.add_argument(
         "--shard",
         type=opt.shard,
         metavar="I/N",

@@ -8,7 +8,8 @@ import sys
 
 from lkeval.errors import ExitCode, UsageError
 from lkeval.publish.files import write_text
-from lkeval.results.model import RunResults, dump_results, load_results
+from lkeval.results.model import RunResults, load_results, run_inference_class
+from lkeval.results.results_json import dump_results
 from lkeval.text.commands import inert_line
 
 
@@ -85,6 +86,7 @@ def merge_results(parts: list[tuple[str, RunResults]], allow_partial: bool = Fal
         empty_shard=False,
         interrupted=any(m.interrupted for m in metas),
         missing_shards=tuple(missing),
+        inference_class=run_inference_class(scenarios),
     )
     return RunResults(metadata=merged, scenarios=tuple(scenarios))
 

@@ -98,6 +98,8 @@ class RunOptions:
     """MiB of log one agent may write before it is stopped; its published log is cut there."""
     """Stop booting when the first N scenarios fail alike on the agent's side (0: never)."""
     cold_start: bool = False
+    inference_class: str = defaults.INFERENCE_CLASS
+    """``--inference-class``: "low" (as LiveKit's text simulation pins it) or "agent"."""
     shard: tuple[int, int] | None = None
     tags: tuple[tuple[str, str], ...] = ()
     match: tuple[str, ...] = ()
@@ -320,6 +322,7 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         agent_memory=args.agent_memory,
         agent_log_limit=args.agent_log_limit,
         cold_start=args.cold_start,
+        inference_class=args.inference_class,
         shard=args.shard,
         tags=tuple(args.tag),
         match=tuple(args.match),

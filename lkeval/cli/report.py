@@ -29,9 +29,6 @@ from lkeval.results.sampling import recheck, run_cost_line
 from lkeval.text.commands import inert_line
 from lkeval.text.masking import mask, mask_results
 
-REPORT_NAMES = {"junit": "JUnit", "markdown": "Markdown"}
-"""How the ``reports:`` line names each file."""
-
 
 class BaselineError(ResultsFileError):
     """The baseline results file cannot be used (exit 2)."""
@@ -115,7 +112,7 @@ def finish(
     failures = write_all(files)
     # Where every report went, so nobody has to guess (results and logs: ``lkeval run``).
     failed = {f.path for f in failures}
-    written = [f"{REPORT_NAMES.get(n, n)} {p}" for n, p in options.files if p not in failed]
+    written = [f"{REPORTER_BY_NAME[n].label} {p}" for n, p in options.files if p not in failed]
     if ctx is not None:
         settings = StepSettings(
             comment=options.comment,

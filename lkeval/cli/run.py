@@ -30,7 +30,8 @@ from lkeval.publish.github.checkout import recorded_commit
 from lkeval.publish.github.context import read_context
 from lkeval.publish.github.fork import fork_error, not_run_reason, not_run_results
 from lkeval.publish.progress import make_progress
-from lkeval.results.model import RunResults, dump_results
+from lkeval.results.model import RunResults
+from lkeval.results.results_json import dump_results
 from lkeval.results.sampling import SequentialRule
 from lkeval.run.engine import EngineOptions, ProgressObserver
 from lkeval.run.suite import Collaborators, Plan, Suite, SuiteSettings
@@ -82,6 +83,7 @@ def suite_settings(options: RunOptions) -> SuiteSettings:
         python=options.python,
         env=options.env,
         cold_start=options.cold_start,
+        inference_class=options.inference_class,
         agent_memory=options.agent_memory,
         agent_log_limit=options.agent_log_limit,
         shard=options.shard,

@@ -75,6 +75,8 @@ class Reporter(ABC):
     name: ClassVar[str]
     #: What it writes, for the ``--<name> PATH`` flag's help ("JUnit XML").
     description: ClassVar[str]
+    #: How the ``reports:`` line at the end of a run names its file ("JUnit").
+    label: ClassVar[str]
 
     @abstractmethod
     def format(self, report: Report) -> str:

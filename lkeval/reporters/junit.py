@@ -77,6 +77,7 @@ class JUnitReporter(Reporter):
 
     name = "junit"
     description = "JUnit XML"
+    label = "JUnit"
 
     def __init__(self, root: str | None = None) -> None:
         self.root = root

@@ -74,6 +74,7 @@ class MarkdownReporter(Reporter):
 
     name = "markdown"
     description = "the Markdown report"
+    label = "Markdown"
 
     def format(self, report: Report) -> str:
         """The Markdown report, trimmed to its budget and masked."""

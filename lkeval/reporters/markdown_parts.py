@@ -19,7 +19,13 @@ from lkeval.errors import ExitCode
 from lkeval.reporters.interface import Report
 from lkeval.results.baseline import Comparison, MetricDelta, ScenarioChange
 from lkeval.results.gate import format_rate, tally
-from lkeval.results.metrics import format_ms, format_spread, scenario_metrics, suite_metrics
+from lkeval.results.metrics import (
+    format_ms,
+    format_spread,
+    latency_conditions,
+    scenario_metrics,
+    suite_metrics,
+)
 from lkeval.results.model import RunResults, ScenarioResult, Usage
 from lkeval.results.pricing import format_cost, total_cost
 from lkeval.results.wording import (
@@ -184,6 +190,8 @@ def metrics_lines(results: RunResults) -> list[str]:
         line = f"**Latency:** {format_spread(suite.latency)} over {count(suite.turns, 'turn')}"
         if suite.ttft is not None:
             line += f" · TTFT {format_spread(suite.ttft)}"
+        if conditions := latency_conditions(results.metadata):
+            line += f" ({text(conditions)})"
         lines.append(line)
     if suite.usage:
         usage = suite.usage

@@ -6,15 +6,25 @@ keep them honest. A budget that cannot be checked is a miss, not a pass: a ``ttf
 on an agent that reports no TTFT, or a cost budget when some model is unpriced (a partial sum
 would pass a run that may be over). And latency regressions follow the baseline diff's noise
 rule: a delta with too few turns or inside the run's own spread is shown but never flagged.
+A latency result measured with the agent's LiveKit Inference calls pinned to the low class (a
+text simulation, ``--inference-class low``) says so in its text, wherever it is shown.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
 from lkeval.results.baseline import Comparison, MetricDelta
-from lkeval.results.metrics import Metrics, format_ms, scenario_metrics, suite_metrics
+from lkeval.results.metrics import (
+    LOW_CLASS_NOTE,
+    Metrics,
+    format_ms,
+    measured_at_low_class,
+    scenario_metrics,
+    suite_metrics,
+)
 from lkeval.results.model import RunResults, ScenarioResult
 from lkeval.results.pricing import format_cost
 
@@ -42,11 +52,6 @@ class BudgetMiss:
     file: str = ""
     line: int = 0
 
-    @property
-    def regression(self) -> bool:
-        """A miss against the baseline (flagged or failing as ``--fail-on`` says)."""
-        return self.kind.endswith("_regression")
-
 
 def check_budgets(
     results: RunResults, comparison: Comparison | None, budgets: Budgets | None
@@ -66,7 +71,13 @@ def check_budgets(
             misses.append(_scenario_miss("latency", f"{scenario.label}: {text}", scenario))
     if comparison is not None:
         misses += _regressions(results, comparison, budgets)
+    if measured_at_low_class(results.metadata):
+        misses = [_noted(m) if m.kind.startswith("latency") else m for m in misses]
     return tuple(misses)
+
+
+def _noted(miss: BudgetMiss) -> BudgetMiss:
+    return dataclasses.replace(miss, text=f"{miss.text} ({LOW_CLASS_NOTE})")
 
 
 def _latency_misses(metrics: Metrics, budget: dict[str, float]) -> list[str]:

@@ -12,7 +12,14 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from lkeval.results.model import RunResults, ScenarioResult, TurnMetrics, Usage, sum_usage
+from lkeval.results.model import (
+    RunMetadata,
+    RunResults,
+    ScenarioResult,
+    TurnMetrics,
+    Usage,
+    sum_usage,
+)
 from lkeval.results.pricing import total_cost
 
 #: Below this many turns on either side, a latency delta is shown but never flagged.
@@ -21,7 +28,7 @@ MIN_TURNS = 5
 
 @dataclass(frozen=True)
 class Spread:
-    """p50 / p95 / max of one metric over ``n`` turns (milliseconds, or tokens/s for tps)."""
+    """p50 / p95 / max of one metric over ``n`` turns (milliseconds)."""
 
     p50: float
     p95: float
@@ -51,7 +58,6 @@ class Metrics:
     turns: int = 0
     latency: Spread | None = None  # lk-eval's wall time per turn (latency_ms)
     ttft: Spread | None = None  # the agent's llm_ttft_ms
-    tps: Spread | None = None  # the agent's llm_tps
     tools: Spread | None = None  # tool execution times
     usage: dict[str, Usage] = field(default_factory=dict)
     cost_usd: float | None = None
@@ -70,7 +76,6 @@ def summarize(turns: Sequence[TurnMetrics], usage: dict[str, Usage]) -> Metrics:
         turns=len(turns),
         latency=spread(t.latency_ms for t in turns),
         ttft=spread(t.llm_ttft_ms for t in turns),
-        tps=spread(t.llm_tps for t in turns),
         tools=spread(ms for t in turns for ms in t.tool_ms),
         usage=usage,
         cost_usd=cost,
@@ -87,6 +92,35 @@ def suite_metrics(results: RunResults) -> Metrics:
     """Latency pooled over every turn of the run; tokens and cost summed."""
     turns = [t for s in results.scenarios for t in turn_metrics(s)]
     return summarize(turns, sum_usage(s.usage for s in results.scenarios))
+
+
+#: Said with every latency budget result measured at the low class (``--inference-class``).
+LOW_CLASS_NOTE = "measured at LiveKit Inference's low class"
+
+
+def measured_at_low_class(metadata: RunMetadata) -> bool:
+    """Whether some of the run's LiveKit Inference calls were pinned to the low class."""
+    return metadata.inference_class in ("low", "mixed")
+
+
+def latency_conditions(metadata: RunMetadata) -> str:
+    """Under which conditions the run's latency was measured ("" when a results file predates
+    recording them): text mode, and the LiveKit Inference class of the agent's calls.
+
+    Since livekit-agents 1.6.10 a text simulation pins those calls to the low class, which
+    production does not use; ``--inference-class agent`` measures at the agent's own class.
+    """
+    parts = [f"{metadata.conversation_mode} mode"] if metadata.conversation_mode else []
+    if metadata.inference_class == "low":
+        parts.append(
+            "LiveKit Inference calls at the low class, as livekit-agents pins text simulations "
+            "(--inference-class agent measures the class the agent asks for)"
+        )
+    elif metadata.inference_class == "mixed":
+        parts.append("LiveKit Inference calls at the low class in some scenarios")
+    elif metadata.inference_class == "agent":
+        parts.append("LiveKit Inference calls at the class the agent asks for")
+    return "; ".join(parts)
 
 
 def format_ms(ms: float | None) -> str:

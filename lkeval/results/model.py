@@ -3,14 +3,13 @@
 A results file is the unit everything downstream reads: reporters render it, ``lkeval report``
 posts it, ``lkeval merge`` joins shards of it, and a later run compares against it as its
 baseline. So it carries a format version, and :func:`load_results` reads what
-:func:`dump_results` wrote, field by field, ignoring keys it does not know (a newer writer).
+:func:`lkeval.results.results_json.dump_results` wrote, field by field, ignoring keys it does
+not know (a newer writer, and the derived ``figures``).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
@@ -151,6 +150,10 @@ class Attempt:
     # Empty when no agent was started, and in results files older than these fields.
     start_mode: str = ""
     cold_start_reason: str = ""
+    # The LiveKit Inference class the agent's calls ran at, as its host reported: "low" (pinned,
+    # as LiveKit's text simulation does since livekit-agents 1.6.10) or "agent" (the class
+    # each model asks for: ``--inference-class agent``, or a livekit-agents that does not pin).
+    inference_class: str = ""
 
 
 def run_start_mode(scenarios: Any) -> str:
@@ -159,6 +162,14 @@ def run_start_mode(scenarios: Any) -> str:
     if len(modes) > 1:
         return "mixed"
     return modes.pop() if modes else ""
+
+
+def run_inference_class(scenarios: Any) -> str:
+    """The run's inference class from its attempts: "low", "agent", "mixed", or "" (unknown)."""
+    classes = {a.inference_class for s in scenarios for a in s.attempts if a.inference_class}
+    if len(classes) > 1:
+        return "mixed"
+    return classes.pop() if classes else ""
 
 
 @dataclass(frozen=True)
@@ -301,6 +312,11 @@ class RunMetadata:
     # The sequential test's parameters (lkeval.results.sampling.SequentialRule), so that
     # ``lkeval report`` recomputes every decision; empty when every scenario ran a fixed plan.
     sampling_rule: dict[str, float] = field(default_factory=dict)
+    # The conditions latency was measured under (docs/results.md): the conversation mode
+    # ("text": lk-eval plays text turns) and the LiveKit Inference class of the agent's calls
+    # (:func:`run_inference_class`); empty in older results files.
+    conversation_mode: str = ""
+    inference_class: str = ""
 
 
 @dataclass(frozen=True)
@@ -339,25 +355,6 @@ def results_to_dict(results: RunResults) -> dict[str, Any]:
     data = asdict(results)
     data = {"format_version": data.pop("format_version"), **data}
     return data
-
-
-def dump_results(results: RunResults) -> str:
-    """Serialise results as pretty JSON (stable key order, UTF-8 kept readable)."""
-    return json.dumps(results_to_dict(results), indent=2, ensure_ascii=False) + "\n"
-
-
-def write_results(results: RunResults, path: str | Path) -> None:
-    """Write the results file atomically, so an interrupted write never leaves half a file."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".json", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(dump_results(results))
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 #: A results file is read by privileged jobs (the fork-safe ``workflow_run`` recipe) from an

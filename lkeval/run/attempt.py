@@ -66,6 +66,11 @@ class RunSettings:
     prices: PriceTable = field(default_factory=PriceTable)
 
 
+#: How lk-eval plays a conversation: text turns (the dispatch's mode, the console's text mode).
+#: Recorded with the results, since latency measured in text mode is not a voice agent's.
+CONVERSATION_MODE = "text"
+
+
 def dispatch_json(scenario: Scenario, run_id: str, job_id: str) -> str:
     """The protojson ``SimulationDispatch`` LiveKit's simulator would attach to the job.
 
@@ -401,6 +406,7 @@ class ScenarioAttempt:
             usage=dict(p.usage),
             start_mode=agent.started.mode if agent.started else "",
             cold_start_reason=agent.started.why if agent.started else "",
+            inference_class=agent.inference_class,
         )
 
 

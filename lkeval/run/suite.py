@@ -42,10 +42,11 @@ from lkeval.results.model import (
     RunMetadata,
     RunResults,
     ScenarioResult,
+    run_inference_class,
     run_start_mode,
 )
 from lkeval.results.pricing import PriceTable
-from lkeval.run.attempt import RunSettings
+from lkeval.run.attempt import CONVERSATION_MODE, RunSettings
 from lkeval.run.collaborators import RunEvaluator
 from lkeval.run.engine import (
     AttemptRunner,
@@ -83,6 +84,8 @@ class SuiteSettings:
     python: str = sys.executable
     env: tuple[tuple[str, str], ...] = ()
     cold_start: bool = False
+    inference_class: str = defaults.INFERENCE_CLASS
+    """``--inference-class``: the LiveKit Inference class of the agent's own calls."""
     agent_memory: int = defaults.AGENT_MEMORY_MIB
     """MiB of resident memory one agent may use (0: no bound)."""
     agent_log_limit: int = defaults.AGENT_LOG_MIB
@@ -319,6 +322,7 @@ class Suite:
             env=dict(settings.env),
             memory_limit_mib=settings.agent_memory,
             log_limit_mib=settings.agent_log_limit,
+            inference_class=settings.inference_class,
         )
         # Agents (and the fork server) write their raw logs here (private, 0700), never into
         # the results dir: logs/ only gets masked copies. A SIGKILL of lk-eval leaves it behind.
@@ -408,6 +412,8 @@ class Suite:
             interrupted=stopped_by is not None,
             argv=redact_argv(list(settings.argv)),
             start_mode=run_start_mode(scenario_results),
+            conversation_mode=CONVERSATION_MODE,
+            inference_class=run_inference_class(scenario_results),
             sampling_rule=self._rule_record(scenario_results),
         )
 

@@ -2,7 +2,8 @@
 
 Rules (:mod:`lkeval.testing.llm_rules`) say what the model answers; quirks say how the server
 around it behaves, the same for every request. They come from the ``server:`` mapping of a rules
-file or ``LLMServer(quirks=...)``. Each reproduces something seen on a real server (DESIGN.md §7):
+file or ``LLMServer(quirks=...)``. Each reproduces something seen on a real server
+(docs/testing.md):
 
 - ``named_tool_choice: ignore`` — llama.cpp's ``llama-server`` ignores a ``tool_choice`` given as
   ``{"type": "function", "function": {"name": ...}}``: it logs "Wrong type supplied for parameter

@@ -31,7 +31,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -55,6 +55,8 @@ class RecordedRequest:
     path: str
     authorization: str | None
     body: dict[str, Any]
+    #: Every request header, names lower-cased (e.g. ``x-livekit-inference-priority``).
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -114,7 +116,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             self._send_json(400, wire.error_body(400, "request body must be a JSON object"))
             return
-        owner._record(RecordedRequest(self.path, self.headers.get("Authorization"), body))
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        owner._record(RecordedRequest(self.path, self.headers.get("Authorization"), body, headers))
         seen, warning = owner.quirks.effective_request(body)
         if warning:
             owner._warn(warning)

@@ -2,7 +2,7 @@
 
 The false-pass matrix (tests/test_false_pass.py) plays every way in ONE ``lkeval run``, so the
 modes are chosen per scenario from userdata rather than from the environment. Each mode is a
-behaviour seen in real LiveKit agents (DESIGN.md §3, §7):
+behaviour seen in real LiveKit agents (docs/protocol.md; docs/testing.md, "What real agents do"):
 
 - ``healthy`` (or no userdata): greets, then echoes the caller ("You said: ...").
 - ``dead_llm_close``: its LLM is unreachable (``userdata.llm_url``, default a closed port);

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from lkeval.publish.budget_flags import budget_annotations, metric_outputs
 from lkeval.publish.github.api import GitHubApi, GitHubError
+from lkeval.publish.github.budgets import budget_annotations, metric_outputs
 from lkeval.publish.github.comments import (
     MAX_COMMENT_CHARS,
     CommentMode,

@@ -1,4 +1,5 @@
-"""A front-desk agent in the style of LiveKit's published examples (DESIGN.md §7).
+"""A front-desk agent in the style of LiveKit's published examples (docs/testing.md, "What real
+agents do").
 
 What makes it realistic, and which env knob (all optional) turns each part on:
 
@@ -19,6 +20,8 @@ What makes it realistic, and which env knob (all optional) turns each part on:
   much silence following its last message it says "Are you still there?".
 - ``FRONTDESK_SHUTDOWN_PHRASE`` (default "please hang up"): a caller message containing it makes
   the agent call ``ctx.shutdown()`` in the middle of the conversation.
+- ``FRONTDESK_INFERENCE_CLASS`` (unset = none): the LLM's ``inference_class`` (e.g.
+  ``priority``), which LiveKit Inference receives as ``X-LiveKit-Inference-Priority``.
 - ``FRONTDESK_SESSION_JUDGES`` (a number, unset = off): ``on_session_end`` runs a LiveKit
   ``JudgeGroup`` with that many judges at shutdown, each one LLM call in the SIGTERM grace.
 """
@@ -39,6 +42,7 @@ from livekit.agents import (
     RunContext,
     SimulationContext,
     function_tool,
+    inference,
 )
 from livekit.agents.evals import (
     JudgeGroup,
@@ -69,6 +73,12 @@ JUDGES = (
 def _seconds(name: str) -> float | None:
     value = os.environ.get(name, "")
     return float(value) if value else None
+
+
+def _llm() -> str | inference.LLM:
+    """The model string, or an Inference LLM asking for ``FRONTDESK_INFERENCE_CLASS``."""
+    wanted = os.environ.get("FRONTDESK_INFERENCE_CLASS", "")
+    return inference.LLM(LLM_MODEL, inference_class=wanted) if wanted else LLM_MODEL  # type: ignore[arg-type]
 
 
 class FrontDesk(Agent):
@@ -124,7 +134,7 @@ async def entrypoint(ctx: JobContext) -> None:
     open_book(call.db_path).close()
     session: AgentSession[CallContext] = AgentSession(
         userdata=call,
-        llm=LLM_MODEL,
+        llm=_llm(),
         stt="deepgram/nova-3",
         tts="cartesia/sonic-2",
         user_away_timeout=_seconds("FRONTDESK_AWAY_TIMEOUT") or 15.0,

@@ -1,7 +1,6 @@
-"""Budgets and metrics at the edges: Action outputs and annotations.
-
-(The budget flags themselves are parsed in :mod:`lkeval.cli.options`, so a typo is one usage
-line naming the flag, exit 2, never a budget silently read as "no budget".)
+"""Budgets and metrics in a GitHub step: an annotation per budget miss, the headline figures
+as Action outputs. (:mod:`lkeval.results.budgets` decides the misses; the budget flags are parsed
+in :mod:`lkeval.cli.options`.)
 """
 
 from __future__ import annotations
