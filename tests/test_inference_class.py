@@ -54,7 +54,8 @@ def _run(tmp_path: Path, llm: LLMServer, name: str, *flags: str) -> tuple[dict, 
         FRONTDESK_INFERENCE_CLASS="priority",  # what the agent's model asks for
     )
     argv = [*run_argv(FRONTDESK, scenarios, out / "results.json"), "--no-github"]
-    argv += ["--markdown", str(out / "report.md"), "--max-latency", "p50=1ms", *flags]
+    argv += ["--markdown", str(out / "report.md"), "--junit", str(out / "junit.xml")]
+    argv += ["--max-latency", "p50=1ms", *flags]
     proc = run_lkeval(argv, env, cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the 1 ms budget is always missed
     markdown = (out / "report.md").read_text(encoding="utf-8")
@@ -78,6 +79,8 @@ def test_the_flag_decides_the_class_the_agents_calls_are_sent_at(
     assert "LiveKit Inference calls at the low class" in markdown
     assert LOW_CLASS_NOTE in stdout  # the budget miss says where it was measured
     assert LOW_CLASS_NOTE in markdown
+    junit = (tmp_path / "low" / "junit.xml").read_text(encoding="utf-8")
+    assert '<property name="lkeval.inference_class" value="low"' in junit
 
     sent_before = len(inference.requests)
     results, markdown, stdout = _run(

@@ -158,3 +158,21 @@ def test_results_json_carries_the_figures_the_reports_show() -> None:
     # Derived data: a hand-edited figure is ignored on loading (reports recompute from turns).
     first["figures"]["latency_ms"]["p95"] = 1.0
     assert results_from_dict(raw) == results
+
+
+def test_a_baseline_measured_at_another_inference_class_is_named() -> None:
+    from dataclasses import replace
+
+    from report_fixtures import results_of, scenario
+
+    from lkeval.results.baseline import compare
+    from lkeval.results.model import RunResults
+
+    def at(inference_class: str) -> RunResults:
+        results = results_of(scenario("a"))
+        return replace(results, metadata=replace(results.metadata, inference_class=inference_class))
+
+    (change,) = compare(at("agent"), at("low")).model_changes
+    assert change.startswith("LiveKit Inference class changed since the baseline: low → agent")
+    assert compare(at("low"), at("low")).model_changes == ()
+    assert compare(at("low"), at("")).model_changes == ()  # an older baseline recorded none

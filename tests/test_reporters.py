@@ -184,6 +184,16 @@ def test_junit_validates_against_xsd(schema: xmlschema.XMLSchema) -> None:
     schema.validate(JUnitReporter().format(make_report()))
 
 
+def test_junit_suites_carry_the_latency_conditions(schema: xmlschema.XMLSchema) -> None:
+    results = run_results()
+    meta = replace(results.metadata, conversation_mode="text", inference_class="low")
+    xml = JUnitReporter().format(make_report(replace(results, metadata=meta)))
+    schema.validate(xml)
+    assert xml.count('<property name="lkeval.inference_class" value="low" />') == xml.count(
+        "<testsuite "
+    )
+
+
 def test_junit_survives_hostile_text(schema: xmlschema.XMLSchema) -> None:
     nasty = 'bell\x07 nul\x00 esc\x1b[31m red ]]> <tag> & "q" \ud800 end'
     s = scenario(

@@ -89,7 +89,7 @@ class JUnitReporter(Reporter):
         root = ET.Element("testsuites", {"name": xml_text(report.title)})
         totals = {"tests": 0, "failures": 0, "errors": 0}
         total_time = 0.0
-        properties = _run_properties(results)
+        properties = {**_run_properties(results), **_conditions(results)}
         for name, scenarios in _groups(results):
             suite = TestSuite(
                 xml_text(name),
@@ -124,6 +124,16 @@ def _run_properties(results: RunResults) -> dict[str, str]:
     if check is None or not check.warning:
         return {}
     return {"lkeval.judge-check": xml_text(" ".join(check.warning.split()))}
+
+
+def _conditions(results: RunResults) -> dict[str, str]:
+    """Under which conditions latency was measured, as suite properties (when recorded)."""
+    meta = results.metadata
+    recorded = {
+        "lkeval.conversation_mode": meta.conversation_mode,
+        "lkeval.inference_class": meta.inference_class,
+    }
+    return {name: xml_text(value) for name, value in recorded.items() if value}
 
 
 def _groups(results: RunResults) -> Iterable[tuple[str, list[ScenarioResult]]]:

@@ -179,7 +179,8 @@ def compare(current: RunResults, baseline: RunResults) -> Comparison:
         cost=cost_delta(now_suite, before_suite),
         cost_unpriced=bool(now_suite.unpriced or before_suite.unpriced),
         baseline_verdicts=sum(1 for s in baseline.scenarios if s.status in ("passed", "failed")),
-        model_changes=_model_changes(current, baseline),
+        model_changes=_model_changes(current, baseline)
+        + _inference_class_change(current, baseline),
     )
 
 
@@ -234,6 +235,18 @@ def _hostname(host: str) -> str:
         return (urlsplit(f"//{host}").hostname or host).lower()
     except ValueError:
         return host.lower()
+
+
+def _inference_class_change(current: RunResults, baseline: RunResults) -> tuple[str, ...]:
+    """The LiveKit Inference class the agent's calls ran at, when it differs from the
+    baseline's (both must be recorded): its latency deltas then compare two conditions."""
+    was, now = baseline.metadata.inference_class, current.metadata.inference_class
+    if not was or not now or was == now:
+        return ()
+    return (
+        f"LiveKit Inference class changed since the baseline: {was} → {now} "
+        "(latency deltas compare different conditions)",
+    )
 
 
 def _classify(current: Status, baseline: Status | None) -> ChangeKind:
