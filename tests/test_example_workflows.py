@@ -12,6 +12,7 @@ import pytest
 import yaml
 from action_runner import container_step
 from conftest import clean_env
+from report_fixtures import write_results
 from test_action import ep
 
 from lkeval.cli import build_parser
@@ -22,7 +23,6 @@ from lkeval.results.model import (
     RunResults,
     ScenarioResult,
     load_results,
-    write_results,
 )
 
 ROOT = Path(__file__).resolve().parent.parent

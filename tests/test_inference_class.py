@@ -19,8 +19,6 @@ from livekit.agents.job import JobContext
 from lkeval.results.metrics import LOW_CLASS_NOTE
 from lkeval.testing.llm_server import LLMServer
 
-pytestmark = pytest.mark.e2e
-
 FRONTDESK = TEST_AGENTS / "frontdesk" / "agent.py"
 PINS = isinstance(JobContext.__dict__.get("inference_headers"), property)  # livekit-agents>=1.6.10
 PRIORITY = "x-livekit-inference-priority"
@@ -67,6 +65,16 @@ def _sent(llm: LLMServer) -> set[str | None]:
     return {r.headers.get(PRIORITY) for r in llm.requests}
 
 
+def test_the_host_and_the_command_line_know_the_same_classes() -> None:
+    # The host runs by path in the agent's interpreter and imports nothing from lk-eval.
+    from lkeval import defaults
+    from lkeval.agents import agent_host
+
+    assert agent_host.INFERENCE_CLASSES == defaults.INFERENCE_CLASSES
+    assert defaults.INFERENCE_CLASS in defaults.INFERENCE_CLASSES
+
+
+@pytest.mark.e2e
 @pytest.mark.skipif(not PINS, reason="this livekit-agents does not pin text simulations")
 def test_the_flag_decides_the_class_the_agents_calls_are_sent_at(
     tmp_path: Path, inference: LLMServer
