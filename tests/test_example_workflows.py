@@ -22,6 +22,7 @@ from lkeval.results.model import (
     RunMetadata,
     RunResults,
     ScenarioResult,
+    SuiteFingerprint,
     load_results,
 )
 
@@ -149,6 +150,7 @@ def shard_results(tmp: Path, present: tuple[int, ...], total: int = 4) -> None:
             finished_at="2026-11-25T10:00:01+00:00",
             duration_seconds=1.0,
             shard=f"{i}/{total}",
+            suite=SuiteFingerprint({f"s{k}": f"digest {k}" for k in range(1, total + 1)}),
         )
         write_results(
             RunResults(metadata, (scenario_result,)),

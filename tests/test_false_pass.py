@@ -12,6 +12,7 @@ scripted expectations ask for exactly that silence), so the run can tell a pass 
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import os
@@ -29,7 +30,17 @@ import yaml
 from conftest import TEST_AGENTS, clean_env, read_json, run_argv, run_lkeval
 from report_fixtures import write_results
 
-from lkeval.results.model import Attempt, RunMetadata, RunResults, ScenarioResult
+from lkeval.results.consistency import status_problem
+from lkeval.results.model import (
+    Attempt,
+    LLMInUse,
+    RunMetadata,
+    RunResults,
+    ScenarioResult,
+    SuiteFingerprint,
+    Verdict,
+)
+from lkeval.results.sampling import SequentialRule, describe, observe
 from lkeval.testing.llm_server import LLMServer
 
 pytestmark = pytest.mark.e2e
@@ -390,7 +401,12 @@ def test_the_brake_fails_the_gate_when_the_errors_that_tripped_it_are_quarantine
     ) in gate
 
 
-def _shard(tmp_path: Path, shard: str, results: list[ScenarioResult]) -> Path:
+SUITE = SuiteFingerprint(scenarios={"a": "d-a", "b": "d-b", "c": "d-c"}, options={})
+
+
+def _shard(
+    tmp_path: Path, shard: str, results: list[ScenarioResult], tag: str = "", **meta_fields: Any
+) -> Path:
     meta = RunMetadata(
         lkeval_version="0",
         livekit_agents_version="1.8.9",
@@ -398,8 +414,11 @@ def _shard(tmp_path: Path, shard: str, results: list[ScenarioResult]) -> Path:
         scenario_files=("s.yaml",),
         started_at="2026-11-25T08:00:00+00:00",
         shard=shard,
+        git_sha="abc123",
+        suite=SUITE,
     )
-    path = tmp_path / f"shard-{shard.replace('/', 'of')}.json"
+    meta = dataclasses.replace(meta, **meta_fields)
+    path = tmp_path / f"shard-{shard.replace('/', 'of')}{tag}.json"
     write_results(RunResults(meta, tuple(results)), path)
     return path
 
@@ -553,7 +572,7 @@ def test_regression_against_a_baseline_in_which_nothing_ran_is_not_blind(tmp_pat
     """Issue 18 item 8: every baseline scenario errored, so nothing could regress: the gate
     acts as --fail-on any and says why, instead of passing a failing run."""
     broke = ScenarioResult("a", "A", "G", "Group", "s.yaml", 3, "error", "agent died")
-    failing = ScenarioResult("a", "A", "G", "Group", "s.yaml", 3, "failed", "wrong room")
+    failing = _scenario("failed", (Attempt("failed", "wrong room"),), reason="wrong room")
     base, now = _shard(tmp_path, "1/2", [broke]), _shard(tmp_path, "2/2", [failing])
     argv = ["report", "--results", str(now), "--baseline", str(base), "--fail-on", "regression"]
     proc = run_lkeval(argv, clean_env(), timeout=60)
@@ -561,15 +580,212 @@ def test_regression_against_a_baseline_in_which_nothing_ran_is_not_blind(tmp_pat
     assert "--fail-on regression acts as --fail-on any" in proc.stdout.splitlines()[-1]
 
 
-def test_report_refuses_a_hand_edited_pass(tmp_path: Path) -> None:
-    """Issue 18 item 9: a `status` edited to passed over failing attempts is exit 2."""
-    edited = ScenarioResult(
-        "a", "A", "G", "Group", "s.yaml", 3, "passed", attempts=(Attempt("failed", "wrong"),)
+def _passed(sid: str, line: int) -> ScenarioResult:
+    return ScenarioResult(
+        sid, sid.upper(), "G", "Group", "s.yaml", line, "passed", attempts=(Attempt("passed"),)
     )
-    path = _shard(tmp_path, "1/1", [edited])
+
+
+def _merge(*parts: Path) -> subprocess.CompletedProcess[str]:
+    out = parts[0].parent / "merged.json"
+    return run_lkeval(["merge", *map(str, parts), "-o", str(out)], clean_env(), timeout=60)
+
+
+def test_shards_of_different_runs_do_not_merge(tmp_path: Path) -> None:
+    """Issue 18 item 3: shard 1/2 of one suite plus shard 2/2 of another (or of another
+    commit, lk-eval, options, judge) is exit 2 naming what differs; never a merged pass."""
+    one = _shard(tmp_path, "1/2", [_passed("a", 3), _passed("c", 9)])
+    cases = [
+        (
+            {"suite": SuiteFingerprint({"a": "d-a", "b": "other", "c": "d-c"}, {})},
+            "shard 2/2 ({two}) ran another suite than shard 1/2 ({one}): scenario 'b' differs",
+        ),
+        (
+            {"suite": SuiteFingerprint({"a": "d-a", "b": "d-b", "c": "d-c", "x": "d"}, {})},
+            "shard 2/2 ({two}) ran another suite than shard 1/2 ({one}): scenario 'x' is not in "
+            "the other's suite",
+        ),
+        (
+            {"git_sha": "def456"},
+            "shards ran different commits abc123 → def456 (shard 1/2 ({one}), shard 2/2 ({two}))",
+        ),
+        ({"lkeval_version": "9"}, "shards ran different lk-eval versions 0 → 9"),
+        (
+            {"suite": dataclasses.replace(SUITE, options={"--maybe-is-pass": "true"})},
+            "shard 2/2 ({two}) ran with other options than shard 1/2 ({one}): --maybe-is-pass "
+            "(not recorded) → true",
+        ),
+        (
+            {"llms": (LLMInUse("judge", "tiny-judge", "127.0.0.1:9"),)},
+            "",  # the first names no judge (an empty shard starts none): nothing to compare
+        ),
+    ]
+    for k, (fields, said) in enumerate(cases):
+        two = _shard(tmp_path, "2/2", [_passed("b", 6)], tag=str(k), **fields)
+        proc = _merge(one, two)
+        if not said:
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            continue
+        assert proc.returncode == 2, (fields, proc.stdout + proc.stderr)
+        (line,) = proc.stderr.strip().splitlines()
+        assert line.startswith("lk-eval: refusing to merge: "), line
+        assert said.format(one=one, two=two) in line, (said, line)
+    judged = _shard(
+        tmp_path,
+        "1/2",
+        [_passed("a", 3), _passed("c", 9)],
+        tag="j",
+        llms=(LLMInUse("judge", "big-judge", "127.0.0.1:1"),),
+    )
+    other = _shard(
+        tmp_path,
+        "2/2",
+        [_passed("b", 6)],
+        tag="j",
+        llms=(LLMInUse("judge", "tiny-judge", "127.0.0.1:2"),),
+    )
+    proc = _merge(judged, other)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "ran another judge model than shard 1/2" in proc.stderr
+    assert "big-judge → tiny-judge" in proc.stderr
+
+
+def test_a_results_file_without_a_fingerprint_is_not_merged(tmp_path: Path) -> None:
+    """Issue 18 item 3: a file an older lk-eval wrote says nothing of its suite: refused."""
+    one = _shard(tmp_path, "1/2", [_passed("a", 3), _passed("c", 9)])
+    old = _shard(tmp_path, "2/2", [_passed("b", 6)], suite=None, lkeval_version="0.9.0")
+    proc = _merge(one, old)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"lk-eval: refusing to merge: {old} has no suite fingerprint (written by lk-eval "
+        "0.9.0, before merge checked what shards ran): re-run every shard with this lk-eval, "
+        "or `lkeval report` each file on its own"
+    ]
+    assert not (tmp_path / "merged.json").exists()
+
+
+def test_a_scenario_of_the_suite_in_no_file_is_not_merged(tmp_path: Path) -> None:
+    """Two files that together lack one of the suite's scenarios: refused."""
+    one = _shard(tmp_path, "1/1", [_passed("a", 3)], tag="x")
+    two = _shard(tmp_path, "1/1", [_passed("c", 9)], tag="y")
+    proc = _merge(one, two)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "lk-eval: refusing to merge: scenario 'b' of the suite is in none of the files; pass "
+        "every shard's results file"
+    ]
+
+
+def test_real_shards_carry_the_suite_fingerprint(tmp_path: Path) -> None:
+    """Two empty shards of the same file agree; after one scenario's text changes, merge
+    names it (the digests come from a real run, across processes)."""
+    path = tmp_path / "scenarios.yaml"
+    suite = {"scenarios": [bare("only", "silent"), bare("second", "silent")]}
+    path.write_text(yaml.safe_dump(suite))
+    files = []
+    for k in range(3):
+        if k == 2:
+            suite["scenarios"][1]["instructions"] = "something else"
+            path.write_text(yaml.safe_dump(suite))
+        results = tmp_path / f"run{k}" / "r.json"
+        proc = run_lkeval(
+            [*run_argv(BROKEN, path, results), "--shard", "3/3"], clean_env(), timeout=60
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        files.append(results)
+    meta = read_json(files[0])["metadata"]
+    assert meta["empty_shard"] is True
+    assert sorted(meta["suite"]["scenarios"]) == ["only", "second"]  # the whole suite
+    assert meta["suite"]["options"]["--repeat"] == "1"
+    assert read_json(files[1])["metadata"]["suite"] == meta["suite"]
+    second = read_json(files[2])["metadata"]["suite"]["scenarios"]
+    (changed,) = [sid for sid, d in second.items() if meta["suite"]["scenarios"][sid] != d]
+    proc = _merge(files[0], files[2])
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"ran another suite than shard 3/3 ({files[0]}): scenario {changed!r} differs" in (
+        proc.stderr
+    )
+
+
+def _judged(votes: str) -> tuple[Attempt, ...]:
+    """Attempts with one judge vote each ("p" pass, "f" fail)."""
+    return tuple(
+        Attempt(
+            "passed" if v == "p" else "failed",
+            verdicts=(Verdict("judge", "pass" if v == "p" else "fail"),),
+        )
+        for v in votes
+    )
+
+
+def _scenario(status: str, attempts: tuple[Attempt, ...] = (), **more: Any) -> ScenarioResult:
+    return ScenarioResult("a", "A", "G", "Group", "s.yaml", 3, status, attempts=attempts, **more)  # type: ignore[arg-type]
+
+
+def _sequential(votes: str) -> dict[str, Any]:
+    attempts = _judged(votes)
+    seen = [o for a in attempts if (o := observe(a)) is not None]
+    return {"attempts": attempts, "sampling": describe(SequentialRule(), seen)}
+
+
+P, F, E = Attempt("passed"), Attempt("failed", "wrong"), Attempt("error", "boom")
+
+
+@pytest.mark.parametrize(
+    ("status", "more", "gives"),
+    [
+        ("passed", {"attempts": (P,)}, ""),
+        (
+            "passed",
+            {"attempts": (P, F), "min_pass": 2},
+            "failed (1 of 2 attempt(s) passed, it needs 2)",
+        ),
+        (
+            "failed",
+            {"attempts": (P, P), "min_pass": 2},
+            "passed (2 of 2 attempt(s) passed, it needs 2)",
+        ),
+        ("failed", {"attempts": (E,)}, "error (0 of 1 attempt(s) passed, it needs 1)"),
+        ("skipped", {"attempts": (F,)}, "failed (0 of 1"),
+        ("passed", {"attempts": (F,), "quarantined": True}, "failed (0 of 1"),
+        ("error", {"attempts": (P,), "reason": "interrupted: 1/3 attempt(s) finished"}, ""),
+        ("passed", {"attempts": (P,), "reason": "interrupted: 1/3 attempt(s) finished"}, "error"),
+        ("passed", _sequential("ppp"), ""),
+        (
+            "failed",
+            _sequential("ppp"),
+            "passed (3 of 3 attempt(s) passed, decided by the sequential",
+        ),
+        ("passed", _sequential("p"), "error (1 of 1 attempt(s) passed, decided by the sequential"),
+        ("failed", _sequential("fffff"), ""),
+        ("skipped", {"reason": "not selected"}, ""),
+        ("error", {"reason": "the fork's PR has no secrets"}, ""),
+        ("passed", {}, "skipped or error (0 of 0"),
+    ],
+)
+def test_report_recomputes_every_status_from_its_attempts(
+    status: str, more: dict[str, Any], gives: str
+) -> None:
+    """Issue 18 item 9: a recorded status that its attempts do not give, in either direction
+    and in every mode (fixed, sequential, quarantined, interrupted, not run), is refused."""
+    meta = RunMetadata("0", None, "agent.py", ("s.yaml",), "now")
+    problem = status_problem(RunResults(meta, (_scenario(status, **more),)))
+    if not gives:
+        assert problem == ""
+        return
+    assert problem.startswith(f"scenario A is recorded {status}, but its attempts give {gives}")
+    assert problem.endswith("the status disagrees with the attempts; refusing to gate this file")
+
+
+@pytest.mark.parametrize("status", ["passed", "skipped"])
+def test_report_refuses_a_hand_edited_status(tmp_path: Path, status: str) -> None:
+    """Issue 18 item 9 through the real command, both directions (a pass edited in, a failure
+    edited away): exit 2 naming the file and scenario."""
+    path = _shard(tmp_path, "1/1", [_scenario(status, (F,))])
     proc = run_lkeval(["report", "--results", str(path)], clean_env(), timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.splitlines()[0] == (
-        f"lk-eval: {path}: scenario A is recorded passed, but 0 of its 1 attempt(s) passed "
-        "(it needs 1): the status disagrees with the attempts; refusing to gate this file"
+        f"lk-eval: {path}: scenario A is recorded {status}, but its attempts give failed (0 of 1 "
+        "attempt(s) passed, it needs 1): the status disagrees with the attempts; refusing to "
+        "gate this file"
     )

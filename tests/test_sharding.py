@@ -18,7 +18,14 @@ from report_fixtures import write_results as write
 
 from lkeval.cli.merge import merge_results, missing_shards
 from lkeval.errors import UsageError
-from lkeval.results.model import Attempt, RunMetadata, RunResults, ScenarioResult, load_results
+from lkeval.results.fingerprint import suite_fingerprint
+from lkeval.results.model import (
+    Attempt,
+    RunMetadata,
+    RunResults,
+    ScenarioResult,
+    load_results,
+)
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.scenarios.model import Scenario
 from lkeval.scenarios.selection import parse_shard, select_shard
@@ -106,7 +113,11 @@ def _result(s: Scenario, k: int) -> ScenarioResult:
     )
 
 
-def _metadata(shard: str | None, started: str, duration: float) -> RunMetadata:
+def _metadata(
+    shard: str | None, started: str, duration: float, scenarios: list[Scenario]
+) -> RunMetadata:
+    """Every shard carries the whole suite's fingerprint (merge refuses files without one)."""
+    suite = suite_fingerprint(scenarios, [("--repeat", "1")])
     return RunMetadata(
         lkeval_version="0",
         livekit_agents_version="1.8.9",
@@ -116,6 +127,7 @@ def _metadata(shard: str | None, started: str, duration: float) -> RunMetadata:
         finished_at=started,
         duration_seconds=duration,
         shard=shard,
+        suite=suite,
     )
 
 
@@ -124,13 +136,14 @@ def test_merged_shards_equal_the_unsharded_results(
 ) -> None:
     by_id = {s.id: _result(s, k) for k, s in enumerate(scenarios)}
     unsharded = RunResults(
-        _metadata(None, "2024-05-01T10:00:00+00:00", 60.0), tuple(by_id[s.id] for s in scenarios)
+        _metadata(None, "2024-05-01T10:00:00+00:00", 60.0, scenarios),
+        tuple(by_id[s.id] for s in scenarios),
     )
     parts = []
     for i in range(1, 5):
         mine = select_shard(scenarios, i, 4)
         shard = RunResults(
-            _metadata(f"{i}/4", f"2024-05-01T10:00:0{i}+00:00", 10.0 + i),
+            _metadata(f"{i}/4", f"2024-05-01T10:00:0{i}+00:00", 10.0 + i, scenarios),
             tuple(by_id[s.id] for s in mine),
         )
         path = tmp_path / f"shard-{i}" / "results.json"
@@ -158,11 +171,11 @@ def test_merging_overlapping_shards_is_a_clear_error(
     by_id = {s.id: _result(s, k) for k, s in enumerate(scenarios)}
     # shards of a 2-way and a 3-way split overlap: someone mixed matrix sizes
     a = RunResults(
-        _metadata("1/2", "2024-05-01T10:00:00+00:00", 1.0),
+        _metadata("1/2", "2024-05-01T10:00:00+00:00", 1.0, scenarios),
         tuple(by_id[s.id] for s in select_shard(scenarios, 1, 2)),
     )
     b = RunResults(
-        _metadata("1/3", "2024-05-01T10:00:00+00:00", 1.0),
+        _metadata("1/3", "2024-05-01T10:00:00+00:00", 1.0, scenarios),
         tuple(by_id[s.id] for s in select_shard(scenarios, 1, 3)),
     )
     with pytest.raises(UsageError, match=r"is in both a\.json and b\.json.*--shard N"):
@@ -197,7 +210,7 @@ def test_shards_of_different_splits_or_a_missing_one_are_named(
     def shard(i: int, n: int) -> RunResults:
         mine = select_shard(scenarios, i, n)
         return RunResults(
-            _metadata(f"{i}/{n}", "2024-05-01T10:00:00+00:00", 1.0),
+            _metadata(f"{i}/{n}", "2024-05-01T10:00:00+00:00", 1.0, scenarios),
             tuple(by_id[s.id] for s in mine),
         )
 

@@ -8,6 +8,7 @@ import sys
 
 from lkeval.errors import ExitCode, UsageError
 from lkeval.publish.files import write_text
+from lkeval.results.fingerprint import merge_problem, uncovered
 from lkeval.results.model import RunResults, load_results, run_inference_class
 from lkeval.results.results_json import dump_results
 from lkeval.text.commands import inert_line
@@ -52,9 +53,14 @@ def missing_shards(parts: list[tuple[str, RunResults]]) -> list[str]:
 def merge_results(parts: list[tuple[str, RunResults]], allow_partial: bool = False) -> RunResults:
     """One run from several shards: every scenario once, in file and line order.
 
-    A missing shard is refused (a gate on part of the suite passes what never ran) unless
-    ``allow_partial``; then the merged metadata names the missing shards.
+    Files that are not parts of one run (another suite, lk-eval, commit or verdict options:
+    :func:`~lkeval.results.fingerprint.merge_problem`) are refused. A missing shard is refused
+    (a gate on part of the suite passes what never ran) unless ``allow_partial``; then the
+    merged metadata names the missing shards.
     """
+    problem = merge_problem([(source, r.metadata) for source, r in parts])
+    if problem:
+        raise UsageError(f"refusing to merge: {problem}")
     seen: dict[str, str] = {}
     scenarios = []
     for source, results in parts:
@@ -72,6 +78,20 @@ def merge_results(parts: list[tuple[str, RunResults]], allow_partial: bool = Fal
         raise UsageError(
             f"shard(s) {', '.join(missing)} missing from the merge; pass every shard's "
             "results file, or --allow-partial to merge anyway (the gate then fails)"
+        )
+    left_out = uncovered(parts[0][1].metadata, seen)
+    if left_out and not (allow_partial and missing):  # partial: the gate fails
+        more = f" (and {len(left_out) - 1} more)" if len(left_out) > 1 else ""
+        raise UsageError(
+            f"refusing to merge: scenario {left_out[0]!r}{more} of the suite is in none of "
+            "the files; pass every shard's results file"
+        )
+    suite = first_suite.scenarios if (first_suite := parts[0][1].metadata.suite) else {}
+    stray = [sid for sid in seen if sid not in suite]
+    if stray:
+        raise UsageError(
+            f"refusing to merge: scenario {stray[0]!r} of {seen[stray[0]]} is not in the "
+            "suite its fingerprint names"
         )
     metas = [r.metadata for _, r in parts]
     files = tuple(dict.fromkeys(f for m in metas for f in m.scenario_files))

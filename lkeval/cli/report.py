@@ -23,7 +23,8 @@ from lkeval.publish.github.context import GitHubContext, commit_shown, read_cont
 from lkeval.publish.github.step import StepSettings, publish_step
 from lkeval.reporters import REPORTER_BY_NAME, Report
 from lkeval.results.baseline import Comparison, compare
-from lkeval.results.gate import GateOutcome, evaluate_gate, gate_line, unbacked_pass
+from lkeval.results.consistency import status_problem
+from lkeval.results.gate import GateOutcome, evaluate_gate, gate_line
 from lkeval.results.model import ResultsFileError, RunResults, load_results
 from lkeval.results.sampling import recheck, run_cost_line
 from lkeval.text.commands import inert_line
@@ -154,7 +155,7 @@ def report_main(results_path: str, options: ReportOptions, stream: TextIO | None
     """Publish a results file as if the run had just ended; returns the gate's exit code."""
     out = stream if stream is not None else sys.stdout
     results = mask_results(load_results(results_path))
-    problem = unbacked_pass(results)
+    problem = status_problem(results)
     if problem:
         raise ResultsFileError(f"{results_path}: {problem}")
     return finish(results, results_path, options, out).exit_code

@@ -30,6 +30,7 @@ from lkeval.publish.github.checkout import recorded_commit
 from lkeval.publish.github.context import read_context
 from lkeval.publish.github.fork import fork_error, not_run_reason, not_run_results
 from lkeval.publish.progress import make_progress
+from lkeval.results.fingerprint import verdict_options
 from lkeval.results.model import RunResults
 from lkeval.results.results_json import dump_results
 from lkeval.results.sampling import SequentialRule
@@ -102,6 +103,38 @@ def suite_settings(options: RunOptions) -> SuiteSettings:
         max_turns=options.llm.max_turns,
         prices=options.llm.prices,
         argv=tuple(sys.argv[1:]),
+        verdict_options=run_verdict_options(options),
+    )
+
+
+def run_verdict_options(options: RunOptions) -> tuple[tuple[str, str], ...]:
+    """The flags that change a verdict or the gate, recorded in the results' fingerprint:
+    ``lkeval merge`` refuses shards run with different ones (``--shard`` aside)."""
+    llm, report = options.llm, options.report
+    return verdict_options(
+        {
+            "--judge-model": llm.judge.model,
+            "--caller-model": llm.caller.model,
+            "--judges": llm.judges,
+            "--rejudge": llm.rejudge,
+            "--maybe-is-pass": llm.maybe_is_pass,
+            "--allow-weak-judge": llm.allow_weak_judge,
+            "--max-turns": llm.max_turns,
+            "--repeat": options.repeat,
+            "--min-pass": options.min_pass,
+            "--max-attempts": options.max_attempts,
+            "--max-errors": options.max_errors,
+            "--quarantine": options.quarantine,
+            "--tag": options.tags,
+            "--match": options.match,
+            "--inference-class": options.inference_class,
+            "--boot-timeout": options.boot_timeout,
+            "--turn-timeout": options.turn_timeout,
+            "--fail-on": report.fail_on,
+            "--min-pass-rate": report.min_pass_rate,
+            "--allow-nothing-to-check": report.allow_nothing_to_check,
+            "--allow-all-quarantined": report.allow_all_quarantined,
+        }
     )
 
 

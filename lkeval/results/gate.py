@@ -262,25 +262,6 @@ def _by_fail_on(
     return failures, notes
 
 
-def unbacked_pass(results: RunResults) -> str:
-    """Why a results file cannot be gated: a scenario recorded ``passed`` that its own attempts
-    do not make a pass (fewer passed attempts than its ``min_pass``; at least one under the
-    sequential test). "" when every recorded pass is backed. ``lkeval report`` reads files
-    other jobs wrote: a hand-edited ``status`` must not turn a failing run green."""
-    for scenario in results.scenarios:
-        if scenario.status != "passed":
-            continue
-        sequential = scenario.sampling is not None and scenario.sampling.mode == "sequential"
-        needed = 1 if sequential else max(1, scenario.min_pass)
-        if scenario.passes < needed:
-            return (
-                f"scenario {label(scenario.label)} is recorded passed, but {scenario.passes} of "
-                f"its {len(scenario.attempts)} attempt(s) passed (it needs {needed}): the "
-                "status disagrees with the attempts; refusing to gate this file"
-            )
-    return ""
-
-
 def gate_line(gate: GateOutcome) -> str:
     """The one line that ends every run: the verdict and why."""
     if gate.passed:

@@ -282,6 +282,16 @@ class JudgeCheck:
 
 
 @dataclass(frozen=True)
+class SuiteFingerprint:
+    """What a run was cut from (lkeval.results.fingerprint): a digest of each scenario of the
+    whole suite by id, and the options that change verdicts, as text. ``lkeval merge`` refuses
+    shards whose fingerprints (or lk-eval versions, or commits) disagree."""
+
+    scenarios: dict[str, str] = field(default_factory=dict)
+    options: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RunMetadata:
     """Where and with what a run happened."""
 
@@ -317,6 +327,9 @@ class RunMetadata:
     # (:func:`run_inference_class`); empty in older results files.
     conversation_mode: str = ""
     inference_class: str = ""
+    # The suite and options the run was cut from; None in older results files (which
+    # ``lkeval merge`` refuses) and in a run interrupted before its scenarios were loaded.
+    suite: SuiteFingerprint | None = None
 
 
 @dataclass(frozen=True)

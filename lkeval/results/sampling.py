@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
 
-from lkeval.results.model import Attempt, RunResults, Sampling
+from lkeval.results.model import Attempt, RunResults, Sampling, ScenarioResult
 
 Outcome = Literal["passed", "failed", "undecided"]
 
@@ -383,6 +383,12 @@ def recorded_rule(results: RunResults) -> SequentialRule:
     return SequentialRule()
 
 
+def replay(rule: SequentialRule, scenario: ScenarioResult) -> Sampling:
+    """The sequential decision a scenario's recorded attempts give, recomputed from their
+    votes (``lkeval report`` trusts no recorded outcome)."""
+    return describe(rule, [o for a in scenario.attempts if (o := observe(a)) is not None])
+
+
 def recheck(results: RunResults) -> RunResults:
     """Every sequential pass recomputed from its recorded attempts: a scenario recorded as
     passed whose attempts do not pass the test (an edited file, or a bug) gates as failed."""
@@ -391,8 +397,7 @@ def recheck(results: RunResults) -> RunResults:
     for scenario in results.scenarios:
         sampling = scenario.sampling
         if scenario.status == "passed" and sampling is not None and sampling.mode == "sequential":
-            seen = [o for a in scenario.attempts if (o := observe(a)) is not None]
-            again = describe(rule, seen)
+            again = replay(rule, scenario)
             if again.outcome != "passed":
                 scenario = replace(
                     scenario,

@@ -37,6 +37,7 @@ from lkeval.agents.launch import open_launcher
 from lkeval.agents.orphans import adopt_orphans, kill_all_now
 from lkeval.agents.process import AgentLaunch, agent_env, publish_pending_logs
 from lkeval.errors import ExitCode, OutputError, UsageError
+from lkeval.results.fingerprint import suite_fingerprint
 from lkeval.results.model import (
     JudgeCheck,
     RunMetadata,
@@ -98,6 +99,8 @@ class SuiteSettings:
     prices: tuple[tuple[str, tuple[float, float]], ...] = ()
     argv: tuple[str, ...] = ()
     """The command line, recorded with its secrets redacted."""
+    verdict_options: tuple[tuple[str, str], ...] = ()
+    """The options that change verdicts, as text (the results' suite fingerprint)."""
 
     @property
     def shard_label(self) -> str | None:
@@ -112,6 +115,8 @@ class Plan:
     scenarios: list[Scenario]
     selected: list[Scenario]
     engine_options: EngineOptions
+    suite: tuple[Scenario, ...] = ()
+    """Every scenario loaded, before ``--shard`` cut it: the results' suite fingerprint."""
 
 
 class Writers(Protocol):
@@ -164,7 +169,7 @@ def build_plan(settings: SuiteSettings) -> Plan:
     groups, warnings = load_or_raise(list(settings.scenario_files))
     for warning in warnings:
         print(inert_line(str(warning)), file=sys.stderr)  # may quote the scenario file
-    scenarios = [s for g in groups for s in g.scenarios]
+    scenarios = suite = [s for g in groups for s in g.scenarios]
     selection = settings.engine.selection
     check_selection(scenarios, selection)  # the whole suite: exit 2 or 3 before anything boots
     if settings.shard is not None:
@@ -173,6 +178,7 @@ def build_plan(settings: SuiteSettings) -> Plan:
         scenarios=scenarios,
         selected=[s for s in scenarios if selection.selects(s)],
         engine_options=settings.engine,
+        suite=tuple(suite),
     )
 
 
@@ -415,6 +421,11 @@ class Suite:
             conversation_mode=CONVERSATION_MODE,
             inference_class=run_inference_class(scenario_results),
             sampling_rule=self._rule_record(scenario_results),
+            suite=(
+                suite_fingerprint(self.plan.suite, settings.verdict_options)
+                if self.plan is not None
+                else None
+            ),
         )
 
     def _rule_record(self, scenario_results: list[ScenarioResult]) -> dict[str, float]:

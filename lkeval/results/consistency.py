@@ -1,0 +1,65 @@
+"""Is a results file's recorded status what its attempts give? ``lkeval report`` asks first.
+
+``lkeval report`` gates files another job wrote (the fork-safe ``workflow_run`` recipe reads an
+artifact a pull request's code produced). A hand-edited ``status`` must not decide the gate: each
+scenario's status is recomputed from its attempts, as the engine decided it (the fixed
+``--repeat``/``--min-pass`` plan, the sequential test from its recorded votes, an interrupted
+scenario, one with no attempt), and a file whose recorded status disagrees in either direction
+is refused (exit 2) naming the scenario.
+"""
+
+from __future__ import annotations
+
+from lkeval.results.model import RunResults, ScenarioResult, Status
+from lkeval.results.sampling import SequentialRule, recorded_rule, replay
+from lkeval.text.untrusted import label
+
+INTERRUPTED_PREFIX = "interrupted:"
+"""How the reason of a scenario cut short by a signal begins (lkeval.run.engine)."""
+
+
+def expected_statuses(scenario: ScenarioResult, rule: SequentialRule) -> tuple[Status, ...]:
+    """The statuses the engine can give this scenario from its attempts (more than one only
+    where a reason outside the attempts decides: a scenario with no attempt that ran)."""
+    ran = [a for a in scenario.attempts if a.status != "skipped"]
+    if not ran:  # not selected, not run, braked; or an error before any attempt (a fork's PR)
+        return ("skipped", "error")
+    if scenario.reason.startswith(INTERRUPTED_PREFIX):
+        return ("error",)  # cut short before its decision: never a pass
+    sequential = scenario.sampling is not None and scenario.sampling.mode == "sequential"
+    if sequential:
+        outcome = replay(rule, scenario).outcome
+        passed = outcome == "passed"
+        if outcome == "undecided":
+            return ("error",)
+    else:
+        passed = scenario.passes >= max(1, scenario.min_pass)
+    if passed:
+        return ("passed",)
+    return ("failed",) if any(a.status == "failed" for a in ran) else ("error",)
+
+
+def status_problem(results: RunResults) -> str:
+    """Why the file's statuses cannot be trusted ("" when each follows from its attempts)."""
+    rule = recorded_rule(results)
+    for scenario in results.scenarios:
+        allowed = expected_statuses(scenario, rule)
+        if scenario.status in allowed:
+            continue
+        passes = scenario.passes
+        return (
+            f"scenario {label(scenario.label)} is recorded {scenario.status}, but its attempts "
+            f"give {' or '.join(allowed)} ({passes} of {len(scenario.attempts)} attempt(s) "
+            f"passed{_needs(scenario)}): the status disagrees with the attempts; refusing to "
+            "gate this file"
+        )
+    return ""
+
+
+def _needs(scenario: ScenarioResult) -> str:
+    if scenario.sampling is not None and scenario.sampling.mode == "sequential":
+        return ", decided by the sequential test"
+    return f", it needs {max(1, scenario.min_pass)}"
+
+
+__all__ = ["expected_statuses", "status_problem"]
