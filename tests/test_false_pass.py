@@ -405,7 +405,7 @@ SUITE = SuiteFingerprint(scenarios={"a": "d-a", "b": "d-b", "c": "d-c"}, options
 
 
 def _shard(
-    tmp_path: Path, shard: str, results: list[ScenarioResult], tag: str = "", **meta_fields: Any
+    tmp_path: Path, part: str, results: list[ScenarioResult], tag: str = "", **meta_fields: Any
 ) -> Path:
     meta = RunMetadata(
         lkeval_version="0",
@@ -413,12 +413,12 @@ def _shard(
         agent="agent.py",
         scenario_files=("s.yaml",),
         started_at="2026-11-25T08:00:00+00:00",
-        shard=shard,
+        shard=part,
         git_sha="abc123",
         suite=SUITE,
     )
     meta = dataclasses.replace(meta, **meta_fields)
-    path = tmp_path / f"shard-{shard.replace('/', 'of')}{tag}.json"
+    path = tmp_path / f"shard-{part.replace('/', 'of')}{tag}.json"
     write_results(RunResults(meta, tuple(results)), path)
     return path
 
@@ -789,3 +789,22 @@ def test_report_refuses_a_hand_edited_status(tmp_path: Path, status: str) -> Non
         "attempt(s) passed, it needs 1): the status disagrees with the attempts; refusing to "
         "gate this file"
     )
+
+
+def test_report_refuses_a_file_that_lost_a_scenario_of_its_suite(tmp_path: Path) -> None:
+    """A failing scenario deleted from a whole-run file (its fingerprint still names it) is
+    exit 2; a shard's file holds only its part and is gated as it is."""
+    path = _shard(tmp_path, "1/1", [_passed("a", 3), _passed("c", 9)], shard=None)
+    proc = run_lkeval(["report", "--results", str(path)], clean_env(), timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines()[0] == (
+        f"lk-eval: {path}: scenario 'b' of the suite its fingerprint names is not in the file; "
+        "refusing to gate this file"
+    )
+    part = _shard(tmp_path, "1/2", [_passed("a", 3), _passed("c", 9)])
+    proc = run_lkeval(["report", "--results", str(part)], clean_env(), timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stray = _shard(tmp_path, "1/2", [_passed("z", 3)], tag="z")
+    proc = run_lkeval(["report", "--results", str(stray)], clean_env(), timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "scenario 'z' is not in the suite the file's fingerprint names" in proc.stderr

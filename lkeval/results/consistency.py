@@ -39,8 +39,32 @@ def expected_statuses(scenario: ScenarioResult, rule: SequentialRule) -> tuple[S
     return ("failed",) if any(a.status == "failed" for a in ran) else ("error",)
 
 
+def suite_problem(results: RunResults) -> str:
+    """A scenario of the fingerprinted suite missing from a whole-run file (deleting a failing
+    scenario from the file must not pass it), or one the suite does not hold ("" when none).
+    A single shard's file holds only its part of the suite."""
+    meta = results.metadata
+    if meta.suite is None:
+        return ""
+    held = [s.scenario_id for s in results.scenarios]
+    stray = [sid for sid in held if sid not in meta.suite.scenarios]
+    if stray:
+        return f"scenario {stray[0]!r} is not in the suite the file's fingerprint names"
+    if meta.shard or meta.missing_shards:
+        return ""
+    gone = [sid for sid in meta.suite.scenarios if sid not in set(held)]
+    if gone:
+        more = f" (and {len(gone) - 1} more)" if len(gone) > 1 else ""
+        return f"scenario {gone[0]!r}{more} of the suite its fingerprint names is not in the file"
+    return ""
+
+
 def status_problem(results: RunResults) -> str:
-    """Why the file's statuses cannot be trusted ("" when each follows from its attempts)."""
+    """Why the file's statuses cannot be trusted ("" when each follows from its attempts and
+    the file holds the suite it names)."""
+    problem = suite_problem(results)
+    if problem:
+        return f"{problem}; refusing to gate this file"
     rule = recorded_rule(results)
     for scenario in results.scenarios:
         allowed = expected_statuses(scenario, rule)
@@ -62,4 +86,4 @@ def _needs(scenario: ScenarioResult) -> str:
     return f", it needs {max(1, scenario.min_pass)}"
 
 
-__all__ = ["expected_statuses", "status_problem"]
+__all__ = ["expected_statuses", "status_problem", "suite_problem"]
