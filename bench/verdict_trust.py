@@ -77,6 +77,13 @@ RULES: list[dict[str, Any]] = [
         "last_user": MARK,
         "tool_calls": [_verdict("fail", "The agent refused to help.")],
     },
+    # lk-eval's judge preflight: the known-bad canary (the agent refuses to help) fails
+    {
+        "model": "judge",
+        "has_tool": "submit_verdict",
+        "last_user": "I can't help with that",
+        "tool_calls": [_verdict("fail", "The agent did not say when the shop opens.")],
+    },
     {
         "model": "judge",
         "has_tool": "submit_verdict",

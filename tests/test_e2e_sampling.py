@@ -53,7 +53,11 @@ def test_default_sequential_test_with_a_noisy_judge(tmp_path: Path) -> None:
         assert sampling["text"].startswith(f"{sampling['outcome']} {sampling['passes']} of ")
     assert "pass rate below 0.86" in broken["sampling"]["text"]
     assert broken["sampling"]["text"] in proc.stdout  # the progress line shows the decision
-    # every judge call is a vote in the results (and two went to the preflight's canaries)
+    # every judge call is a vote in the results, or went to the preflight: one call that learns
+    # the endpoint's verdict form, then each canary's recorded answers
     votes = sum(s["sampling"]["judge_votes"] for s in (fine, broken))
-    assert judge_calls == votes + 2
+    check = results["metadata"]["judge_check"]
+    preflight = 1 + len(check["known_fail_votes"]) + len(check["known_pass_votes"])
+    assert check["known_fail"] == "fail" and not check["weak"]
+    assert judge_calls == votes + preflight
     assert results["metadata"]["sampling_rule"]["max_attempts"] == 20
