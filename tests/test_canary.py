@@ -232,6 +232,8 @@ def test_interrupted_run_leaves_only_masked_logs(tmp_path: Path, start: str) -> 
             str(scenarios),
             "--results",
             str(results_dir / "results.json"),
+            "--repeat",
+            "1",  # one attempt, one log: the sequential test would start three at once
             *(["--cold-start"] if start == "cold" else []),
         ],
         env=env,

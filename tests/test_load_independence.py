@@ -91,7 +91,9 @@ def test_transcripts_are_the_same_at_every_concurrency(tmp_path: Path, slow_llm:
                 work_dir=logs,
             )
             engine = Engine(
-                attempt_factory(settings, None), _Quiet(), EngineOptions(concurrency=concurrency)
+                attempt_factory(settings, None),
+                _Quiet(),
+                EngineOptions(concurrency=concurrency, repeat=1),
             )
             results = asyncio.run(engine.run(groups[0].scenarios))
             assert {a.start_mode for r in results for a in r.attempts} == {"warm"}

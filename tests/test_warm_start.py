@@ -84,7 +84,9 @@ def _run(launch: AgentLaunch, scenarios_file: Path, tmp: Path) -> dict[str, Scen
     settings = RunSettings(
         launch=launch, logs_dir=tmp / "logs", work_dir=tmp / "work", boot_timeout=60
     )
-    engine = Engine(attempt_factory(settings, None), _Quiet(), EngineOptions(concurrency=2))
+    engine = Engine(
+        attempt_factory(settings, None), _Quiet(), EngineOptions(concurrency=2, repeat=1)
+    )
     return {r.scenario_id: r for r in asyncio.run(engine.run(scenarios))}
 
 
@@ -323,7 +325,11 @@ def test_killing_the_fork_server_kills_its_children(tmp_path: Path) -> None:
         spawned = _read_event(server.stdout)
         assert spawned["event"] == "spawned", spawned
         pid = spawned["pid"]
-        assert control_ours.recv(64) == b'{"prepared": true}\n'  # imported, waiting for go
+        said = b""  # the host says which inference class applies, then that it is prepared
+        while not said.endswith(b'{"prepared": true}\n'):
+            chunk = control_ours.recv(64)
+            assert chunk, said
+            said += chunk  # imported, waiting for go
         control_ours.sendall(json.dumps({"dispatch": dispatch.read_text()}).encode() + b"\n")
         conn, _ = listener.accept()  # the child is up and dialled in
         assert os.getsid(pid) == pid and os.getpgid(pid) == pid  # its own session and group
