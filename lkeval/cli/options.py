@@ -153,28 +153,27 @@ def _seconds(text: str) -> float:
     return value
 
 
-def non_negative_int_up_to(maximum: int) -> Callable[[str], int]:
-    """An argparse type: a whole number from 0 to ``maximum`` (see scenarios/bounds.py)."""
+def _int_up_to(parse: Callable[[str], int], maximum: int) -> Callable[[str], int]:
+    """An argparse type: what ``parse`` accepts, and at most ``maximum``."""
 
-    def non_negative_int(text: str) -> int:
-        value = _non_negative_int(text)
+    def bounded(text: str) -> int:
+        value = parse(text)
         if value > maximum:
             raise ValueError(f"{text!r} must be at most {maximum}")
         return value
 
-    return _argument_type(non_negative_int)
+    bounded.__name__ = parse.__name__.lstrip("_")
+    return _argument_type(bounded)
+
+
+def non_negative_int_up_to(maximum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from 0 to ``maximum`` (see scenarios/bounds.py)."""
+    return _int_up_to(_non_negative_int, maximum)
 
 
 def positive_int_up_to(maximum: int) -> Callable[[str], int]:
     """An argparse type: a whole number from 1 to ``maximum`` (see scenarios/bounds.py)."""
-
-    def positive_int(text: str) -> int:
-        value = _positive_int(text)
-        if value > maximum:
-            raise ValueError(f"{text!r} must be at most {maximum}")
-        return value
-
-    return _argument_type(positive_int)
+    return _int_up_to(_positive_int, maximum)
 
 
 def _judge_names(text: str) -> tuple[str, ...]:
