@@ -42,6 +42,12 @@ LiveKit's text simulations pin them (livekit-agents 1.6.10 and later), or ``agen
 each model asks for, as in production (docs/protocol.md)."""
 INFERENCE_CLASSES = ("low", "agent")
 
+CASSETTE_MODES = ("auto", "replay", "record")
+"""``--cassette-mode``: with ``--cassettes DIR``, ``auto`` (the default) replays while requests
+match and goes live from the first that differs, ``replay`` uses cassettes only (a request with
+no match is an error), ``record`` runs live and rewrites them (docs/replay.md)."""
+CASSETTE_MODE = "auto"
+
 LLM_MODEL = "gpt-4.1-mini"
 """The caller's and judge's model when neither flag nor environment names one."""
 LLM_TIMEOUT = 60.0
@@ -64,6 +70,8 @@ __all__ = [
     "AGENT_MEMORY_MIB",
     "BOOT_TIMEOUT",
     "CALLER_TEMPERATURE",
+    "CASSETTE_MODE",
+    "CASSETTE_MODES",
     "INFERENCE_CLASS",
     "INFERENCE_CLASSES",
     "LLM_MODEL",

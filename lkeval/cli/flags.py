@@ -78,6 +78,30 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add_secret_arguments(parser)
     _add_limits(parser.add_argument_group("limits and scale"))
     _add_selection(parser.add_argument_group("selection"))
+    _add_cassettes(parser.add_argument_group("record and replay (docs/replay.md)"))
+
+
+def _add_cassettes(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--cassettes",
+        metavar="DIR",
+        help="record every HTTP exchange of each scenario attempt (the agent's LLM and tools, "
+        "the caller, the judge) into one cassette per attempt in DIR, and replay them: an "
+        "unchanged scenario replays main's exact conversation and verdict for free",
+    )
+    group.add_argument(
+        "--cassette-mode",
+        choices=defaults.CASSETTE_MODES,
+        help="with --cassettes: auto (default) replays while requests match and goes live from "
+        "the first that differs, recording the new episode; replay uses cassettes only (a "
+        "request with no match is an error, never a pass); record runs live and rewrites them",
+    )
+    group.add_argument(
+        "--cassette-rules",
+        metavar="FILE",
+        help="with --cassettes: a JSON file of what else to ignore when matching requests "
+        "(JSON paths and regexes: today's date, booking numbers, UUIDs)",
+    )
 
 
 def _add_limits(group: argparse._ArgumentGroup) -> None:

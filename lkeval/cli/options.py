@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from lkeval import defaults
+from lkeval.errors import UsageError
 from lkeval.llm.config import parse_price
 from lkeval.llm.options import LLMEndpointOptions, LLMOptions
 from lkeval.publish.github.comments import CommentMode, marker
@@ -104,6 +105,12 @@ class RunOptions:
     tags: tuple[tuple[str, str], ...] = ()
     match: tuple[str, ...] = ()
     quarantine: tuple[tuple[str, str], ...] = ()
+    cassettes: str | None = None
+    """``--cassettes DIR``: record and replay each attempt's HTTP exchanges (None: off)."""
+    cassette_mode: str = defaults.CASSETTE_MODE
+    """``--cassette-mode``: auto, replay or record (only with ``cassettes``)."""
+    cassette_rules: str | None = None
+    """``--cassette-rules FILE``: the user's scrub rules for matching requests."""
     llm: LLMOptions = field(default_factory=LLMOptions)
     report: ReportOptions = field(default_factory=ReportOptions)
 
@@ -326,9 +333,25 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         tags=tuple(args.tag),
         match=tuple(args.match),
         quarantine=tuple(args.quarantine),
+        cassettes=args.cassettes,
+        cassette_mode=cassette_mode(args),
+        cassette_rules=args.cassette_rules,
         llm=llm_options(args),
         report=report_options(args, environ),
     )
+
+
+def cassette_mode(args: argparse.Namespace) -> str:
+    """``--cassette-mode`` (default auto); it and ``--cassette-rules`` need ``--cassettes``:
+    a mode without a directory would silently run live."""
+    if args.cassettes is None:
+        for flag, value in (
+            ("--cassette-mode", args.cassette_mode),
+            ("--cassette-rules", args.cassette_rules),
+        ):
+            if value is not None:
+                raise UsageError(f"{flag} needs --cassettes DIR")
+    return str(args.cassette_mode or defaults.CASSETTE_MODE)
 
 
 def env_pair(item: str) -> tuple[str, str]:
@@ -344,6 +367,7 @@ __all__ = [
     "LLMOptions",
     "ReportOptions",
     "RunOptions",
+    "cassette_mode",
     "env_pair",
     "llm_options",
     "non_negative_int",

@@ -104,6 +104,9 @@ def suite_settings(options: RunOptions) -> SuiteSettings:
         prices=options.llm.prices,
         argv=tuple(sys.argv[1:]),
         verdict_options=run_verdict_options(options),
+        cassettes=Path(options.cassettes) if options.cassettes else None,
+        cassette_mode=options.cassette_mode,
+        cassette_rules=Path(options.cassette_rules) if options.cassette_rules else None,
     )
 
 

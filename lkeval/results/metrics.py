@@ -65,8 +65,12 @@ class Metrics:
 
 
 def turn_metrics(scenario: ScenarioResult) -> list[TurnMetrics]:
-    """Every answered turn of every attempt of ``scenario``."""
-    return [turn for attempt in scenario.attempts for turn in attempt.turns]
+    """Every answered turn of every attempt of ``scenario`` that the agent played live.
+
+    A replayed turn (its agent's calls came from a cassette) measured lk-eval's replay, not the
+    agent's models: it stays in the attempt's record but is never pooled, so no latency
+    figure, budget or baseline comparison sees it (docs/replay.md)."""
+    return [turn for attempt in scenario.attempts for turn in attempt.turns if not turn.replayed]
 
 
 def summarize(turns: Sequence[TurnMetrics], usage: dict[str, Usage]) -> Metrics:

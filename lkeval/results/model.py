@@ -123,6 +123,47 @@ class TurnMetrics:
     tts_ttfb_ms: float | None = None
     e2e_latency_ms: float | None = None
     tool_ms: tuple[float, ...] = ()
+    # Every LLM/HTTP call the agent made during this turn came from a cassette
+    # (``--cassettes``): the figure measures lk-eval's replay, not the agent's models, so it is
+    # kept for the record but never pooled into figures, budgets or a baseline comparison.
+    replayed: bool = False
+
+
+ReplayMode = Literal["replayed", "partial", "recorded", "missed"]
+"""How an attempt used its cassette (``--cassettes``): every call from the cassette
+(``replayed``); from the cassette up to the first call that differed, live from there and the new
+episode recorded (``partial``, ``--cassette-mode auto``); all live and recorded (``recorded``:
+``--cassette-mode record``, no cassette yet, or one that could not be used); or a call with no
+recorded match ended the attempt as an error (``missed``, ``--cassette-mode replay``)."""
+REPLAY_MODES: tuple[ReplayMode, ...] = ("replayed", "partial", "recorded", "missed")
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One attempt's record/replay, kept in results.json beside its transcript (docs/replay.md).
+
+    ``client`` and ``live_from_call`` name the first call that did not match (``agent``,
+    ``caller``, ``judge``; 1-based within that client), ``reason`` says why in one line (the
+    first differing field and a short diff, or why the cassette could not be used: another
+    judge model, another format version, no cassette for this attempt). ``calls_replayed`` and
+    ``calls_live`` count HTTP exchanges of every client; ``saved_usd`` is what the replayed
+    calls cost when they were recorded (None when none was priced). ``cassette`` is the
+    cassette's path relative to ``--cassettes``.
+    """
+
+    mode: ReplayMode
+    cassette: str = ""
+    live_from_call: int | None = None
+    client: str | None = None
+    reason: str = ""
+    calls_replayed: int = 0
+    calls_live: int = 0
+    saved_usd: float | None = None
+
+    @property
+    def fully_replayed(self) -> bool:
+        """Nothing went live: the attempt is main's conversation and verdict, replayed."""
+        return self.mode == "replayed"
 
 
 @dataclass(frozen=True)
@@ -154,6 +195,8 @@ class Attempt:
     # as LiveKit's text simulation does since livekit-agents 1.6.10) or "agent" (the class
     # each model asks for: ``--inference-class agent``, or a livekit-agents that does not pin).
     inference_class: str = ""
+    # How this attempt used its cassette; None without ``--cassettes`` (and in older files).
+    replay: Replay | None = None
 
 
 def run_start_mode(scenarios: Any) -> str:

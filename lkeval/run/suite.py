@@ -101,6 +101,12 @@ class SuiteSettings:
     """The command line, recorded with its secrets redacted."""
     verdict_options: tuple[tuple[str, str], ...] = ()
     """The options that change verdicts, as text (the results' suite fingerprint)."""
+    cassettes: Path | None = None
+    """``--cassettes DIR``: one cassette per scenario attempt (None: record/replay is off)."""
+    cassette_mode: str = defaults.CASSETTE_MODE
+    """``--cassette-mode``: auto, replay or record."""
+    cassette_rules: Path | None = None
+    """``--cassette-rules FILE``: the user's scrub rules for matching requests."""
 
     @property
     def shard_label(self) -> str | None:
