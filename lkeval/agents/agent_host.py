@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -124,12 +125,33 @@ def attach_dispatch(dispatch: str | Control) -> None:
             dispatch.announce_prepared()
             loop = asyncio.get_running_loop()
             dispatch_json = await loop.run_in_executor(None, dispatch.wait_go)
+            if dispatch.mock_tools:
+                sibling("tool_mocks").install(dispatch.mock_tools)
         else:
             dispatch_json = dispatch
         info.job.attributes[ATTRIBUTE_SIMULATOR_DISPATCH] = dispatch_json
         return await original(self, info)
 
     ProcPool.launch_job = launch_job  # type: ignore[method-assign]
+
+
+def sibling(name: str) -> Any:
+    """A module of this directory, loaded by path under a private name (this host runs by
+    path in the agent's interpreter, which may not have lk-eval, and after
+    :func:`forget_host_dir` nothing resolves to this directory through ``sys.path``)."""
+    if __package__:  # imported as lkeval.agents.agent_host (tests, type checks)
+        return importlib.import_module(f"{__package__}.{name}")
+    loaded = sys.modules.get(f"_lkeval_{name}")
+    if loaded is not None:
+        return loaded
+    spec = importlib.util.spec_from_file_location(
+        f"_lkeval_{name}", os.path.join(HOST_DIR, f"{name}.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def set_inference_class(wanted: str) -> str:
@@ -174,6 +196,8 @@ class Control:
         self._sock.setblocking(True)
         self._go = threading.Event()
         self._dispatch = ""
+        #: The scenario's ``mock_tools`` (tool name -> cases), sent with ``go``.
+        self.mock_tools: dict[str, Any] = {}
         threading.Thread(target=self._watch, name="lkeval-control", daemon=True).start()
 
     def announce_prepared(self) -> None:
@@ -201,8 +225,10 @@ class Control:
             buf += chunk
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
-                with contextlib.suppress(ValueError, TypeError, AttributeError):
-                    self._dispatch = str(json.loads(line)["dispatch"])
+                with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
+                    go = json.loads(line)
+                    self._dispatch = str(go["dispatch"])
+                    self.mock_tools = dict(go.get("mock_tools") or {})
                     self._go.set()
 
 

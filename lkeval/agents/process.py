@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from lkeval import defaults
-from lkeval.agents import agent_host
+from lkeval.agents import agent_host, tool_mocks
 from lkeval.agents.cold import ColdLauncher
 from lkeval.agents.interface import AgentProc, Launcher, LaunchError, SpawnRequest, StartMode
 from lkeval.agents.limits import DEFAULT_AGENT_LOG_MIB, DEFAULT_AGENT_MEMORY_MIB, bound_passed
@@ -48,6 +48,8 @@ from lkeval.agents.protocol import SessionConnection, SessionListener
 from lkeval.agents.workdir import prepare_agent_dir
 from lkeval.text.masking import clip
 
+#: How the reason begins when a scenario's ``mock_tools`` name a tool the agent does not have.
+MOCK_TOOLS_REASON = "the scenario's mock_tools do not fit the agent:"
 CRASH_MARKERS = ('"reason": "job crashed"', "reason=job crashed", "job crashed")
 # A Python exception line, dotted names included: ``openai.OpenAIError: Missing credentials``,
 # ``livekit.agents.cli.discover.CLIError: Could not find AgentServer``.
@@ -135,9 +137,16 @@ class AgentProcess:
     it); the agent receives it with ``go``.
     """
 
-    def __init__(self, launch: AgentLaunch, dispatch: str | Path, log_path: Path) -> None:
+    def __init__(
+        self,
+        launch: AgentLaunch,
+        dispatch: str | Path,
+        log_path: Path,
+        mock_tools: Mapping[str, Any] | None = None,
+    ) -> None:
         self.launch = launch
         self.dispatch = dispatch
+        self.mock_tools = dict(mock_tools or {})
         self.log_path = log_path
         # The agent writes its raw output into the run's private work dir; only the filtered
         # copy reaches ``log_path`` when it stops (see :func:`publish_log`).
@@ -197,7 +206,10 @@ class AgentProcess:
         dispatch = self.dispatch
         if isinstance(dispatch, Path):
             dispatch = dispatch.read_text(encoding="utf-8")
-        go = (json.dumps({"dispatch": dispatch}) + "\n").encode()
+        message: dict[str, Any] = {"dispatch": dispatch}
+        if self.mock_tools:
+            message["mock_tools"] = self.mock_tools
+        go = (json.dumps(message) + "\n").encode()
         self._went = True
         with contextlib.suppress(OSError):  # the agent is gone: the race reports how it ended
             await asyncio.get_running_loop().sock_sendall(self._control, go)
@@ -282,7 +294,10 @@ class AgentProcess:
         if task in done:
             return task.result()
         if died in done:
-            raise AgentFailure(f"agent failed to boot: {died.result()}", self.log_tail())
+            reason = died.result()
+            if not reason.startswith(MOCK_TOOLS_REASON):
+                reason = f"agent failed to boot: {reason}"
+            raise AgentFailure(reason, self.log_tail())
         what = "prepare (import the agent, start its server)" if phase == "prepare" else "connect"
         raise AgentFailure(
             f"agent did not {what} within {timeout:g}s (boot timeout)", self.log_tail()
@@ -353,7 +368,17 @@ class AgentProcess:
         self._log_offset = start + max(0, len(chunk) - 64)
         text = chunk.decode("utf-8", errors="replace")
         if any(marker in text for marker in CRASH_MARKERS):
-            return "the agent's job crashed (its entrypoint raised)" + self._crash_detail()
+            return self._mock_tools_refused() or (
+                "the agent's job crashed (its entrypoint raised)" + self._crash_detail()
+            )
+        return None
+
+    def _mock_tools_refused(self) -> str | None:
+        """The host's line when the scenario's ``mock_tools`` do not fit the agent."""
+        for line in reversed(self.log_tail(200)):
+            _, marker, why = line.partition(tool_mocks.MARKER)
+            if marker:
+                return clip(f"{MOCK_TOOLS_REASON} {why.strip()}", 500, ellipsis="...")
         return None
 
     def _crash_detail(self) -> str:

@@ -43,7 +43,7 @@ from lkeval.run.outcome import (
     scripted_failures,
     with_agent_text,
 )
-from lkeval.scenarios.model import Scenario
+from lkeval.scenarios.model import Scenario, mock_tools_wire
 
 
 class AttemptError(Exception):
@@ -150,7 +150,8 @@ class ScenarioAttempt:
             return Attempt(status="skipped", reason=reason)
         launch = self.settings.launch
         dispatch = dispatch_json(self.scenario, self.run_id, self.job_id)
-        agent = AgentProcess(launch, dispatch, self.log_path)
+        mocks = mock_tools_wire(self.scenario.mock_tools)
+        agent = AgentProcess(launch, dispatch, self.log_path, mocks)
         conn: SessionConnection | None = None
         conversing = cancelled = False
         opened: list[float] = []  # when the conversation slot opened

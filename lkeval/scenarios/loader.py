@@ -24,6 +24,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from lkeval.errors import InputFileError
 from lkeval.scenarios.bounds import MAX_REPEAT, MAX_TIMEOUT_SECONDS, MAX_TURNS
 from lkeval.scenarios.latency import read_latency_node
+from lkeval.scenarios.mock_tools import parse_mock_tools
 from lkeval.scenarios.model import BUILTIN_JUDGES, Limits, Scenario, ScenarioGroup, derive_id
 from lkeval.scenarios.summary import summarize
 from lkeval.scenarios.turns import parse_turns
@@ -75,6 +76,7 @@ LKEVAL_SCENARIO_KEYS = (
     "judges",
     "then_simulate",
     "latency",
+    "mock_tools",
 )
 SCENARIO_KEYS = LIVEKIT_SCENARIO_KEYS + LKEVAL_SCENARIO_KEYS
 # The built-in judges of livekit.agents.evals, the vocabulary users already know.
@@ -259,6 +261,7 @@ def _parse_scenario(
         judges=judges,
         then_simulate=then_simulate,
         latency=read_latency_node(_value(entries, "latency"), f"{path}.latency", problems),
+        mock_tools=parse_mock_tools(_value(entries, "mock_tools"), f"{path}.mock_tools", problems),
     )
     if explicit_id is not None:
         site = _IdSite(scenario_id, False, file, entries["id"][1], f"{path}.id")

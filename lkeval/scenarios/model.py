@@ -118,6 +118,36 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class MockCase:
+    """One answer of a mocked tool: its ``output`` (any JSON value) or its ``error`` text, for
+    calls whose arguments have the values ``when`` names (``None``: any call)."""
+
+    when: dict[str, Any] | None = None
+    output: Any = None
+    error: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        """The case as the agent process receives it with ``go`` (``agents/tool_mocks.py``)."""
+        answer = {"error": self.error} if self.error is not None else {"output": self.output}
+        return {"when": self.when, **answer}
+
+
+@dataclass(frozen=True)
+class ToolMock:
+    """A scenario's ``mock_tools:`` entry: the agent's tool ``name`` answers from ``cases``
+    (first match) instead of running, as LiveKit's ``mock_tools`` does in its tests."""
+
+    name: str
+    cases: tuple[MockCase, ...]
+    line: int
+
+
+def mock_tools_wire(mocks: Sequence[ToolMock]) -> dict[str, list[dict[str, Any]]]:
+    """Tool name -> cases, as the agent process receives them with ``go``."""
+    return {mock.name: [case.to_wire() for case in mock.cases] for mock in mocks}
+
+
+@dataclass(frozen=True)
 class Scenario:
     """One scenario of a LiveKit scenario group, with lk-eval's optional additions."""
 
@@ -141,6 +171,8 @@ class Scenario:
     then_simulate: bool = False
     # Latency budget in ms by statistic (p95, ttft_p95, ...): lkeval.scenarios.latency.
     latency: dict[str, float] = field(default_factory=dict)
+    # Tools that answer from the scenario instead of running (lkeval.scenarios.mock_tools).
+    mock_tools: tuple[ToolMock, ...] = ()
 
     @property
     def key(self) -> str:

@@ -25,6 +25,13 @@ def summarize(groups: Sequence[ScenarioGroup], diagnostics: Sequence[Diagnostic]
         )
         if derived:
             lines.append(f"  {derived} without 'id:' (ids derived from group name and label)")
+        mocked = sorted({m.name for s in group.scenarios for m in s.mock_tools})
+        if mocked:
+            users = sum(1 for s in group.scenarios if s.mock_tools)
+            lines.append(
+                f"  {_plural(users, 'scenario')} with mock_tools ({', '.join(mocked)}): "
+                "checked against the agent's tools when it runs"
+            )
         # Certain whatever judge model is named; only --judges could still give them a check.
         idle = [
             s.label
