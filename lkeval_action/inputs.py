@@ -87,6 +87,8 @@ INPUTS: tuple[Input, ...] = (
     Input("tag", "--tag", kind="repeat"),
     Input("match", "--match", kind="repeat"),
     Input("quarantine", "--quarantine", kind="repeat"),
+    Input("cassettes", "--cassettes"),
+    Input("cassette-mode", "--cassette-mode"),
     Input("results", "--results", default="lkeval-results/results.json", commands=COMMANDS),
     Input("junit", "--junit", default="lkeval-results/junit.xml", commands=COMMANDS),
     Input("markdown", "--markdown", commands=COMMANDS),

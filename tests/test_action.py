@@ -152,6 +152,8 @@ MAPPING: dict[str, tuple[str, list[str]]] = {
     "tag": ("feature=booking\ndifficulty=2", ["--tag", "feature=booking", "--tag", "difficulty=2"]),
     "match": ("SCN_book* 'Guest books*'", ["--match", "SCN_book*", "--match", "Guest books*"]),
     "quarantine": ("flaky=true", ["--quarantine", "flaky=true"]),
+    "cassettes": ("evals/cassettes", ["--cassettes", "evals/cassettes"]),
+    "cassette-mode": ("record", ["--cassette-mode", "record"]),
     "results": ("out/r.json", ["--results", "out/r.json"]),
     "junit": ("out/j.xml", ["--junit", "out/j.xml"]),
     "markdown": ("out/report.md", ["--markdown", "out/report.md"]),
