@@ -37,7 +37,7 @@ COPY entrypoint.py /app/entrypoint.py
 COPY lkeval_action /app/lkeval_action
 
 # Last, so a new revision reuses every layer above. release.yml passes all three; the
-# version's default is checked against lkeval.__version__ by tests/test_action.py.
+# version's default is checked against lkeval.__version__ by tests/action/test_action.py.
 ARG VERSION=1.0.0
 ARG REVISION=unknown
 ARG SOURCE=https://github.com/org/lk-eval

@@ -6,7 +6,7 @@ one error boundary (:func:`lkeval.cli.main`) turns any of them into one line on 
 tip) and that code; anything else is a bug and says so.
 
 This module is the floor of the package: it imports nothing from lkeval, so any layer may raise
-these (see ``tests/test_architecture.py``).
+these (see ``tests/project/test_architecture.py``).
 """
 
 from __future__ import annotations

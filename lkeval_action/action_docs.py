@@ -2,7 +2,7 @@
 
 ``action.yml`` is the one source: what GitHub shows on the Marketplace page and what the docs
 list are the same words. Run ``python -m lkeval_action.action_docs`` after changing an input or
-output; ``tests/test_action.py`` fails while docs/action.md is out of date.
+output; ``tests/action/test_action.py`` fails while docs/action.md is out of date.
 """
 
 from __future__ import annotations

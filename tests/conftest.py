@@ -17,6 +17,7 @@ from lkeval.testing.llm_server import LLMServer
 ROOT = Path(__file__).resolve().parent.parent
 HOTEL = ROOT / "examples" / "hotel"
 TEST_AGENTS = Path(__file__).resolve().parent / "agents"
+TEST_DATA = Path(__file__).resolve().parent / "data"
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -28,7 +28,7 @@ probability ``p``, the run is stopped with probability ``P(Binomial(5, p) >= 3)`
 
 The alternatives are worse: asking once stops a 10% flipper in 10% of runs; two asks that must
 agree stop it in exactly 1% but a 50% judge in only 25%; three that must agree, 0.1% and 12.5%.
-``tests/test_judge_preflight.py`` checks these numbers exactly.
+``tests/llm/test_judge_preflight.py`` checks these numbers exactly.
 """
 
 from __future__ import annotations

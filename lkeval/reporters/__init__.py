@@ -4,8 +4,8 @@
 run`` and ``lkeval report`` (:mod:`lkeval.cli.flags`, with the reporter's ``description`` as its
 help), its file is checked for writability before anything boots, written masked, and named by
 its ``label`` on the ``reports:`` line; the tests loop over it. So a new format is one module (a
-:class:`Reporter` subclass) plus one entry here; ``tests/test_reporters.py`` proves it with a
-format it registers on the fly. (Offering it as an Action input too is a separate choice:
+:class:`Reporter` subclass) plus one entry here; ``tests/reporters/test_reporters.py`` proves it
+with a format it registers on the fly. (Offering it as an Action input too is a separate choice:
 ``action.yml`` and :mod:`lkeval_action.inputs`.) (The results JSON is not a reporter: it is the data
 every reporter reads, written by :func:`lkeval.results.results_json.dump_results`.)
 """

@@ -3,7 +3,7 @@
 It receives its collaborators (an attempt factory, a progress observer, options) and knows
 nothing of agents, LLMs, the CLI, the files scenarios came from or the reports that follow:
 repeat/min-pass aggregation, quarantine and ordering are unit-tested with fake attempts
-(``tests/test_engine.py``); :func:`attempt_factory` makes the real ones. Results come back in
+(``tests/run/test_engine.py``); :func:`attempt_factory` makes the real ones. Results come back in
 scenario order whatever the concurrency, and an interrupted run still returns every attempt
 that finished.
 """

@@ -1,6 +1,6 @@
 """One agent, many ways to be broken: the scenario's ``userdata.broken`` picks one.
 
-The false-pass matrix (tests/test_false_pass.py) plays every way in ONE ``lkeval run``, so the
+The false-pass matrix (tests/e2e/test_false_pass.py) plays every way in ONE ``lkeval run``, so the
 modes are chosen per scenario from userdata rather than from the environment. Each mode is a
 behaviour seen in real LiveKit agents (docs/protocol.md; docs/testing.md, "What real agents do"):
 

@@ -1,4 +1,4 @@
-"""A test agent that leaks every secret it was given, everywhere it can (tests/test_canary.py).
+"""A test agent that leaks every secret it was given, everywhere it can (tests/e2e/test_canary.py).
 
 The secrets are the values of the variables named in ``CANARY_NAMES`` (comma-separated). The
 agent prints them at boot (stdout, so its log), says them in every reply, returns them from its

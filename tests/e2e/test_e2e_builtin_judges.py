@@ -11,6 +11,8 @@ from conftest import HOTEL, hotel_env, read_json, run_argv, run_lkeval
 from lkeval.testing.llm_rules import read_rules_file
 from lkeval.testing.llm_server import LLMServer
 
+pytestmark = pytest.mark.e2e
+
 HOTEL_RULES, _ = read_rules_file(HOTEL / "llm_rules.yaml")
 FRONT_DESK = "You are the front desk of Hotel Example"
 
@@ -20,7 +22,6 @@ def verdict(value: str, reasoning: str) -> list[dict[str, object]]:
     return [{"name": "submit_verdict", "arguments": args}]
 
 
-@pytest.mark.e2e
 def test_task_completion_judges_with_the_agents_instructions(tmp_path: Path) -> None:
     rules = [
         # task_completion's prompt carries the agent's instructions when it found them

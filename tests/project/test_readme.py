@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import HOTEL, hotel_env, read_json, run_argv, run_lkeval
+from conftest import HOTEL, ROOT, hotel_env, read_json, run_argv, run_lkeval
 
 from lkeval.scenarios.loader import load_scenario_file
 from lkeval.testing.llm_server import LLMServer
 
-ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 

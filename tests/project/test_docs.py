@@ -7,7 +7,8 @@ import re
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 ENVIRONMENT = ROOT / "docs" / "environment.md"
 #: What lk-eval ships: the package, the Action's entrypoint and its helpers.
 CODE = [*sorted((ROOT / "lkeval").rglob("*.py")), *sorted((ROOT / "lkeval_action").rglob("*.py"))]

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from test_engine import Quiet, scenario
 
 from lkeval.results.model import Attempt, ScenarioResult, Verdict
 from lkeval.results.sampling import SequentialRule
@@ -16,7 +17,6 @@ from lkeval.results.wording import outcome_line
 from lkeval.run.attempt import Slot
 from lkeval.run.engine import AttemptRunner, Engine, EngineOptions, attempts_problem
 from lkeval.scenarios.model import Scenario
-from tests.test_engine import Quiet, scenario
 
 
 def judged(vote: str) -> Attempt:

@@ -10,6 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from conftest import TEST_DATA
 
 from lkeval.scenarios.loader import (
     SCHEMA_PATH,
@@ -22,7 +23,7 @@ from lkeval.scenarios.loader import (
 )
 from lkeval.scenarios.model import Expectation, Limits, Turn
 
-DATA = Path(__file__).parent / "data" / "scenarios"
+DATA = TEST_DATA / "scenarios"
 VALID = sorted((DATA / "valid").glob("*.yaml"))
 INVALID = sorted((DATA / "invalid").glob("*.yaml"))
 TAB = "tab character in indentation; YAML allows only spaces"

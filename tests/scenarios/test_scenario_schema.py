@@ -8,11 +8,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from conftest import TEST_DATA
 
 from lkeval.scenarios.loader import GROUP_KEYS, JUDGE_NAMES, SCENARIO_KEYS, SCHEMA_PATH
 from lkeval.scenarios.turns import EVENT_CHECK_FIELDS, EXPECTATION_KEYS, TURN_KEYS
 
-DATA = Path(__file__).parent / "data" / "scenarios"
+DATA = TEST_DATA / "scenarios"
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker())
 

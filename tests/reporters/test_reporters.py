@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import xmlschema
+from conftest import TEST_DATA
 from junitparser import Error, Failure, JUnitXml, Skipped
 from report_fixtures import (
     CANCEL_TRANSCRIPT,
@@ -37,7 +38,7 @@ from lkeval.results.model import Attempt, RunResults, results_from_dict
 from lkeval.results.results_json import dump_results
 from lkeval.text.masking import mask
 
-XSD = Path(__file__).parent / "data" / "junit.xsd"
+XSD = TEST_DATA / "junit.xsd"
 RUN_URL = "https://github.com/acme/hotel/actions/runs/42"
 
 

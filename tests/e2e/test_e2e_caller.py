@@ -13,6 +13,8 @@ from conftest import HOTEL, hotel_env, read_json, run_argv, run_lkeval
 from lkeval.testing.llm_rules import read_rules_file
 from lkeval.testing.llm_server import LLMServer
 
+pytestmark = pytest.mark.e2e
+
 HOTEL_RULES, _ = read_rules_file(HOTEL / "llm_rules.yaml")
 AGENT_RULES = [r for r in HOTEL_RULES if r.get("model") == "hotel-agent"]
 JUDGE_RULES = [r for r in HOTEL_RULES if r.get("model") == "judge"]
@@ -47,7 +49,6 @@ def run_with_caller(tmp_path: Path, caller_rules: list[dict[str, Any]]) -> tuple
     return scenario, caller_requests
 
 
-@pytest.mark.e2e
 def test_end_call_written_as_text_ends_the_call_and_is_never_spoken(tmp_path: Path) -> None:
     caller = [
         {
@@ -72,7 +73,6 @@ def test_end_call_written_as_text_ends_the_call_and_is_never_spoken(tmp_path: Pa
     assert requests[0]["temperature"] == 0.7
 
 
-@pytest.mark.e2e
 def test_a_caller_that_only_echoes_the_agent_does_not_pass(tmp_path: Path) -> None:
     scenario, _ = run_with_caller(tmp_path, [{"model": "caller", "text": "{last_user}"}])
     assert scenario["status"] == "failed", scenario

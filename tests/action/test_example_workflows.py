@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from action_runner import container_step
-from conftest import clean_env
+from conftest import ROOT, clean_env
 from report_fixtures import write_results
 from test_action import ep
 
@@ -26,7 +26,6 @@ from lkeval.results.model import (
     load_results,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / "examples" / "workflows"
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
 

@@ -4,9 +4,9 @@ column and the progress/JUnit message carry "passed 3 of 3 — ..."."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import xmlschema
+from conftest import TEST_DATA
 from junitparser import JUnitXml
 from report_fixtures import FAILED, PASSED, metadata
 
@@ -16,7 +16,7 @@ from lkeval.results.model import Attempt, RunResults, Verdict
 from lkeval.results.sampling import SequentialRule, describe, observe
 from lkeval.results.wording import outcome_line
 
-XSD = Path(__file__).parent / "data" / "junit.xsd"
+XSD = TEST_DATA / "junit.xsd"
 
 
 def _sequential(result, votes: list[str]):  # type: ignore[no-untyped-def]
