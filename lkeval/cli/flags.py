@@ -21,6 +21,7 @@ from lkeval.llm.options import LLMOptions
 from lkeval.publish.github.comments import COMMENT_MODES
 from lkeval.reporters import REPORTER_BY_NAME
 from lkeval.results.gate import FAIL_ON_CHOICES
+from lkeval.results.history import MAX_WINDOW as MAX_HISTORY_RUNS
 from lkeval.run.suite import SUPPORTED_LIVEKIT_AGENTS as SUPPORTED_RANGE
 from lkeval.scenarios.bounds import (
     MAX_AGENT_LOG_MIB,
@@ -353,6 +354,14 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         )
     group.add_argument(
         "--baseline", metavar="PATH", help="results file of an earlier run to compare against"
+    )
+    group.add_argument(
+        "--history-runs",
+        type=opt.positive_int_up_to(MAX_HISTORY_RUNS),
+        default=ReportOptions.history_runs,
+        metavar="N",
+        help="with --baseline: judge failures against each scenario's pass rate over the last "
+        f"N runs the baseline's history holds (default %(default)s, at most {MAX_HISTORY_RUNS})",
     )
     group.add_argument(
         "--fail-on",

@@ -108,7 +108,9 @@ def merge_results(parts: list[tuple[str, RunResults]], allow_partial: bool = Fal
         missing_shards=tuple(missing),
         inference_class=run_inference_class(scenarios),
     )
-    return RunResults(metadata=merged, scenarios=tuple(scenarios))
+    # Every shard carries the history of the same baseline: the merge carries it on.
+    history = next((r.history for _, r in parts if r.history is not None), None)
+    return RunResults(metadata=merged, scenarios=tuple(scenarios), history=history)
 
 
 def merge_main(files: list[str], output: str, allow_partial: bool = False) -> ExitCode:

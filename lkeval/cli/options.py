@@ -25,6 +25,7 @@ from lkeval.llm.options import LLMEndpointOptions, LLMOptions
 from lkeval.publish.github.comments import CommentMode, marker
 from lkeval.results.budgets import Budgets
 from lkeval.results.gate import FailOn
+from lkeval.results.history import DEFAULT_WINDOW as DEFAULT_HISTORY_RUNS
 from lkeval.results.pricing import parse_price_override
 from lkeval.results.sampling import SequentialRule
 from lkeval.scenarios.bounds import MAX_TIMEOUT_SECONDS
@@ -42,6 +43,8 @@ class ReportOptions:
     files: tuple[tuple[str, str], ...] = ()
     """(reporter name, path) for each ``--<reporter> PATH`` given (``--junit``, ``--markdown``)."""
     baseline: str | None = None
+    history_runs: int = DEFAULT_HISTORY_RUNS
+    """Runs of the baseline's pass-rate history to judge failures against (and to carry)."""
     fail_on: FailOn = "any"
     min_pass_rate: float | None = None
     budgets: Budgets = field(default_factory=Budgets)
@@ -286,6 +289,7 @@ def report_options(
     return ReportOptions(
         files=tuple(sorted(args.report_files.items())),
         baseline=args.baseline,
+        history_runs=args.history_runs,
         fail_on=args.fail_on,
         min_pass_rate=args.min_pass_rate,
         budgets=Budgets(

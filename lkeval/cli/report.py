@@ -25,6 +25,7 @@ from lkeval.reporters import REPORTER_BY_NAME, Report
 from lkeval.results.baseline import Comparison, compare
 from lkeval.results.consistency import status_problem
 from lkeval.results.gate import GateOutcome, evaluate_gate, gate_line
+from lkeval.results.history import DEFAULT_WINDOW as DEFAULT_HISTORY_RUNS
 from lkeval.results.model import ResultsFileError, RunResults, load_results
 from lkeval.results.sampling import recheck, run_cost_line
 from lkeval.text.commands import inert_line
@@ -44,11 +45,15 @@ def load_baseline(path: str) -> RunResults:
         raise BaselineError(f"baseline: {exc}") from None
 
 
-def load_comparison(results: RunResults, path: str | None) -> Comparison | None:
-    """Compare with the baseline file, if one was given (:class:`BaselineError`: exit 2)."""
+def load_comparison(
+    results: RunResults, path: str | None, history_runs: int = DEFAULT_HISTORY_RUNS
+) -> Comparison | None:
+    """Compare with the baseline file, if one was given (:class:`BaselineError`: exit 2),
+    and with the pass-rate history it carries (never with the history ``results`` carries
+    itself: a pull request's run could have written that one)."""
     if not path:
         return None
-    return compare(results, mask_results(load_baseline(path)))
+    return compare(results, mask_results(load_baseline(path)), history_runs)
 
 
 def printed_gate_line(gate: GateOutcome) -> str:
@@ -64,7 +69,7 @@ def decide(results: RunResults, options: ReportOptions) -> tuple[Report, GitHubC
     (not the merge commit ``GITHUB_SHA``) and links the run.
     """
     results = recheck(results)  # a sequential pass must follow from its recorded attempts
-    comparison = load_comparison(results, options.baseline)
+    comparison = load_comparison(results, options.baseline, options.history_runs)
     gate = evaluate_gate(
         results,
         comparison,

@@ -21,7 +21,7 @@ from typing import TextIO
 from lkeval import defaults
 from lkeval.cli.flags import add_llm_arguments, add_report_arguments, add_run_arguments
 from lkeval.cli.options import RunOptions, run_options
-from lkeval.cli.report import finish, load_baseline
+from lkeval.cli.report import BaselineError, finish, load_baseline
 from lkeval.llm.config import MissingCredentialsError
 from lkeval.llm.evaluator import LLMEvaluator, build_evaluator
 from lkeval.llm.logs import route_livekit_logs
@@ -31,6 +31,7 @@ from lkeval.publish.github.context import read_context
 from lkeval.publish.github.fork import fork_error, not_run_reason, not_run_results
 from lkeval.publish.progress import make_progress
 from lkeval.results.fingerprint import verdict_options
+from lkeval.results.history import with_history
 from lkeval.results.model import RunResults
 from lkeval.results.results_json import dump_results
 from lkeval.results.sampling import SequentialRule
@@ -159,7 +160,14 @@ class _Writers:
         return ResultsDirLock(results_dir)
 
     def write_results(self, path: Path, results: RunResults) -> None:
-        write_text(path, dump_results(results))
+        # The history this run is compared with, carried on so that the next run taking this
+        # file as its baseline continues it (lkeval.results.history).
+        report = self.options.report
+        try:
+            baseline = mask_results(load_baseline(report.baseline)) if report.baseline else None
+        except BaselineError:  # read before the first boot; gone now: the results come first
+            baseline = None
+        write_text(path, dump_results(with_history(results, baseline, report.history_runs)))
 
     def finish(self, results: RunResults, path: Path, interrupted: bool) -> int:
         report = self.options.report

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from junit_xml import TestCase, TestSuite
 
 from lkeval.reporters.interface import Report, Reporter
+from lkeval.results.baseline import ScenarioChange
 from lkeval.results.model import RunResults, ScenarioResult
 from lkeval.results.wording import (
     attempt_to_show,
@@ -104,7 +105,7 @@ class JUnitReporter(Reporter):
             element.set("time", f"{suite_time:.3f}")
             for case_element, scenario in zip(element.iter("testcase"), scenarios, strict=True):
                 case_element.set("time", f"{scenario.duration_seconds:.3f}")
-                _add_properties(case_element, scenario)
+                _add_properties(case_element, scenario, _change(report, scenario))
             for key in totals:
                 totals[key] += int(element.get(key, "0"))
             total_time += suite_time
@@ -174,21 +175,36 @@ def _testcase(scenario: ScenarioResult, root: str | None) -> TestCase:
     return case
 
 
-def _add_properties(case: ET.Element, scenario: ScenarioResult) -> None:
-    """The scenario's attempts and how its verdict was reached, as testcase properties (first
-    child, as consumers of pytest's ``record_property`` read them)."""
+def _change(report: Report, scenario: ScenarioResult) -> ScenarioChange | None:
+    comparison = report.comparison
+    return comparison.change_for(scenario.scenario_id) if comparison is not None else None
+
+
+def _add_properties(
+    case: ET.Element, scenario: ScenarioResult, change: ScenarioChange | None = None
+) -> None:
+    """The scenario's attempts and how its verdict was reached, and its pass rate over the
+    baseline's history, as testcase properties (first child, as consumers of pytest's
+    ``record_property`` read them)."""
+    values: dict[str, str] = {}
     sampling = scenario.sampling
-    if sampling is None:
+    if sampling is not None:
+        values = {
+            "attempts": str(sampling.attempts),
+            "passes": str(sampling.passes),
+            "judge_votes": str(sampling.judge_votes),
+            "sampling": sampling.mode,
+            "decision": sampling.text,
+        }
+        if sampling.confidence is not None:
+            values["confidence"] = f"{sampling.confidence:.6f}"
+    if change is not None and change.history is not None:
+        values["history_rate"] = f"{change.history.rate:.4f}"
+        values["history"] = change.history.text
+        if change.history_verdict is not None:
+            values["history_test"] = change.history_verdict.text
+    if not values:
         return
-    values = {
-        "attempts": str(sampling.attempts),
-        "passes": str(sampling.passes),
-        "judge_votes": str(sampling.judge_votes),
-        "sampling": sampling.mode,
-        "decision": sampling.text,
-    }
-    if sampling.confidence is not None:
-        values["confidence"] = f"{sampling.confidence:.6f}"
     properties = ET.Element("properties")
     for name, value in values.items():
         ET.SubElement(properties, "property", {"name": name, "value": xml_text(value)})

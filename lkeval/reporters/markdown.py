@@ -131,6 +131,9 @@ def _changes(report: Report) -> dict[str, ScenarioChange]:
     return {c.scenario_id: c for c in changes}
 
 
+#: Known-flaky scenarios named in the comment (the rest are counted).
+FLAKY_LISTED = 10
+
 _SECTIONS = (
     "🔻 Regressions",
     "❌ New failures",
@@ -225,6 +228,16 @@ def _lists(report: Report) -> list[str]:
             f"{text(c.label, LABEL_CHARS)} · {text(c.group_name)}" for c in report.comparison.fixed
         ]
         blocks.append(name_list(f"🟢 Fixed ({len(fixed)})", fixed))
+    if report.comparison is not None and report.comparison.known_flaky:
+        flaky = [
+            f"{text(c.label, LABEL_CHARS)} · {text(c.history.text)}"
+            for c in report.comparison.known_flaky
+            if c.history is not None
+        ]
+        runs = report.comparison.history_runs
+        title = f"🎲 Known flaky on main ({len(flaky)}, last {runs} runs)"
+        more = [f"and {len(flaky) - FLAKY_LISTED} more"] if len(flaky) > FLAKY_LISTED else []
+        blocks.append(name_list(title, flaky[:FLAKY_LISTED] + more))
     return blocks
 
 

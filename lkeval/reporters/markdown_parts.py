@@ -227,6 +227,10 @@ def failure_block(
     tags.append(f"<code>{text(scenario.file)}</code> line {scenario.line}")
     parts = [f"**{icon(scenario)} {text(scenario.label, LABEL_CHARS)}** · " + " · ".join(tags)]
     reasons = failure_reasons(scenario) or [scenario.status]
+    if change is not None and change.history_verdict is not None:
+        reasons.append(f"history: {change.history_verdict.text}")
+    elif change is not None and change.history is not None:
+        reasons.append(f"history: {change.history.text}")
     reasons.append(_agent_check(scenario))
     if short_reasons:
         reasons = [("  " if r.startswith("  ") else "") + one_line(r) for r in reasons]
@@ -330,6 +334,8 @@ def _change_cell(change: ScenarioChange | None) -> str:
     if change is None:
         return ""
     parts = [CHANGE_TEXT[change.kind]] if CHANGE_TEXT[change.kind] else []
+    if change.history is not None:
+        parts.append(f"main {change.history.rate * 100:.0f}% ({change.history.state})")
     latency = change.latency_p95
     if latency is not None and latency.percent is not None and abs(latency.percent) >= 1:
         noise = " (noise)" if latency.noisy else ""

@@ -6,6 +6,10 @@ is simply an earlier results file (usually from the default branch). Scenarios a
 ``scenario_id``: the stable ``id`` from the scenario file, or the id lk-eval derives from
 group name + label when the file has none (so renaming a label without an id reads as one
 scenario removed and one new).
+
+When the baseline carries a pass-rate history (:mod:`lkeval.results.history`), a scenario that
+fails now is judged against its rate over the last runs, not against one outcome: a failure of
+a scenario known to be flaky on main is noise unless its rate now is significantly lower.
 """
 
 from __future__ import annotations
@@ -14,8 +18,18 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
+from lkeval.results.history import (
+    DEFAULT_WINDOW,
+    HistoryRate,
+    HistoryVerdict,
+    digests,
+    judge_failure,
+    rate_of,
+    rolled,
+    scenario_entry,
+)
 from lkeval.results.metrics import MIN_TURNS, Metrics, scenario_metrics, suite_metrics
-from lkeval.results.model import LLMInUse, RunResults, ScenarioResult, Status
+from lkeval.results.model import History, LLMInUse, RunResults, ScenarioResult, Status
 
 ChangeKind = Literal["regression", "fixed", "new", "removed", "unchanged"]
 
@@ -79,6 +93,10 @@ class ScenarioChange:
     baseline_pass_rate: float | None = None
     latency_p95: MetricDelta | None = None
     cost: MetricDelta | None = None
+    # The scenario's pass rate over the baseline's history (None without enough of it), and,
+    # when it failed now, what that history says about the failure.
+    history: HistoryRate | None = None
+    history_verdict: HistoryVerdict | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +117,8 @@ class Comparison:
     model_changes: tuple[str, ...] = ()
     """``judge model changed: a → b``: verdicts of another judge (or against another caller)
     are not like for like, so a regression or fix may be the model's, not the agent's."""
+    history_runs: int = 0
+    """Runs of the baseline's branch in the history the scenarios were judged against."""
 
     def _of(self, kind: ChangeKind) -> tuple[ScenarioChange, ...]:
         return tuple(c for c in self.changes if c.kind == kind)
@@ -128,6 +148,13 @@ class Comparison:
         """Everything else (same outcome, or skipped on either side)."""
         return self._of("unchanged")
 
+    @property
+    def known_flaky(self) -> tuple[ScenarioChange, ...]:
+        """Scenarios of this run whose history shows them flaky on the baseline's branch."""
+        return tuple(
+            c for c in self.changes if c.history is not None and c.history.state == "flaky"
+        )
+
     def change_for(self, scenario_id: str) -> ScenarioChange | None:
         """The change of one current or removed scenario."""
         for change in self.changes:
@@ -136,23 +163,29 @@ class Comparison:
         return None
 
 
-def compare(current: RunResults, baseline: RunResults) -> Comparison:
-    """Classify every scenario of ``current`` against ``baseline`` by ``scenario_id``."""
+def compare(current: RunResults, baseline: RunResults, window: int = DEFAULT_WINDOW) -> Comparison:
+    """Classify every scenario of ``current`` against ``baseline`` by ``scenario_id``, and
+    against the pass-rate history ``baseline`` carries (its last ``window`` runs)."""
     before = _by_id(baseline.scenarios)
     now = _by_id(current.scenarios)
+    history = rolled(baseline, window)
     changes: list[ScenarioChange] = []
     for scenario_id, result in now.items():
         old = before.get(scenario_id)
+        rate = _history_rate(history, current, result)
+        verdict = judge_failure(result, rate) if rate and result.status in _BAD else None
         changes.append(
             ScenarioChange(
                 scenario_id=scenario_id,
                 label=result.label,
                 group_name=result.group_name,
-                kind=_classify(result.status, old.status if old else None),
+                kind=_classify(result.status, old.status if old else None, verdict),
                 current=result.status,
                 baseline=old.status if old else None,
                 current_pass_rate=result.pass_rate,
                 baseline_pass_rate=old.pass_rate if old else None,
+                history=rate,
+                history_verdict=verdict,
                 **_metric_deltas(result, old),
             )
         )
@@ -181,7 +214,19 @@ def compare(current: RunResults, baseline: RunResults) -> Comparison:
         baseline_verdicts=sum(1 for s in baseline.scenarios if s.status in ("passed", "failed")),
         model_changes=_model_changes(current, baseline)
         + _inference_class_change(current, baseline),
+        history_runs=len(history.runs),
     )
+
+
+def _history_rate(
+    history: History, current: RunResults, result: ScenarioResult
+) -> HistoryRate | None:
+    """The scenario's rate over the history, when its content is the one the history counted
+    (both digests known and equal)."""
+    if result.status == "skipped":
+        return None
+    digest = digests(current).get(result.scenario_id)
+    return rate_of(scenario_entry(history, result.scenario_id, digest))
 
 
 def _metric_deltas(
@@ -249,7 +294,13 @@ def _inference_class_change(current: RunResults, baseline: RunResults) -> tuple[
     )
 
 
-def _classify(current: Status, baseline: Status | None) -> ChangeKind:
+def _classify(
+    current: Status, baseline: Status | None, history: HistoryVerdict | None = None
+) -> ChangeKind:
+    if history is not None and history.judgement == "regression":
+        return "regression"
+    if history is not None and history.judgement == "noise":
+        return "unchanged" if baseline is not None else "new"
     if baseline is None:
         return "new"
     if baseline == "passed" and current in _BAD:

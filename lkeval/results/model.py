@@ -235,6 +235,22 @@ class Sampling:
 
 
 @dataclass(frozen=True)
+class Calibration:
+    """How well the judge tells one scenario's good conversations from broken ones
+    (``lkeval calibrate``, ``lkeval.llm.calibrate``): its votes on a passing transcript and on
+    negative controls built from it (decisive tool call dropped, booked values changed,
+    confirmation removed, a refusal swapped in)."""
+
+    false_passes: int
+    control_votes: int
+    false_fails: int
+    good_votes: int
+    controls: tuple[str, ...] = ()
+    judge_model: str = ""
+    measured_at: str = ""
+
+
+@dataclass(frozen=True)
 class ScenarioResult:
     """The outcome of one scenario over all its attempts."""
 
@@ -257,6 +273,9 @@ class ScenarioResult:
     latency_budget: dict[str, float] = field(default_factory=dict)
     # How its verdict was reached (lkeval.results.sampling); None in older results files.
     sampling: Sampling | None = None
+    # The judge's error rates on this scenario, measured by ``lkeval calibrate`` on this run's
+    # transcripts; a later run's history carries them (lkeval.results.history).
+    calibration: Calibration | None = None
 
     @classmethod
     def of(cls, scenario: Scenario, status: Status, reason: str, **more: Any) -> ScenarioResult:
@@ -376,12 +395,54 @@ class RunMetadata:
 
 
 @dataclass(frozen=True)
+class RunCount:
+    """One scenario in one earlier run: attempts that reached a verdict, how many passed, and
+    the scenario's status in that run. ``run`` is that run's ``started_at``."""
+
+    run: str
+    passes: int
+    attempts: int
+    status: str = ""
+
+
+@dataclass(frozen=True)
+class ScenarioHistory:
+    """One scenario's counts over earlier runs, valid for its content ``digest`` only (an
+    edited scenario starts a fresh history), and its latest judge calibration."""
+
+    digest: str
+    counts: tuple[RunCount, ...] = ()
+    calibration: Calibration | None = None
+
+
+@dataclass(frozen=True)
+class HistoryRun:
+    """One earlier run counted in a history (oldest first)."""
+
+    started_at: str
+    git_sha: str | None = None
+
+
+@dataclass(frozen=True)
+class History:
+    """Per-scenario pass counts over the last ``window`` runs of the baseline's branch, as the
+    baseline carried them (lkeval.results.history): the runs before this one."""
+
+    window: int
+    runs: tuple[HistoryRun, ...] = ()
+    scenarios: dict[str, ScenarioHistory] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RunResults:
     """The whole results file."""
 
     metadata: RunMetadata
     scenarios: tuple[ScenarioResult, ...]
     format_version: int = FORMAT_VERSION
+    # The rolling history this run was compared with (its baseline's, with the baseline's own
+    # run added); None without a baseline and in older files.
+    history: History | None = None
 
     def count(self, status: Status) -> int:
         """Scenarios with this status."""

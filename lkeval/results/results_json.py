@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from lkeval.results.history import HistoryRate, digests, rate_of, scenario_entry
 from lkeval.results.metrics import Metrics, Spread, scenario_metrics, suite_metrics
 from lkeval.results.model import RunResults, results_to_dict
 
@@ -36,17 +37,45 @@ def _spread(value: Spread | None) -> dict[str, float] | None:
     return {"p50": value.p50, "p95": value.p95, "max": value.max, "n": value.n}
 
 
+def history_figures(rate: HistoryRate | None) -> dict[str, Any] | None:
+    """A scenario's pass rate over the history the run was compared with (None without
+    enough of it)."""
+    if rate is None:
+        return None
+    return {
+        "passes": rate.passes,
+        "attempts": rate.attempts,
+        "runs": rate.runs,
+        "rate": round(rate.rate, 6),
+        "wilson_95": [round(rate.low, 6), round(rate.high, 6)],
+        "state": rate.state,
+    }
+
+
 def results_document(results: RunResults) -> dict[str, Any]:
     """The JSON-ready results file: the model, with ``figures`` for the suite and each scenario
     (placed before the attempts, so a reader sees them first)."""
     data = results_to_dict(results)
+    history = data.pop("history")
+    now = digests(results)
     scenarios = []
     for result, raw in zip(results.scenarios, data.pop("scenarios"), strict=True):
         attempts = raw.pop("attempts")
+        entry = scenario_entry(results.history, result.scenario_id, now.get(result.scenario_id))
         scenarios.append(
-            {**raw, "figures": figures(scenario_metrics(result)), "attempts": attempts}
+            {
+                **raw,
+                "figures": figures(scenario_metrics(result)),
+                "history_rate": history_figures(rate_of(entry)),
+                "attempts": attempts,
+            }
         )
-    return {**data, "figures": figures(suite_metrics(results)), "scenarios": scenarios}
+    return {
+        **data,
+        "figures": figures(suite_metrics(results)),
+        "scenarios": scenarios,
+        "history": history,
+    }
 
 
 def dump_results(results: RunResults) -> str:
