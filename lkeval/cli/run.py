@@ -210,7 +210,7 @@ def _fork_without_secrets(
     out.flush()
     results = not_run_results(
         plan.scenarios,
-        plan.engine_options.selection.selects,
+        plan.engine_options.selection,
         not_run_reason(os.environ, exc.variables),
         agent=str(options.agent),
         scenario_files=list(settings.scenario_files),

@@ -134,8 +134,7 @@ def run_attempt_cap(scenarios: Sequence[Scenario], options: EngineOptions) -> in
     """Attempts the run may start in all (``--max-run-attempts``)."""
     if options.max_run_attempts is not None:
         return options.max_run_attempts
-    selected = [s for s in scenarios if options.selection.selects(s)]
-    return RUN_ATTEMPTS_PER_SCENARIO * max(1, len(selected))
+    return RUN_ATTEMPTS_PER_SCENARIO * max(1, len(options.selection.pick(scenarios)))
 
 
 class AgentSlots:
@@ -215,11 +214,8 @@ class Engine:
     async def run(self, scenarios: Sequence[Scenario]) -> list[ScenarioResult]:
         """Run everything selected; unselected scenarios come back as skipped."""
         self._scenarios = list(scenarios)
-        runnable = [
-            s
-            for s in scenarios
-            if self.options.selection.selects(s) and s.id not in self.options.nothing_to_check
-        ]
+        selected = self.options.selection.pick(scenarios)
+        runnable = [s for s in selected if s.id not in self.options.nothing_to_check]
         self._budget = run_attempt_cap(scenarios, self.options) - sum(
             self.plan(s)[0] for s in runnable if self.options.fixed(s)
         )
@@ -257,7 +253,7 @@ class Engine:
             if not self.options.selection.selects(scenario):
                 # Reported skipped, but silently: the run prints one line for all of them,
                 # and the progress counts only what runs (no [100/100] for a 1-scenario run).
-                reason = f"not selected ({self.options.selection.describe()})"
+                reason = self.options.selection.not_selected
                 self._results[scenario.id] = self._skipped(scenario, reason)
                 continue
             if scenario.id in self.options.nothing_to_check:

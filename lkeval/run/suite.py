@@ -182,7 +182,7 @@ def build_plan(settings: SuiteSettings) -> Plan:
         scenarios = select_shard(scenarios, *settings.shard)
     return Plan(
         scenarios=scenarios,
-        selected=[s for s in scenarios if selection.selects(s)],
+        selected=selection.pick(scenarios),
         engine_options=settings.engine,
         suite=tuple(suite),
     )
@@ -285,7 +285,7 @@ class Suite:
     def _empty_shard(self, plan: Plan) -> int:
         """More shards than scenarios: this shard writes results that say it is empty, boots
         nothing, and passes; the merge of every shard's results is what is gated."""
-        why = f"not selected ({plan.engine_options.selection.describe()})"
+        why = plan.engine_options.selection.not_selected
         scenarios = [ScenarioResult.of(s, "skipped", why) for s in plan.scenarios]
         metadata = dataclasses.replace(self.metadata(scenarios, None), empty_shard=True)
         results = RunResults(metadata, tuple(scenarios))

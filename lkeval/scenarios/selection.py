@@ -61,6 +61,17 @@ class Selection:
             return False
         return not self.patterns or any(_matches(p, scenario) for p in self.patterns)
 
+    def pick(self, scenarios: Sequence[Scenario]) -> list[Scenario]:
+        """The scenarios that run, in their order: the one place a run, its attempt cap, and a
+        fork's PR without secrets decide it."""
+        return [s for s in scenarios if self.selects(s)]
+
+    @property
+    def not_selected(self) -> str:
+        """The reason every unselected scenario is reported skipped with, whichever path
+        reports it (the engine, an empty shard, a fork's PR without secrets)."""
+        return f"not selected ({self.describe()})"
+
     def _tagged(self, scenario: Scenario) -> bool:
         return all(scenario.tags.get(k) == v for k, v in self.tags)
 

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from lkeval.publish.github.fork import not_run_results
 from lkeval.results.model import Attempt, ScenarioResult, Status
 from lkeval.run.attempt import Slot
 from lkeval.run.engine import AttemptRunner, Engine, EngineOptions
@@ -173,3 +174,33 @@ def test_a_scenarios_duration_is_its_conversations_not_its_wait_for_a_slot() -> 
     results, _ = run([scenario(i) for i in ids], script, concurrency=1, repeat=2)
     # at concurrency 1, the last scenario waited for six conversations before its own two
     assert [r.duration_seconds for r in results] == [0.1] * 4
+
+
+def test_a_forks_pr_without_secrets_selects_what_a_run_selects_with_the_same_reason() -> None:
+    """``--tag``/``--match`` are decided by :class:`Selection` alone: the results a fork's PR
+    writes without running (publish/github/fork.py) skip exactly the scenarios a run skips,
+    with the reason a run gives, and hold every scenario the run plays as the error."""
+    suite = [
+        scenario("s-1", tags={"feature": "rooms"}),
+        scenario("s-2", tags={"feature": "spa"}),
+        scenario("s-3", label="Late checkout", tags={"feature": "rooms"}),
+        scenario("s-4", tags={}),
+    ]
+    selection = Selection(tags=(("feature", "rooms"),), patterns=("late*", "s-1"))
+    script = Scripted({"s-1": ["passed"], "s-3": ["passed"]})
+    ran, _ = run(suite, script, selection=selection)
+    forked = not_run_results(
+        suite,
+        selection,
+        "no secrets",
+        agent="a.py",
+        scenario_files=["s.yaml"],
+        commit=(None, None),
+        shard=None,
+        argv=[],
+    ).scenarios
+    skipped = {r.scenario_id: r.reason for r in ran if r.status == "skipped"}
+    assert skipped == {r.scenario_id: r.reason for r in forked if r.status == "skipped"}
+    assert set(skipped) == {"s-2", "s-4"}
+    assert set(skipped.values()) == {"not selected (tag feature=rooms, match 'late*', match 's-1')"}
+    assert [r.scenario_id for r in forked if r.status == "error"] == [s for s, _ in script.made]

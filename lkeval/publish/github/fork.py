@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from lkeval import __version__
 from lkeval.results.model import RunMetadata, RunResults, ScenarioResult
 from lkeval.scenarios.model import Scenario
+from lkeval.scenarios.selection import Selection
 from lkeval.text.commands import command
 from lkeval.text.masking import redact_argv
 
@@ -64,7 +65,7 @@ def fork_error(detail: str, environ: Mapping[str, str], wanted: Sequence[str]) -
 
 def not_run_results(
     scenarios: Sequence[Scenario],
-    selects: Callable[[Scenario], bool],
+    selection: Selection,
     reason: str,
     *,
     agent: str,
@@ -74,7 +75,7 @@ def not_run_results(
     argv: Sequence[str],
 ) -> RunResults:
     """Results of a run that could not start: each selected scenario an ``error`` with
-    ``reason``, the others skipped as a normal run would skip them."""
+    ``reason``, the others skipped with the reason a normal run gives them."""
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     metadata = RunMetadata(
         lkeval_version=__version__,
@@ -90,8 +91,8 @@ def not_run_results(
     )
     results = tuple(
         ScenarioResult.of(s, "error", reason)
-        if selects(s)
-        else ScenarioResult.of(s, "skipped", "not selected")
+        if selection.selects(s)
+        else ScenarioResult.of(s, "skipped", selection.not_selected)
         for s in scenarios
     )
     return RunResults(metadata=metadata, scenarios=results)
