@@ -28,6 +28,7 @@ from junit_xml import TestCase, TestSuite
 from lkeval.reporters.interface import Report, Reporter
 from lkeval.results.baseline import ScenarioChange
 from lkeval.results.model import RunResults, ScenarioResult
+from lkeval.results.replays import replay_text, scenario_state
 from lkeval.results.wording import (
     attempt_to_show,
     failure_reasons,
@@ -203,12 +204,31 @@ def _add_properties(
         values["history"] = change.history.text
         if change.history_verdict is not None:
             values["history_test"] = change.history_verdict.text
+    values |= _replay_properties(scenario)
     if not values:
         return
     properties = ET.Element("properties")
     for name, value in values.items():
         ET.SubElement(properties, "property", {"name": name, "value": xml_text(value)})
     case.insert(0, properties)
+
+
+def _replay_properties(scenario: ScenarioResult) -> dict[str, str]:
+    """With ``--cassettes``: replayed, live or missed, the one-line why, and the calls."""
+    state = scenario_state(scenario)
+    if state is None:
+        return {}
+    records = [a.replay for a in ran_attempts(scenario) if a.replay is not None]
+    saved = [r.saved_usd for r in records if r.saved_usd is not None]
+    values = {
+        "replay": state,
+        "replay_detail": replay_text(scenario),
+        "calls_replayed": str(sum(r.calls_replayed for r in records)),
+        "calls_live": str(sum(r.calls_live for r in records)),
+    }
+    if saved:
+        values["saved_usd"] = f"{sum(saved):.6f}"
+    return values
 
 
 def _error_text(scenario: ScenarioResult) -> str:

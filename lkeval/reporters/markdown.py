@@ -37,7 +37,15 @@ from lkeval.reporters.markdown_parts import (
     verdict_line,
 )
 from lkeval.results.baseline import ScenarioChange
-from lkeval.results.model import ScenarioResult
+from lkeval.results.model import RunResults, ScenarioResult
+from lkeval.results.replays import (
+    LIVE,
+    MISSED,
+    has_replays,
+    replay_line,
+    replay_text,
+    scenario_state,
+)
 from lkeval.results.sampling import run_cost_line
 from lkeval.results.wording import count, is_repeated
 from lkeval.text.masking import mask
@@ -164,6 +172,8 @@ def _render(report: Report, level: Level, failures_kept: int) -> str:
     note = interrupted_note(report.results)
     blocks += [note] if note else []
     blocks.append(counts_line(report))
+    if replayed := replay_line(report.results):
+        blocks.append(f"**Record/replay:** {text(replayed)}")
     if cost := run_cost_line(report.results):  # what sampling cost, how sure the gate is
         blocks.append(f"<sub>{text(cost)}</sub>")
     # Budget misses have their own section below: each reason once.
@@ -220,6 +230,8 @@ def _failure_sections(report: Report, level: Level, kept: int) -> list[str]:
 
 def _lists(report: Report) -> list[str]:
     blocks = []
+    if live := live_list(report.results):
+        blocks.append(live)
     misses = report.gate.budget_misses
     if misses:
         blocks.append(name_list(f"⏱️ Budget misses ({len(misses)})", [text(m.text) for m in misses]))
@@ -241,6 +253,22 @@ def _lists(report: Report) -> list[str]:
     return blocks
 
 
+#: Live scenarios listed by name in the comment, at most (the table has them all).
+LIVE_LISTED = 10
+
+
+def live_list(results: RunResults) -> str:
+    """The scenarios that did not replay, each with the call that went live and why: where
+    the change under test altered the agent's behaviour (empty when all replayed)."""
+    live = [s for s in results.scenarios if scenario_state(s) in (LIVE, MISSED)]
+    if not live or len(live) == len(results.scenarios):  # all live (record): nothing to point at
+        return ""
+    lines = [f"{text(s.label, LABEL_CHARS)} · {text(replay_text(s))}" for s in live[:LIVE_LISTED]]
+    if len(live) > LIVE_LISTED:
+        lines.append(f"and {len(live) - LIVE_LISTED} more (see the table)")
+    return name_list(f"🔁 Live, not replayed ({len(live)})", lines)
+
+
 def _table(report: Report, level: Level) -> list[str]:
     results, comparison = report.results, report.comparison
     if not level.table:
@@ -252,13 +280,12 @@ def _table(report: Report, level: Level) -> list[str]:
     runs = any(is_repeated(s) for s in results.scenarios)
     bad = [s for s in results.scenarios if is_bad(s)]
     rest = [s for s in results.scenarios if not is_bad(s)]
-    rows = [table_row(s, changes.get(s.scenario_id), runs, comparison is not None) for s in bad]
+    replays, baseline = has_replays(results), comparison is not None
+    rows = [table_row(s, changes.get(s.scenario_id), runs, baseline, replays) for s in bad]
     removed = [c for c in changes.values() if c.kind == "removed"]
     omitted = 0
     if level.passing_rows:
-        rows += [
-            table_row(s, changes.get(s.scenario_id), runs, comparison is not None) for s in rest
-        ]
+        rows += [table_row(s, changes.get(s.scenario_id), runs, baseline, replays) for s in rest]
         rows += [removed_row(c, runs) for c in removed]
     else:
         omitted = len(rest) + len(removed)

@@ -28,6 +28,7 @@ from lkeval.results.metrics import (
 )
 from lkeval.results.model import RunResults, ScenarioResult, Usage
 from lkeval.results.pricing import format_cost, total_cost
+from lkeval.results.replays import has_replays, replay_short, replay_text
 from lkeval.results.wording import (
     attempt_to_show,
     count,
@@ -231,6 +232,7 @@ def failure_block(
         reasons.append(f"history: {change.history_verdict.text}")
     elif change is not None and change.history is not None:
         reasons.append(f"history: {change.history.text}")
+    reasons.append(replay_text(scenario))
     reasons.append(_agent_check(scenario))
     if short_reasons:
         reasons = [("  " if r.startswith("  ") else "") + one_line(r) for r in reasons]
@@ -291,6 +293,9 @@ def table_header(results: RunResults, comparison: Comparison | None) -> list[str
     runs = any(is_repeated(s) for s in results.scenarios)
     names = ["  ", "Scenario", "Group"] + (["Runs"] if runs else []) + ["Turns", "p95", "Cost"]
     align = [":-:", "---", "---"] + (["---"] if runs else []) + ["--:", "--:", "--:"]
+    if has_replays(results):
+        names.append("Replay")
+        align.append("---")
     if comparison is not None:
         names.append("vs baseline")
         align.append("---")
@@ -298,9 +303,14 @@ def table_header(results: RunResults, comparison: Comparison | None) -> list[str
 
 
 def table_row(
-    scenario: ScenarioResult, change: ScenarioChange | None, runs: bool, with_baseline: bool
+    scenario: ScenarioResult,
+    change: ScenarioChange | None,
+    runs: bool,
+    with_baseline: bool,
+    replays: bool = False,
 ) -> str:
-    """One scenario's row: status, turns, p95, cost, and its change against the baseline."""
+    """One scenario's row: status, turns, p95, cost, replayed or live (with ``--cassettes``),
+    and its change against the baseline."""
     label = cell(scenario.label) + (" · _quarantined_" if scenario.quarantined else "")
     cells = [icon(scenario), label, cell(scenario.group_name)]
     if runs:
@@ -319,6 +329,8 @@ def table_row(
         "" if m.latency is None else format_ms(m.latency.p95),
         "" if skipped or not m.usage else _short_cost(m.cost_usd, m.unpriced),
     ]
+    if replays:
+        cells.append(replay_short(scenario))
     if with_baseline:
         cells.append(_change_cell(change))
     return "| " + " | ".join(cells) + " |"
