@@ -36,7 +36,8 @@ from lkeval.results.model import RunResults
 from lkeval.results.results_json import dump_results
 from lkeval.results.sampling import SequentialRule
 from lkeval.run.engine import EngineOptions, ProgressObserver
-from lkeval.run.suite import Collaborators, Plan, Suite, SuiteSettings
+from lkeval.run.plan import Plan, SuiteSettings
+from lkeval.run.suite import Collaborators, Suite
 from lkeval.scenarios.model import Scenario
 from lkeval.scenarios.selection import Selection
 from lkeval.text.masking import mask_results

@@ -7,7 +7,8 @@ whatever happens after the first scenario starts: on success, on a gate failure,
 SIGINT/SIGTERM (then with ``interrupted: true`` and the attempts that finished), so no result
 is ever lost.
 
-The suite owns the run's lifetime (the agent launcher, the raw-log directory, the signal
+What it runs comes from :mod:`lkeval.run.plan` (the frozen settings and the plan built from
+them). The suite owns the run's lifetime (the agent launcher, the raw-log directory, the signal
 handlers, the orphan sweep) and receives what it does not decide as collaborators
 (:class:`Collaborators`): the evaluator (LLMs), the progress display, the writers (results
 file, reports, gate) and the launcher. The command line (:mod:`lkeval.cli.run`) parses the
@@ -25,18 +26,17 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO
 
-from lkeval import __version__, defaults
+from lkeval import __version__
 from lkeval.agents.agent_host import SUPPORTED_RANGE
-from lkeval.agents.cold import python_problem
 from lkeval.agents.interface import Launcher
 from lkeval.agents.launch import open_launcher
 from lkeval.agents.orphans import adopt_orphans, kill_all_now
 from lkeval.agents.process import AgentLaunch, agent_env, publish_pending_logs
-from lkeval.errors import ExitCode, OutputError, UsageError
+from lkeval.errors import ExitCode, OutputError
 from lkeval.results.fingerprint import suite_fingerprint
 from lkeval.results.model import (
     JudgeCheck,
@@ -52,77 +52,18 @@ from lkeval.run.collaborators import RunEvaluator
 from lkeval.run.engine import (
     AttemptRunner,
     Engine,
-    EngineOptions,
     ProgressObserver,
     attempt_factory,
-    attempts_problem,
 )
 from lkeval.run.interrupt import Interrupted, RunSignals, run_until_signal
+from lkeval.run.plan import Plan, SuiteSettings, build_plan, check_plan
 from lkeval.run.revote import ask_again_with
-from lkeval.scenarios.bounds import runs_problem
-from lkeval.scenarios.loader import load_or_raise
-from lkeval.scenarios.model import Scenario, min_pass_problem
-from lkeval.scenarios.selection import check_selection, select_shard
+from lkeval.scenarios.model import Scenario
 from lkeval.text.commands import inert_line
 from lkeval.text.masking import mask_results, redact_argv
 
 SUPPORTED_LIVEKIT_AGENTS = SUPPORTED_RANGE
 """The livekit-agents versions an agent may use (checked by the agent host at boot)."""
-
-
-@dataclass(frozen=True)
-class SuiteSettings:
-    """Everything a run was told, built once from the command line's options and frozen."""
-
-    agent: str
-    """``--agent`` as given (the results record it so)."""
-    scenario_files: tuple[str, ...]
-    """As given, relative to the working directory when inside it (annotations want that)."""
-    results_path: Path
-    logs_dir: Path
-    report_paths: tuple[str, ...] = ()
-    """Every report file asked for: checked writable before anything boots."""
-    python: str = sys.executable
-    env: tuple[tuple[str, str], ...] = ()
-    cold_start: bool = False
-    inference_class: str = defaults.INFERENCE_CLASS
-    """``--inference-class``: the LiveKit Inference class of the agent's own calls."""
-    agent_memory: int = defaults.AGENT_MEMORY_MIB
-    """MiB of resident memory one agent may use (0: no bound)."""
-    agent_log_limit: int = defaults.AGENT_LOG_MIB
-    """MiB of log one agent may write."""
-    shard: tuple[int, int] | None = None
-    engine: EngineOptions = field(default_factory=EngineOptions)
-    boot_timeout: float = defaults.BOOT_TIMEOUT
-    turn_timeout: float = defaults.TURN_TIMEOUT
-    max_turns: int = defaults.MAX_TURNS
-    prices: tuple[tuple[str, tuple[float, float]], ...] = ()
-    argv: tuple[str, ...] = ()
-    """The command line, recorded with its secrets redacted."""
-    verdict_options: tuple[tuple[str, str], ...] = ()
-    """The options that change verdicts, as text (the results' suite fingerprint)."""
-    cassettes: Path | None = None
-    """``--cassettes DIR``: one cassette per scenario attempt (None: record/replay is off)."""
-    cassette_mode: str = defaults.CASSETTE_MODE
-    """``--cassette-mode``: auto, replay or record."""
-    cassette_rules: Path | None = None
-    """``--cassette-rules FILE``: the user's scrub rules for matching requests."""
-
-    @property
-    def shard_label(self) -> str | None:
-        """``"I/N"`` of ``--shard``, or None."""
-        return f"{self.shard[0]}/{self.shard[1]}" if self.shard else None
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a run will do, all of it checked before anything boots."""
-
-    scenarios: list[Scenario]
-    selected: list[Scenario]
-    engine_options: EngineOptions
-    suite: tuple[Scenario, ...] = ()
-    """Every scenario loaded, before ``--shard`` cut it: the results' suite fingerprint."""
 
 
 class Writers(Protocol):
@@ -168,26 +109,6 @@ class Collaborators:
     launcher: LauncherOpener = open_launcher
 
 
-def build_plan(settings: SuiteSettings) -> Plan:
-    """Load and select the scenarios; raises on bad input (exit 2)."""
-    if not Path(settings.agent).is_file():
-        raise UsageError(f"--agent {settings.agent}: no such file")
-    groups, warnings = load_or_raise(list(settings.scenario_files))
-    for warning in warnings:
-        print(inert_line(str(warning)), file=sys.stderr)  # may quote the scenario file
-    scenarios = suite = [s for g in groups for s in g.scenarios]
-    selection = settings.engine.selection
-    check_selection(scenarios, selection)  # the whole suite: exit 2 or 3 before anything boots
-    if settings.shard is not None:
-        scenarios = select_shard(scenarios, *settings.shard)
-    return Plan(
-        scenarios=scenarios,
-        selected=selection.pick(scenarios),
-        engine_options=settings.engine,
-        suite=tuple(suite),
-    )
-
-
 class Suite:
     """One run; construct with its settings and collaborators, then :meth:`run`."""
 
@@ -230,17 +151,8 @@ class Suite:
         if not plan.selected:  # check_selection: the suite has some, so this shard has none
             return self._empty_shard(plan)
         adopt_orphans()  # what a crashed agent leaves behind comes to us, stopped at the end
-        problem = python_problem(settings.python)  # before anything boots: one line, not N
-        if problem is not None:
-            raise UsageError(f"--python: {problem}")
+        check_plan(plan, settings)
         options = settings.engine
-        problem = (
-            min_pass_problem(plan.selected, options.repeat, options.min_pass)
-            or runs_problem(plan.selected, options.repeat, options.min_pass)
-            or attempts_problem(plan.selected, options)
-        )
-        if problem is not None:
-            raise UsageError(problem)
         parts.writers.check_baseline()  # a bad baseline is exit 2 now, not after the run
         evaluator = self._evaluator = parts.evaluator(plan.selected, settings.logs_dir)
         # the first lines name the caller and judge; a judge that cannot give a verdict stops
@@ -481,9 +393,6 @@ __all__ = [
     "SUPPORTED_LIVEKIT_AGENTS",
     "Collaborators",
     "LauncherOpener",
-    "Plan",
     "Suite",
-    "SuiteSettings",
     "Writers",
-    "build_plan",
 ]

@@ -1,0 +1,121 @@
+"""What a run is told and what it will do: its frozen settings and its plan.
+
+:class:`SuiteSettings` is everything the command line said, built once (``cli/run.py``
+``suite_settings``) and never changed. :func:`build_plan` loads the scenario files and decides
+what runs (``--tag``/``--match`` by :class:`~lkeval.scenarios.selection.Selection`, then
+``--shard``), refusing a selection that cannot be meant; :func:`check_plan` refuses figures the
+selected scenarios cannot meet; both before anything boots. Apart from :mod:`lkeval.run.suite`,
+which carries the plan out (agents, engine, signals, results), so a plan is built and read
+without starting anything.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lkeval import defaults
+from lkeval.agents.cold import python_problem
+from lkeval.errors import UsageError
+from lkeval.run.engine import EngineOptions, attempts_problem
+from lkeval.scenarios.bounds import runs_problem
+from lkeval.scenarios.loader import load_or_raise
+from lkeval.scenarios.model import Scenario, min_pass_problem
+from lkeval.scenarios.selection import check_selection, select_shard
+from lkeval.text.commands import inert_line
+
+
+@dataclass(frozen=True)
+class SuiteSettings:
+    """Everything a run was told, built once from the command line's options and frozen."""
+
+    agent: str
+    """``--agent`` as given (the results record it so)."""
+    scenario_files: tuple[str, ...]
+    """As given, relative to the working directory when inside it (annotations want that)."""
+    results_path: Path
+    logs_dir: Path
+    report_paths: tuple[str, ...] = ()
+    """Every report file asked for: checked writable before anything boots."""
+    python: str = sys.executable
+    env: tuple[tuple[str, str], ...] = ()
+    cold_start: bool = False
+    inference_class: str = defaults.INFERENCE_CLASS
+    """``--inference-class``: the LiveKit Inference class of the agent's own calls."""
+    agent_memory: int = defaults.AGENT_MEMORY_MIB
+    """MiB of resident memory one agent may use (0: no bound)."""
+    agent_log_limit: int = defaults.AGENT_LOG_MIB
+    """MiB of log one agent may write."""
+    shard: tuple[int, int] | None = None
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    boot_timeout: float = defaults.BOOT_TIMEOUT
+    turn_timeout: float = defaults.TURN_TIMEOUT
+    max_turns: int = defaults.MAX_TURNS
+    prices: tuple[tuple[str, tuple[float, float]], ...] = ()
+    argv: tuple[str, ...] = ()
+    """The command line, recorded with its secrets redacted."""
+    verdict_options: tuple[tuple[str, str], ...] = ()
+    """The options that change verdicts, as text (the results' suite fingerprint)."""
+    cassettes: Path | None = None
+    """``--cassettes DIR``: one cassette per scenario attempt (None: record/replay is off)."""
+    cassette_mode: str = defaults.CASSETTE_MODE
+    """``--cassette-mode``: auto, replay or record."""
+    cassette_rules: Path | None = None
+    """``--cassette-rules FILE``: the user's scrub rules for matching requests."""
+
+    @property
+    def shard_label(self) -> str | None:
+        """``"I/N"`` of ``--shard``, or None."""
+        return f"{self.shard[0]}/{self.shard[1]}" if self.shard else None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run will do, all of it checked before anything boots."""
+
+    scenarios: list[Scenario]
+    selected: list[Scenario]
+    engine_options: EngineOptions
+    suite: tuple[Scenario, ...] = ()
+    """Every scenario loaded, before ``--shard`` cut it: the results' suite fingerprint."""
+
+
+def build_plan(settings: SuiteSettings) -> Plan:
+    """Load and select the scenarios; raises on bad input (exit 2)."""
+    if not Path(settings.agent).is_file():
+        raise UsageError(f"--agent {settings.agent}: no such file")
+    groups, warnings = load_or_raise(list(settings.scenario_files))
+    for warning in warnings:
+        print(inert_line(str(warning)), file=sys.stderr)  # may quote the scenario file
+    scenarios = suite = [s for g in groups for s in g.scenarios]
+    selection = settings.engine.selection
+    check_selection(scenarios, selection)  # the whole suite: exit 2 or 3 before anything boots
+    if settings.shard is not None:
+        scenarios = select_shard(scenarios, *settings.shard)
+    return Plan(
+        scenarios=scenarios,
+        selected=selection.pick(scenarios),
+        engine_options=settings.engine,
+        suite=tuple(suite),
+    )
+
+
+def check_plan(plan: Plan, settings: SuiteSettings) -> None:
+    """Refuse (exit 2) a plan that cannot run, before anything boots: an interpreter that
+    cannot host the agent (one line, not one per agent), and repeat, min-pass and attempt
+    figures the selected scenarios cannot meet."""
+    problem = python_problem(settings.python)
+    if problem is not None:
+        raise UsageError(f"--python: {problem}")
+    options = settings.engine
+    problem = (
+        min_pass_problem(plan.selected, options.repeat, options.min_pass)
+        or runs_problem(plan.selected, options.repeat, options.min_pass)
+        or attempts_problem(plan.selected, options)
+    )
+    if problem is not None:
+        raise UsageError(problem)
+
+
+__all__ = ["Plan", "SuiteSettings", "build_plan", "check_plan"]
