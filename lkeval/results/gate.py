@@ -25,6 +25,7 @@ from lkeval.results.baseline import Comparison
 from lkeval.results.budgets import BudgetMiss, Budgets, check_budgets
 from lkeval.results.model import (
     NOT_RUN_INTERRUPTED,
+    NOT_RUN_NO_LLM,
     NOT_RUN_STOPPED,
     RunResults,
     ScenarioResult,
@@ -179,6 +180,9 @@ def evaluate_gate(
         (notes if fail_on == "never" else failures).append(f"budget missed: {miss.text}")
 
     failures.extend(incomplete_run(results))
+    if results.metadata.no_credentials:
+        share = evaluated_share(results)
+        (failures if share.startswith(NO_CREDENTIALS_FAILED) else notes).insert(0, share)
     if not counted:
         quarantined = f"all {_count(ran)} that ran are quarantined"
         if allow_all_quarantined:
@@ -205,6 +209,13 @@ def _nothing_ran(results: RunResults, allow_nothing_to_check: bool) -> GateOutco
             reasons=("nothing ran: the results hold no scenario",),
         )
     ran = [s for s in results.scenarios if s.status != "skipped"]
+    if (
+        ran
+        and results.metadata.no_credentials
+        and all(s.reason.startswith(NOT_RUN_NO_LLM) for s in ran)
+    ):
+        # without credentials, nothing replayed in full: nothing was evaluated
+        return GateOutcome(False, ExitCode.NOTHING_RAN, (evaluated_share(results),))
     # Exit 3 is for a broken setup: nothing could even be talked to. Once a conversation
     # happened, errors (a judge down, a failed turn) are the gate failing (exit 1).
     if ran and all(s.status == "error" and not conversed(s) for s in ran):
@@ -299,6 +310,33 @@ def incomplete_run(results: RunResults) -> list[str]:
         missing = ", ".join(results.metadata.missing_shards)
         out.append(f"partial results: shard(s) {missing} missing (merged with --allow-partial)")
     return out
+
+
+NO_CREDENTIALS_FAILED = "not every scenario could be evaluated"
+FORK_DOCS = "docs/action.md#pull-requests-from-forks"
+
+
+def evaluated_share(results: RunResults) -> str:
+    """How much of a run without LLM credentials (a fork's PR, from cassettes) was evaluated.
+
+    A scenario that needed a live call is one the change under test altered (or a new one):
+    the gate cannot pass without it, whatever ``--fail-on`` or quarantine say, so the sentence
+    is a failure then and a note otherwise.
+    """
+    ran = [s for s in results.scenarios if s.status != "skipped"]
+    not_run = [s for s in ran if s.reason.startswith(NOT_RUN_NO_LLM)]
+    evaluated = len(ran) - len(not_run)
+    share = f"{evaluated} of {len(ran)} ({format_rate(evaluated / len(ran) if ran else None)})"
+    if not not_run:
+        return (
+            f"no LLM credentials (a fork's pull request): all {share} evaluated from cassettes, "
+            "each replayed in full"
+        )
+    return (
+        f"{NO_CREDENTIALS_FAILED}: {share} evaluated from cassettes; {_count(not_run)} "
+        f"need a live LLM and there are no credentials (a fork's pull request): "
+        f"{_labels(not_run)}; evaluate it with credentials ({FORK_DOCS})"
+    )
 
 
 def empty_shard_note(results: RunResults) -> str:

@@ -25,6 +25,10 @@ NOT_RUN_INTERRUPTED = "not run (interrupted)"
 """The reason of a scenario that was selected but never began: the run was interrupted."""
 NOT_RUN_STOPPED = "not run (stopped early)"
 """How the reason of a scenario the error brake (``--max-errors``) did not boot begins."""
+NOT_RUN_NO_LLM = "not run: needs a live LLM (no credentials)"
+"""How the reason begins of a scenario that could not replay fully on a run without LLM
+credentials (a fork's pull request with cassettes): it needs a live call, so it was not
+evaluated; the gate never passes such a run."""
 VerdictValue = Literal["pass", "fail", "maybe"]
 
 
@@ -374,6 +378,9 @@ class RunMetadata:
     # A merge of shard results that lacks some shards (``lkeval merge --allow-partial``):
     # the missing ones as "I/N". The gate never passes such a file.
     missing_shards: tuple[str, ...] = ()
+    # Run without LLM credentials from cassettes (a fork's pull request): only scenarios that
+    # replayed fully were evaluated; the others are NOT_RUN_NO_LLM and the gate fails.
+    no_credentials: bool = False
     argv: tuple[str, ...] = ()
     # "warm", "cold", or "mixed" (some agents fell back to cold starts): from the attempts,
     # which each say how their agent started and, when cold, why.

@@ -10,9 +10,9 @@ from here, so they say the same.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from lkeval.results.model import Replay, RunResults, ScenarioResult
+from lkeval.results.model import NOT_RUN_NO_LLM, Replay, RunResults, ScenarioResult
 from lkeval.results.pricing import format_cost
 from lkeval.results.wording import count, one_line, ran_attempts
 
@@ -138,3 +138,20 @@ def replay_line(results: RunResults) -> str:
     else:
         saved = f"saved {count(totals.calls_replayed, 'call')} (unpriced)"
     return " · ".join([", ".join(scenarios), calls, saved])
+
+
+def without_credentials(results: RunResults) -> RunResults:
+    """A run with no LLM credentials, from cassettes (a fork's pull request): each scenario
+    that did not replay fully needed a live call, so it was not evaluated. It becomes an
+    ``error`` whose reason begins with :data:`~lkeval.results.model.NOT_RUN_NO_LLM` and says
+    which call it needed; the gate then says what share was evaluated and fails."""
+    scenarios = []
+    for scenario in results.scenarios:
+        state = scenario_state(scenario)
+        if scenario.status != "skipped" and state != REPLAYED:
+            needed = replay_text(scenario) or "no cassette"
+            reason = f"{NOT_RUN_NO_LLM}: {needed}"
+            scenario = replace(scenario, status="error", reason=reason, sampling=None)
+        scenarios.append(scenario)
+    metadata = replace(results.metadata, no_credentials=True)
+    return replace(results, metadata=metadata, scenarios=tuple(scenarios))
