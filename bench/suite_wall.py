@@ -98,6 +98,8 @@ def run_suite(
         "--comment",
         "off",
         "--no-github",
+        "--repeat",  # one attempt each: the ideal counts one conversation per scenario
+        "1",
     ]
     if mode == "cold" and flag:
         args.append("--cold-start")

@@ -57,6 +57,8 @@ HOST_DIR = os.path.dirname(os.path.abspath(__file__))
 EXIT_UNSUPPORTED = 78
 UNSUPPORTED_MARKER = "lk-eval: unsupported livekit-agents"
 PREPARED = b'{"prepared": true}\n'
+# Sent when the agent itself ends its session (see announce_ending).
+ENDING = b'{"ending": true}\n'
 # The agent's own directory (its working directory) that lk-eval prepared and cleans up.
 AGENT_DIR_ENV = "LKEVAL_AGENT_DIR"
 AGENT_TMP = ".tmp"  # the agent's TMPDIR, inside its directory
@@ -122,6 +124,7 @@ def attach_dispatch(dispatch: str | Control) -> None:
         if isinstance(dispatch, Control):
             import asyncio
 
+            await ready_job_runner(self, info.job.id)
             dispatch.announce_prepared()
             loop = asyncio.get_running_loop()
             dispatch_json = await loop.run_in_executor(None, dispatch.wait_go)
@@ -152,6 +155,86 @@ def sibling(name: str) -> Any:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+async def ready_job_runner(pool: Any, job_id: str) -> None:
+    """Before ``prepared``: the per-job work that starts no session and no timer, so that it
+    runs while the agent waits for its conversation slot instead of inside it.
+
+    That is the job's runner (its thread, the process's OpenTelemetry resource detection, the
+    server's ``prewarm``), taken from the pool and put back for the job to take at once, and
+    the console's mock room (built once per process and cached by the framework). The job
+    itself (its context, entrypoint, session, greeting and timers) starts only with ``go``.
+    Private names of the pool, each optional: without them the job does this work after
+    ``go``, as before; a runner that fails to start is left for ``launch_job`` to report.
+    """
+    warm_mock_room()
+    acquire = getattr(pool, "_acquire_proc", None)
+    queue = getattr(pool, "_warmed_proc_queue", None)
+    if acquire is None or queue is None or not hasattr(pool, "_jobs_waiting_for_process"):
+        return
+    pool._jobs_waiting_for_process += 1
+    try:
+        runner = await acquire(job_id)
+    except Exception:
+        return
+    finally:
+        pool._jobs_waiting_for_process -= 1
+    queue.put_nowait(runner)
+
+
+def warm_mock_room() -> None:
+    """Build the console's mock room now when the framework caches it (``functools.cache``;
+    ~0.1 s of ``create_autospec`` that every console job would otherwise pay)."""
+    with contextlib.suppress(Exception):
+        from livekit.agents.ipc.mock_room import create_mock_room
+
+        if hasattr(create_mock_room, "cache_info"):
+            create_mock_room()
+
+
+def announce_ending(control: Control) -> None:
+    """Tell lk-eval on the control channel when the agent itself ends its session.
+
+    ``JobContext.shutdown``, ``AgentSession.shutdown`` and ``AgentSession.aclose`` first
+    write ``{"ending": true}``, then do what they always did. The agent closes the console's
+    connection only some milliseconds later (after its session's teardown), and no session
+    event announces it; this line does, and since it is written before anything the agent
+    sends after the call, lk-eval has it by the time it reads the turn's answer. So an agent
+    that hangs up in its last turn is told apart from one that stays, however loaded the
+    machine: lk-eval does not ask its verdict (docs/protocol.md, "Ending the session").
+    """
+    import functools
+    import inspect
+
+    from livekit.agents import AgentSession, JobContext
+
+    def wrap(cls: type, name: str) -> None:
+        original = cls.__dict__.get(name)
+        if original is None or getattr(original, "_lkeval_ending", False):
+            return
+        if inspect.iscoroutinefunction(original):
+
+            @functools.wraps(original)
+            async def closing(self: Any, *args: Any, **kwargs: Any) -> Any:
+                control.announce_ending()
+                return await original(self, *args, **kwargs)
+
+            wrapped: Any = closing
+        else:
+
+            @functools.wraps(original)
+            def ending(self: Any, *args: Any, **kwargs: Any) -> Any:
+                control.announce_ending()
+                return original(self, *args, **kwargs)
+
+            wrapped = ending
+        wrapped._lkeval_ending = True
+        setattr(cls, name, wrapped)
+
+    wrap(JobContext, "shutdown")
+    wrap(AgentSession, "shutdown")
+    wrap(AgentSession, "aclose")
 
 
 def set_inference_class(wanted: str) -> str:
@@ -198,12 +281,21 @@ class Control:
         self._dispatch = ""
         #: The scenario's ``mock_tools`` (tool name -> cases), sent with ``go``.
         self.mock_tools: dict[str, Any] = {}
+        self._ending_sent = False
         threading.Thread(target=self._watch, name="lkeval-control", daemon=True).start()
 
     def announce_prepared(self) -> None:
         """Tell lk-eval the agent is ready to start its session."""
         with contextlib.suppress(OSError):
             self._sock.sendall(self.conditions + PREPARED)
+
+    def announce_ending(self) -> None:
+        """Tell lk-eval (once) that the agent is ending its session: see :func:`announce_ending`."""
+        if self._ending_sent:
+            return
+        self._ending_sent = True
+        with contextlib.suppress(OSError):
+            self._sock.sendall(ENDING)
 
     #: :func:`conditions_line`, sent with ``prepared``.
     conditions = b""
@@ -373,6 +465,7 @@ def run(agent_path: str, connect_addr: str, dispatch: str | Control) -> int:
     inference_class = set_inference_class(os.environ.get(INFERENCE_CLASS_ENV, "low"))
     if isinstance(dispatch, Control):
         dispatch.conditions = conditions_line(inference_class)
+        announce_ending(dispatch)
     attach_dispatch(dispatch)
     forget_host_dir()
     server = _discover_server(agent_path)

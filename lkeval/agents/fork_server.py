@@ -158,6 +158,7 @@ def _platform_facts() -> None:
 WARM_CALLS: tuple[tuple[str, Callable[[], object]], ...] = (
     ("ssl context", _ssl_context),
     ("platform facts", _platform_facts),
+    ("mock room", lambda: agent_host.warm_mock_room()),
 )
 
 

@@ -159,6 +159,8 @@ class AgentProcess:
         self._listener: SessionListener | None = None
         self._control: socket.socket | None = None
         self._went = False  # told to start its session
+        self._after_go = b""  # what the host said on the control channel since go
+        self._ending = False  # the agent said it is ending its session
         # The LiveKit Inference class the agent's calls run at, as its host said when prepared:
         # "low" (pinned, as LiveKit's text simulation does) or "agent" (as each model asks).
         self.inference_class = ""
@@ -219,6 +221,19 @@ class AgentProcess:
             self._listener.stop()
         self.boot_seconds = (self.boot_seconds or 0.0) + time.monotonic() - started
         return conn
+
+    def ending_announced(self) -> bool:
+        """Whether the agent has said it is ending its session (``{"ending": true}`` on the
+        control channel, written before anything it sends after ``ctx.shutdown()``): read
+        without waiting, so what is already there when a turn's answer arrives counts."""
+        if not self._ending and self._control is not None and self._went:
+            with contextlib.suppress(BlockingIOError, InterruptedError, OSError):
+                while chunk := self._control.recv(4096):
+                    self._after_go += chunk
+                    if agent_host.ENDING.strip() in self._after_go:
+                        self._ending = True
+                        break
+        return self._ending
 
     async def _spawn(self, addr: str, control_fd: int) -> AgentProc:
         """Start the host through the run's launcher; fall back to a cold start."""

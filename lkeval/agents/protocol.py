@@ -62,6 +62,7 @@ class SessionConnection:
         self._closed_reason: str | None = None
         self._fault: str | None = None
         self._listeners: list[Callable[[pb.AgentSessionEvent], None]] = []
+        self._close_listeners: list[Callable[[], None]] = []
         self._read_task = asyncio.create_task(self._read_loop(), name="lkeval-session-reader")
 
     @property
@@ -79,6 +80,10 @@ class SessionConnection:
     def on_event(self, listener: Callable[[pb.AgentSessionEvent], None]) -> None:
         """Call ``listener`` for every event from now on."""
         self._listeners.append(listener)
+
+    def on_close(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` once the connection ends (whoever ended it)."""
+        self._close_listeners.append(listener)
 
     async def wait_event(self, timeout: float) -> bool:
         """Wait until the next event arrives (True) or the timeout passes (False)."""
@@ -159,6 +164,8 @@ class SessionConnection:
                 if not fut.done():
                     fut.set_exception(ProtocolError(f"connection ended: {reason}"))
             self._wake_event_waiters()
+            for listener in self._close_listeners:
+                listener()
 
     async def _dispatch(self, msg: pb.AgentSessionMessage) -> None:
         which = msg.WhichOneof("message")

@@ -26,11 +26,10 @@ T = TypeVar("T")
 
 _BUSY_STATES = {pb.AS_THINKING, pb.AS_SPEAKING}
 _GREETING_SETTLE = 0.02
-# The close of the connection wakes no event listener: waits re-check it this often.
+# Waits re-check the connection this often (its close also wakes them).
 _CLOSE_POLL = 0.25
 _FAILED_GREETING_GRACE = 0.5
 _CLOSING_GRACE = 0.5
-_SETTLE_QUIET = 0.2
 _SETTLE_MAX = 2.0
 _TOOL_EVENTS = ("function_tools_started", "function_tools_executed")
 
@@ -71,6 +70,7 @@ class Conversation:
         self._waiters: list[asyncio.Future[None]] = []
         self._last_events: list[str] = []
         conn.on_event(self._on_event)
+        conn.on_close(self._wake)
         for received in list(conn.events):  # events that arrived before we listened
             self._on_event(received.event)
 
@@ -86,6 +86,9 @@ class Conversation:
             self._on_item(event.conversation_item_added.item)
         elif kind in _TOOL_EVENTS:
             self._on_tools(event)
+        self._wake()
+
+    def _wake(self) -> None:
         for fut in self._waiters:
             if not fut.done():
                 fut.set_result(None)
@@ -137,8 +140,8 @@ class Conversation:
     async def _wait_until(self, done: Callable[[], bool], deadline: float) -> bool:
         """Wait until ``done()`` holds (True) or the deadline passes (False).
 
-        Raises when the agent dies or the connection closes. The close of the connection
-        wakes no event listener, so waits are capped at a short poll to notice it.
+        Raises when the agent dies or the connection closes (its close wakes the wait; a
+        short poll is the backstop).
         """
         loop = asyncio.get_running_loop()
         while not done():
@@ -331,19 +334,20 @@ class Conversation:
         return None, note
 
     async def _settle(self) -> None:
-        """Before the agent's verdict: let what the agent is still doing land (events stop for
-        a moment). An agent that hangs up after its last reply (``ctx.shutdown()``) closes the
-        connection within milliseconds; asking it earlier would race that close and make the
-        outcome depend on load. Raises when the connection closes meanwhile."""
+        """Before the agent's verdict: its turn must be over and, if it is hanging up, the
+        hang-up seen. Both are events, not a quiet spell: the agent's state back to listening
+        (or idle) ends every reply, and an agent that ends its session (``ctx.shutdown()``)
+        says so on the control channel before it answers anything after that call
+        (``AgentProcess.ending_announced``), while its connection closes only after its
+        session's teardown. Asking it earlier would race that close and make the outcome
+        depend on load; so it is waited for. Raises when the connection closes meanwhile."""
         deadline = time.monotonic() + _SETTLE_MAX
-        while True:
-            quiet_until = min(deadline, time.monotonic() + _SETTLE_QUIET)
-            if not await self._wait_until(
-                self._more_events_than(len(self.conn.events)), quiet_until
-            ):
-                return
-            if time.monotonic() >= deadline:
-                return
+        await self._wait_until(
+            lambda: self.state not in _BUSY_STATES or self.agent.ending_announced(), deadline
+        )
+        if self.agent.ending_announced():
+            # not a verdict to ask: wait for the close (raises) that the agent announced
+            await self._wait_until(lambda: False, time.monotonic() + self.turn_timeout)
 
     async def _closing_grace(self) -> None:
         """After an error answer: a session that is closing ("AgentSession is closing")

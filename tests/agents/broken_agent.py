@@ -14,6 +14,8 @@ behaviour seen in real LiveKit agents (docs/protocol.md; docs/testing.md, "What 
 - ``sim_end_raises``: ``on_simulation_end`` raises, so ``finalize_simulation`` answers an error.
 - ``shutdown_mid``: a caller message containing "bye" makes the agent reply, then call
   ``ctx.shutdown()`` in the middle of the conversation.
+- ``shutdown_slow``: as ``shutdown_mid``, but its session takes 1.5 s to close (an ``on_exit``
+  that waits, as a loaded machine would), so its connection closes well after the turn ends.
 - ``hang_after_tool``: the first caller turn calls ``lookup`` (which answers, and writes the
   file ``userdata.marker`` when given), then the agent's reply never comes: the turn times out
   after a tool call it made.
@@ -60,6 +62,10 @@ class BrokenAgent(Agent):
         if self.mode == "crash_after_greeting":
             await handle
             os._exit(70)
+
+    async def on_exit(self) -> None:
+        if self.mode == "shutdown_slow":
+            await asyncio.sleep(1.5)
 
     @function_tool
     async def explode(self) -> str:
@@ -133,7 +139,7 @@ async def entrypoint(ctx: JobContext) -> None:
     def on_item(ev: ConversationItemAddedEvent) -> None:
         text = (getattr(ev.item, "text_content", "") or "").lower()
         is_reply = getattr(ev.item, "role", "") == "assistant"
-        if mode == "shutdown_mid" and is_reply and "bye" in text:
+        if mode in ("shutdown_mid", "shutdown_slow") and is_reply and "bye" in text:
             ctx.shutdown(reason="the caller said goodbye")
 
     session.on("conversation_item_added", on_item)
