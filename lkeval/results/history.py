@@ -151,8 +151,16 @@ def digests(results: RunResults) -> Mapping[str, str]:
 
 
 def run_count(scenario: ScenarioResult, run: str) -> RunCount:
-    """One scenario's counts in one run: attempts with a verdict, and passes."""
-    judged = [a for a in scenario.attempts if a.status in ("passed", "failed")]
+    """One scenario's counts in one run: attempts with a verdict, and passes.
+
+    An attempt replayed in full from a cassette (``--cassettes``) is not a sample: it is the
+    recorded run's conversation and verdict again, already counted when it was recorded, so
+    counting it would make a scenario look surer than it is. Only live attempts count."""
+    judged = [
+        a
+        for a in scenario.attempts
+        if a.status in ("passed", "failed") and not (a.replay and a.replay.fully_replayed)
+    ]
     passes = sum(1 for a in judged if a.status == "passed")
     return RunCount(run, passes, len(judged), scenario.status)
 

@@ -324,7 +324,9 @@ class Engine:
                 )
                 break
             self._budget -= count
-            for n in await self._start(scenario, count, slots):
+            numbers = await self._start(scenario, count, slots)
+            self._budget += self._replayed(scenario, numbers)
+            for n in numbers:
                 obs = await self._observe(scenario, n, seen)
                 if obs is None:
                     attempt = self._attempts[scenario.id][n - 1]
@@ -333,6 +335,20 @@ class Engine:
                 seen.append(obs)
         done = [a for a in self._attempts[scenario.id] if a is not None]
         self._complete(scenario, self._decide(scenario, done, seen, why_undecided))
+
+    def _replayed(self, scenario: Scenario, numbers: range) -> int:
+        """How many of these attempts replayed in full from cassettes (``--cassettes``): they
+        cost no LLM call, so they give their place in the run's cap back. A replayed scenario
+        then repeats its recorded run's attempts and decision exactly, whatever the scenarios
+        that went live take (only those are sampled further at a cost)."""
+        attempts = self._attempts[scenario.id]
+        return sum(
+            1
+            for n in numbers
+            if (attempt := attempts[n - 1]) is not None
+            and attempt.replay is not None
+            and attempt.replay.fully_replayed
+        )
 
     async def _observe(
         self, scenario: Scenario, attempt_no: int, seen: list[Observation]

@@ -277,3 +277,19 @@ def test_a_run_writes_the_history_it_was_compared_with(tmp_path: Path) -> None:
     baseline.unlink()  # gone since it was checked: the results are still written, without it
     _Writers(options, io.StringIO()).write_results(path, current)
     assert load_results(path).history is None
+
+
+def test_a_replayed_attempt_is_not_a_new_sample_only_live_ones_count() -> None:
+    from lkeval.results.model import Replay
+
+    replayed = Attempt(status="passed", replay=Replay("replayed", "a.json", calls_replayed=5))
+    partial = Replay("partial", "b.json", live_from_call=2, client="agent", calls_live=3)
+    live = Attempt(status="failed", replay=partial)
+    recorded = Attempt(status="passed", replay=Replay("recorded", "c.json", calls_live=5))
+    own = scenario("book", "passed", attempts=(replayed, replayed, live, recorded))
+    counts = rolled(baseline_with(History(20), own)).scenarios[SID].counts
+    assert counts == (RunCount("2025-01-09T00:00:00Z", 1, 2, "passed"),)
+    # a scenario that replayed in full adds a run with no sample at all
+    same = scenario("book", "passed", attempts=(replayed,) * 3)
+    counts = rolled(baseline_with(History(20), same)).scenarios[SID].counts
+    assert counts == (RunCount("2025-01-09T00:00:00Z", 0, 0, "passed"),)
