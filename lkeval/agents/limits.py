@@ -19,6 +19,8 @@ from lkeval import defaults
 DEFAULT_AGENT_MEMORY_MIB = defaults.AGENT_MEMORY_MIB
 DEFAULT_AGENT_LOG_MIB = defaults.AGENT_LOG_MIB
 
+#: How a bound's reason starts (the agent did not die: lk-eval stopped it).
+STOPPED = "agent stopped: "
 _MIB = 1024 * 1024
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -36,11 +38,11 @@ def bound_passed(pid: int, raw_log: Path, memory_mib: int, log_mib: int) -> str 
     """Why the agent must be stopped (the reason of its ``error``), or None; 0: no bound."""
     with contextlib.suppress(OSError):
         if log_mib and raw_log.stat().st_size > log_mib * _MIB:
-            return f"agent stopped: it wrote more than {log_mib} MiB of log (--agent-log-limit)"
+            return f"{STOPPED}it wrote more than {log_mib} MiB of log (--agent-log-limit)"
     resident = resident_mib(pid) if memory_mib else None
     if resident is not None and resident > memory_mib:
         return (
-            f"agent stopped: it used {resident:.0f} MiB of memory, more than its "
+            f"{STOPPED}it used {resident:.0f} MiB of memory, more than its "
             f"{memory_mib} MiB (--agent-memory)"
         )
     return None

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from livekit.agents.llm import LLM
 
@@ -54,6 +55,8 @@ __all__ = [
     "preflight_judge",
     "preflight_line",
 ]
+
+T = TypeVar("T")
 
 CANARY_ASKS = 5
 CANARY_MAJORITY = 3
@@ -109,7 +112,7 @@ async def _ask_canary(ask: Callable[[], Awaitable[VerdictValue]], maybe_is_pass:
     The first :data:`CANARY_MAJORITY` asks go out at once (a consistent judge is decided by
     them); then one at a time, since each further answer may decide it.
     """
-    votes: list[VerdictValue] = list(await asyncio.gather(*(ask() for _ in range(CANARY_MAJORITY))))
+    votes: list[VerdictValue] = await _all([ask() for _ in range(CANARY_MAJORITY)])
     while True:
         passes = sum(counts_as_pass(v, maybe_is_pass) for v in votes)
         if passes >= CANARY_MAJORITY or len(votes) - passes >= CANARY_MAJORITY:
@@ -139,9 +142,11 @@ async def check_judge(
                 llm, spec, KNOWN_PASS, CANARY_EXPECTATIONS, CANARY_INSTRUCTIONS
             ),
         )
-        bad, good = await _both(
-            _ask_canary(asker(KNOWN_FAIL), maybe_is_pass),
-            _ask_canary(asker(KNOWN_PASS), maybe_is_pass),
+        bad, good = await _all(
+            [
+                _ask_canary(asker(KNOWN_FAIL), maybe_is_pass),
+                _ask_canary(asker(KNOWN_PASS), maybe_is_pass),
+            ]
         )
     except (LLMError, JudgeError) as exc:
         detail = str(exc)
@@ -182,21 +187,21 @@ async def check_judge(
     )
 
 
-async def _both(first: Awaitable[_Canary], second: Awaitable[_Canary]) -> tuple[_Canary, _Canary]:
-    """Both canaries at once; when one fails, the other is cancelled and awaited here.
+async def _all(work: Sequence[Awaitable[T]]) -> list[T]:
+    """Every result, in order; when one fails, the others are cancelled and awaited here.
 
-    (Left to ``asyncio.run``'s clean-up, the cancelled half of a failed preflight printed a
-    page of asyncio traceback before the one-line error.)
+    (``asyncio.gather`` leaves the others running: a failed canary's other asks went on
+    retrying while the run exited, and the cancelled half of a failed preflight, left to
+    ``asyncio.run``'s clean-up, printed a page of asyncio traceback before the one-line error.)
     """
-    tasks = [asyncio.ensure_future(first), asyncio.ensure_future(second)]
+    tasks = [asyncio.ensure_future(one) for one in work]
     try:
-        bad, good = await asyncio.gather(*tasks)
+        return list(await asyncio.gather(*tasks))
     except BaseException:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-    return bad, good
 
 
 def _answered(canary: _Canary, maybe_is_pass: bool) -> str:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from livekit.protocol.agent_pb import agent_session as pb
 
+from lkeval.agents.limits import STOPPED
 from lkeval.agents.process import AgentFailure, AgentProcess
 from lkeval.agents.protocol import ProtocolError, SessionConnection
 from lkeval.results.model import TranscriptItem, TurnMetrics, Usage, Verdict, VerdictValue
@@ -371,7 +372,7 @@ class Conversation:
             reason = watch.result()
             if self.agent.proc is not None and self.agent.proc.returncode == 0:
                 raise AgentEndedSession(f"the agent ended the session ({reason})")
-            raise AgentFailure(f"agent died: {reason}", self.agent.log_tail())
+            raise AgentFailure(died(reason), self.agent.log_tail())
         finally:
             watch.cancel()
             if not task.done():
@@ -390,7 +391,14 @@ class Conversation:
         rc = self.agent.proc.returncode
         if rc is None or rc == 0:
             raise AgentEndedSession(f"the agent ended the session ({self.conn.closed_reason})")
-        raise AgentFailure(f"agent died: {self.agent.exit_reason()}", self.agent.log_tail())
+        raise AgentFailure(died(self.agent.exit_reason()), self.agent.log_tail())
+
+
+def died(reason: str) -> str:
+    """An agent process's end as a scenario's reason: ``agent died: ...``, except when lk-eval
+    stopped it at a bound, whose reason already says so ("agent stopped: it used ..."; not
+    "agent died: agent stopped: ...")."""
+    return reason if reason.startswith(STOPPED) else f"agent died: {reason}"
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

@@ -11,14 +11,15 @@ from __future__ import annotations
 import asyncio
 import socket
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from agent_session import dial, greeting_burst, send_at_once
 from livekit.protocol.agent_pb import agent_session as pb
 
-from lkeval.agents.process import AgentLaunch, AgentProcess
+from lkeval.agents.process import AgentFailure, AgentLaunch, AgentProcess
 from lkeval.agents.protocol import SessionConnection, SessionListener
-from lkeval.run.conversation import Conversation
+from lkeval.run.conversation import Conversation, died
 
 GREETING_TIMEOUT = 20.0  # far above a burst's milliseconds: hitting it means a lost wakeup
 
@@ -140,3 +141,34 @@ def test_a_failed_greeting_ends_the_wait_with_the_agents_error(tmp_path: Path) -
 
     note, errors = asyncio.run(scenario())
     assert note == "" and errors == ["llm down"]
+
+
+class StoppedAtBound(AgentProcess):
+    """An agent process lk-eval stopped at its memory bound (killed: a non-zero return code)."""
+
+    REASON = "agent stopped: it used 900 MiB of memory, more than its 700 MiB (--agent-memory)"
+
+    def __init__(self, tmp_path: Path) -> None:
+        super().__init__(AgentLaunch(agent=tmp_path / "a.py"), tmp_path / "d", tmp_path / "a.log")
+        self._stopped_for = self.REASON
+
+    async def wait_failure(self, poll: float = 0.1) -> str:
+        return self.REASON
+
+
+def test_an_agent_stopped_at_a_bound_is_reported_once_not_as_agent_died(tmp_path: Path) -> None:
+    async def scenario() -> str:
+        writer, conn = await _connected()
+        agent = StoppedAtBound(tmp_path)
+        agent.proc = SimpleNamespace(returncode=-9)  # type: ignore[assignment]  # SIGKILLed
+        conv = Conversation(conn, agent, turn_timeout=GREETING_TIMEOUT)
+        with pytest.raises(AgentFailure) as info:
+            await conv.wait_for_greeting(GREETING_TIMEOUT)
+        writer.close()
+        await conn.close()
+        return info.value.reason
+
+    assert asyncio.run(scenario()) == StoppedAtBound.REASON
+    exited = "agent process exited with code 3"
+    assert died(exited) == f"agent died: {exited}"
+    assert died(StoppedAtBound.REASON) == StoppedAtBound.REASON
