@@ -1,26 +1,42 @@
-"""The ``lkeval`` command line: the parser, the command registry and the one error boundary.
+"""The ``lkeval`` command line: the parser, the command registry, the command line's secrets
+and the one error boundary.
 
 Every error a user can cause ends in :func:`main` as one line on stderr (plus a tip) and a
 documented exit code (:class:`lkeval.errors.ExitCode`), never a traceback; anything unexpected
 says it is a bug. The subcommands (:data:`COMMANDS`) only raise: none has a boundary of its own.
+Modelled on pre-commit's ``error_handler``: a user's mistake (:class:`lkeval.errors.LkevalError`
+or an ``OSError`` naming a file) is one line saying what and where, with the code its class
+carries; Ctrl-C is 130; anything else is an internal error that says it is a bug, so nobody
+mistakes it for a verdict on their agent. Messages are masked: an exception can quote a URL or
+a header with a key in it.
+
+The command line's secrets are known (and in Actions announced) before anything is printed.
+The process's one masker (:func:`~lkeval.text.masking.process_masker`) reads the environment
+itself; what only the command line knows is registered from the raw argv, before argparse
+has a chance to print a usage error that quotes it: ``--env`` values whose names look secret,
+the values of ``--secret-env NAME`` (a secret under any name), ``--github-token`` and URL
+passwords. In GitHub Actions the runner is told too (``::add-mask::``), first, so even a line
+printed by something other than lk-eval's writers (a library's warning) is hidden in the log.
+The Action's entrypoint does the same with the same functions before it echoes the command.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 from lkeval import __version__
 from lkeval.cli import merge as merge_command
 from lkeval.cli import report as report_command
 from lkeval.cli import run as run_command
 from lkeval.cli import validate as validate_command
-from lkeval.cli.boundary import guarded
-from lkeval.cli.secrets import announce_secrets
-from lkeval.errors import ExitCode
-from lkeval.text.masking import mask
+from lkeval.errors import ExitCode, LkevalError
+from lkeval.publish.github.action_inputs import for_action
+from lkeval.text.commands import add_mask_commands, inert_lines
+from lkeval.text.masking import mask, register_argv
 
 #: The subcommands, in ``--help`` order: each adds its parser and sets its ``handler``.
 COMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
@@ -35,7 +51,7 @@ class _Parser(argparse.ArgumentParser):
     """In the Action, a usage error names the input the user set, not the option it became.
 
     No abbreviations (``--github-tok``): the secrets a command line carries are found by
-    their flags' exact names before it is parsed (:mod:`lkeval.cli.secrets`), here and in
+    their flags' exact names before it is parsed (:func:`announce_secrets`), here and in
     the Action's entrypoint.
     """
 
@@ -68,6 +84,51 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def announce_secrets(argv: Sequence[str], stream: TextIO) -> None:
+    """Register the command line's secrets; in Actions (``GITHUB_ACTIONS=true`` or
+    ``--github``), print ``::add-mask::`` for every secret the process knows."""
+    register_argv(argv)
+    github = os.environ.get("GITHUB_ACTIONS") == "true" or "--github" in argv
+    if github:
+        stream.write("".join(line + "\n" for line in add_mask_commands()))
+        stream.flush()
+
+
+BUG_TIP = "this is a bug in lk-eval; please report it with the command you ran"
+
+
+def classify(exc: BaseException) -> tuple[ExitCode, str, str | None]:
+    """(exit code, message, tip) for an exception that reached the top."""
+    if isinstance(exc, LkevalError):
+        return exc.exit_code, str(exc), exc.tip
+    if isinstance(exc, KeyboardInterrupt):
+        return ExitCode.INTERRUPTED, "interrupted", None
+    if isinstance(exc, OSError) and exc.filename:
+        return ExitCode.USAGE, f"{exc.filename}: {exc.strerror or exc}", None
+    one_line = " ".join(str(exc).split())
+    return ExitCode.INTERNAL, f"internal error: {type(exc).__name__}: {one_line}", BUG_TIP
+
+
+def report_error(exc: BaseException, stream: TextIO | None = None) -> ExitCode:
+    """Print ``lk-eval: message`` (and the tip) for ``exc``; return its exit code."""
+    out = stream if stream is not None else sys.stderr
+    code, message, tip = classify(exc)
+    # may quote a scenario file or a results file: never a workflow command, never a secret
+    out.write(inert_lines(for_action(mask(f"lk-eval: {message}"))) + "\n")
+    if tip:
+        out.write(f"  tip: {tip}\n")
+    out.flush()
+    return code
+
+
+def guarded(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run a subcommand's handler inside the boundary."""
+    try:
+        return int(handler(args))
+    except (Exception, KeyboardInterrupt) as exc:
+        return int(report_error(exc))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``lkeval``; returns the process exit code (argparse itself exits 2 on bad flags)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -81,7 +142,16 @@ def entrypoint() -> None:
     sys.exit(main())
 
 
-__all__ = ["COMMANDS", "ExitCode", "build_parser", "entrypoint", "main"]
+__all__ = [
+    "BUG_TIP",
+    "COMMANDS",
+    "ExitCode",
+    "announce_secrets",
+    "build_parser",
+    "entrypoint",
+    "main",
+    "report_error",
+]
 
 if __name__ == "__main__":
     entrypoint()

@@ -16,7 +16,6 @@ from typing import Any
 from lkeval import defaults
 from lkeval.cli import options as opt
 from lkeval.cli.options import ReportOptions, RunOptions
-from lkeval.cli.secrets import add_secret_arguments
 from lkeval.llm.options import LLMOptions
 from lkeval.publish.github.comments import COMMENT_MODES
 from lkeval.reporters import REPORTER_BY_NAME
@@ -76,7 +75,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="extra environment variable for the agent (repeatable)",
     )
-    add_secret_arguments(parser)
+    _add_secret_env(parser)
     _add_limits(parser.add_argument_group("limits and scale"))
     _add_selection(parser.add_argument_group("selection"))
     _add_cassettes(parser.add_argument_group("record and replay (docs/replay.md)"))
@@ -492,4 +491,16 @@ def _add_github(group: argparse._ArgumentGroup) -> None:
         type=int,
         metavar="NUMBER",
         help="PR to comment on when the event does not say (workflow_run from a fork)",
+    )
+
+
+def _add_secret_env(parser: argparse.ArgumentParser) -> None:
+    """``--secret-env NAME`` (repeatable)."""
+    parser.add_argument(
+        "--secret-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="mask the value of this variable (from --env or the environment) everywhere, "
+        "whatever its name (names with KEY, TOKEN, SECRET, PASSWORD are masked anyway)",
     )

@@ -39,7 +39,7 @@ from lkeval.run.engine import EngineOptions, ProgressObserver
 from lkeval.run.plan import Plan, SuiteSettings
 from lkeval.run.suite import Collaborators, Suite
 from lkeval.scenarios.model import Scenario
-from lkeval.scenarios.selection import Selection
+from lkeval.scenarios.selection import Selection, shard_text
 from lkeval.text.masking import mask_results
 
 
@@ -216,7 +216,7 @@ def _fork_without_secrets(
         agent=str(options.agent),
         scenario_files=list(settings.scenario_files),
         commit=recorded_commit(),
-        shard=settings.shard_label,
+        shard=shard_text(settings.shard),
         argv=sys.argv[1:],
     )
     results = mask_results(results)

@@ -486,7 +486,7 @@ def results_to_dict(results: RunResults) -> dict[str, Any]:
 #: few MiB (300 scenarios with transcripts: ~3 MiB).
 MAX_RESULTS_BYTES = 64 * 1024 * 1024
 #: Nesting a results file may have: lk-eval writes about ten levels plus the scenario's own
-#: values (``userdata``, function arguments: at most 100 deep, see scenarios/yaml_bounds.py).
+#: values (``userdata``, function arguments: at most 100 deep, see scenarios/bounds.py).
 #: A deeper file is refused, so no reader below (the masker, the comparison) ever recurses
 #: through a fork's 100,000 brackets.
 MAX_RESULTS_DEPTH = 200

@@ -3,15 +3,16 @@
 :class:`SuiteSettings` is everything the command line said, built once (``cli/run.py``
 ``suite_settings``) and never changed. :func:`build_plan` loads the scenario files and decides
 what runs (``--tag``/``--match`` by :class:`~lkeval.scenarios.selection.Selection`, then
-``--shard``), refusing a selection that cannot be meant; :func:`check_plan` refuses figures the
-selected scenarios cannot meet; both before anything boots. Apart from :mod:`lkeval.run.suite`,
-which carries the plan out (agents, engine, signals, results), so a plan is built and read
-without starting anything.
+``--shard``), refusing a selection that cannot be meant, an interpreter that cannot host the
+agent, and figures (repeat, min-pass, attempts) the selected scenarios cannot meet, before
+anything boots. Apart from :mod:`lkeval.run.suite`, which carries the plan out (agents, engine,
+signals, results), so a plan is built and read without starting anything.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,11 +65,6 @@ class SuiteSettings:
     cassette_rules: Path | None = None
     """``--cassette-rules FILE``: the user's scrub rules for matching requests."""
 
-    @property
-    def shard_label(self) -> str | None:
-        """``"I/N"`` of ``--shard``, or None."""
-        return f"{self.shard[0]}/{self.shard[1]}" if self.shard else None
-
 
 @dataclass(frozen=True)
 class Plan:
@@ -81,41 +77,43 @@ class Plan:
     """Every scenario loaded, before ``--shard`` cut it: the results' suite fingerprint."""
 
 
-def build_plan(settings: SuiteSettings) -> Plan:
-    """Load and select the scenarios; raises on bad input (exit 2)."""
-    if not Path(settings.agent).is_file():
-        raise UsageError(f"--agent {settings.agent}: no such file")
-    groups, warnings = load_or_raise(list(settings.scenario_files))
+def build_plan(
+    agent: str,
+    scenario_files: Sequence[str],
+    options: EngineOptions,
+    shard: tuple[int, int] | None = None,
+    python: str = sys.executable,
+) -> Plan:
+    """Load, select and check the scenarios; raises on bad input (exit 2) or on a selection
+    that leaves nothing to run (exit 3).
+
+    Given only what it decides from (not the whole settings): the agent and its interpreter,
+    the files, the engine's options and the shard.
+    """
+    if not Path(agent).is_file():
+        raise UsageError(f"--agent {agent}: no such file")
+    groups, warnings = load_or_raise(list(scenario_files))
     for warning in warnings:
         print(inert_line(str(warning)), file=sys.stderr)  # may quote the scenario file
     scenarios = suite = [s for g in groups for s in g.scenarios]
-    selection = settings.engine.selection
+    selection = options.selection
     check_selection(scenarios, selection)  # the whole suite: exit 2 or 3 before anything boots
-    if settings.shard is not None:
-        scenarios = select_shard(scenarios, *settings.shard)
-    return Plan(
-        scenarios=scenarios,
-        selected=selection.pick(scenarios),
-        engine_options=settings.engine,
-        suite=tuple(suite),
-    )
-
-
-def check_plan(plan: Plan, settings: SuiteSettings) -> None:
-    """Refuse (exit 2) a plan that cannot run, before anything boots: an interpreter that
-    cannot host the agent (one line, not one per agent), and repeat, min-pass and attempt
-    figures the selected scenarios cannot meet."""
-    problem = python_problem(settings.python)
+    if shard is not None:
+        scenarios = select_shard(scenarios, *shard)
+    selected = selection.pick(scenarios)
+    if not selected:  # an empty shard boots nothing: it has nothing to check
+        return Plan(scenarios, selected, options, tuple(suite))
+    problem = python_problem(python)  # one line, not one per agent
     if problem is not None:
         raise UsageError(f"--python: {problem}")
-    options = settings.engine
     problem = (
-        min_pass_problem(plan.selected, options.repeat, options.min_pass)
-        or runs_problem(plan.selected, options.repeat, options.min_pass)
-        or attempts_problem(plan.selected, options)
+        min_pass_problem(selected, options.repeat, options.min_pass)
+        or runs_problem(selected, options.repeat, options.min_pass)
+        or attempts_problem(selected, options)
     )
     if problem is not None:
         raise UsageError(problem)
+    return Plan(scenarios, selected, options, tuple(suite))
 
 
-__all__ = ["Plan", "SuiteSettings", "build_plan", "check_plan"]
+__all__ = ["Plan", "SuiteSettings", "build_plan"]

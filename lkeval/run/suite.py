@@ -56,9 +56,10 @@ from lkeval.run.engine import (
     attempt_factory,
 )
 from lkeval.run.interrupt import Interrupted, RunSignals, run_until_signal
-from lkeval.run.plan import Plan, SuiteSettings, build_plan, check_plan
+from lkeval.run.plan import Plan, SuiteSettings, build_plan
 from lkeval.run.revote import ask_again_with
 from lkeval.scenarios.model import Scenario
+from lkeval.scenarios.selection import shard_text
 from lkeval.text.commands import inert_line
 from lkeval.text.masking import mask_results, redact_argv
 
@@ -140,7 +141,10 @@ class Suite:
 
     def _run(self) -> int:
         settings, parts = self.settings, self.parts
-        plan = self.plan = build_plan(settings)
+        options = settings.engine
+        plan = self.plan = build_plan(
+            settings.agent, settings.scenario_files, options, settings.shard, settings.python
+        )
         parts.writers.check_writable(
             [
                 settings.results_path,
@@ -151,8 +155,6 @@ class Suite:
         if not plan.selected:  # check_selection: the suite has some, so this shard has none
             return self._empty_shard(plan)
         adopt_orphans()  # what a crashed agent leaves behind comes to us, stopped at the end
-        check_plan(plan, settings)
-        options = settings.engine
         parts.writers.check_baseline()  # a bad baseline is exit 2 now, not after the run
         evaluator = self._evaluator = parts.evaluator(plan.selected, settings.logs_dir)
         # the first lines name the caller and judge; a judge that cannot give a verdict stops
@@ -332,7 +334,7 @@ class Suite:
             duration_seconds=round(time.monotonic() - started, 3),
             git_sha=commit[0],
             git_branch=commit[1],
-            shard=settings.shard_label,
+            shard=shard_text(settings.shard),
             interrupted=stopped_by is not None,
             argv=redact_argv(list(settings.argv)),
             start_mode=run_start_mode(scenario_results),

@@ -27,6 +27,11 @@ def parse_shard(text: str) -> tuple[int, int]:
     return i, n
 
 
+def shard_text(shard: tuple[int, int] | None) -> str | None:
+    """``(2, 4)`` → ``"2/4"`` (as ``--shard`` is written and the results record it), or None."""
+    return f"{shard[0]}/{shard[1]}" if shard else None
+
+
 def select_shard(scenarios: Sequence[Scenario], index: int, total: int) -> list[Scenario]:
     """The scenarios of shard ``index`` of ``total``, in their file order."""
     ordered = sorted(scenarios, key=lambda s: s.id)

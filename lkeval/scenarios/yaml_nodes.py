@@ -19,8 +19,8 @@ from typing import Any, Literal
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from lkeval.scenarios.bounds import MAX_DEPTH, MAX_FILE_BYTES, check_bounds
 from lkeval.scenarios.typos import near_miss
-from lkeval.scenarios.yaml_bounds import MAX_DEPTH, MAX_FILE_BYTES, check_bounds
 
 Severity = Literal["error", "warning"]
 

@@ -1,7 +1,7 @@
 """The CLI's one error boundary: every exception class -> its documented code and one line.
 
 Through the real parser and commands (``lkeval.cli.main``) where a user can cause the error,
-and through :func:`lkeval.cli.boundary.report_error` for each exception class, so a new class
+and through :func:`lkeval.cli.report_error` for each exception class, so a new class
 that forgets its code, or a traceback that leaks, fails here.
 """
 
@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import clean_env
 
-from lkeval.cli import COMMANDS, build_parser, main
-from lkeval.cli.boundary import BUG_TIP, report_error
+from lkeval.cli import BUG_TIP, COMMANDS, build_parser, main, report_error
 from lkeval.errors import (
     ConfigError,
     ExitCode,

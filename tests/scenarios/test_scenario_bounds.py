@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from lkeval.scenarios.bounds import MAX_ALIASES, MAX_DEPTH, MAX_FILE_BYTES
 from lkeval.scenarios.loader import load_scenario_file
-from lkeval.scenarios.yaml_bounds import MAX_ALIASES, MAX_DEPTH, MAX_FILE_BYTES
 
 
 def alias_bomb() -> str:
