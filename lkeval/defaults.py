@@ -12,6 +12,9 @@ import os
 
 RESULTS = "lkeval-results/results.json"
 """``--results``: the results file (reports and ``logs/`` go beside it)."""
+BASELINE_ARTIFACT = "lk-eval-results"
+"""``--baseline-artifact``: the artifact name ``--baseline github:BRANCH`` looks for (the name
+the example workflows upload the results directory under)."""
 
 BOOT_TIMEOUT = 60.0
 """``--boot-timeout``: seconds for an agent to boot and answer its first turn."""
@@ -68,6 +71,7 @@ def default_concurrency() -> int:
 __all__ = [
     "AGENT_LOG_MIB",
     "AGENT_MEMORY_MIB",
+    "BASELINE_ARTIFACT",
     "BOOT_TIMEOUT",
     "CALLER_TEMPERATURE",
     "CASSETTE_MODE",

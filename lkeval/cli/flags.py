@@ -352,7 +352,19 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
             help=f"write {reporter.description} here",
         )
     group.add_argument(
-        "--baseline", metavar="PATH", help="results file of an earlier run to compare against"
+        "--baseline",
+        metavar="PATH|github:BRANCH",
+        help="results to compare against: a file of an earlier run, or github:BRANCH for the "
+        "results artifact of BRANCH's latest finished run of this workflow (github: alone: "
+        "the default branch; needs a token with actions: read); none found is a note, not a "
+        "failure",
+    )
+    group.add_argument(
+        "--baseline-artifact",
+        metavar="NAME",
+        default=defaults.BASELINE_ARTIFACT,
+        help="with --baseline github:BRANCH: the name the results were uploaded under "
+        f"(default: {defaults.BASELINE_ARTIFACT})",
     )
     group.add_argument(
         "--history-runs",

@@ -43,6 +43,8 @@ class ReportOptions:
     files: tuple[tuple[str, str], ...] = ()
     """(reporter name, path) for each ``--<reporter> PATH`` given (``--junit``, ``--markdown``)."""
     baseline: str | None = None
+    """A results file, or ``github:BRANCH`` (fetched from that branch's latest run)."""
+    baseline_artifact: str = defaults.BASELINE_ARTIFACT
     history_runs: int = DEFAULT_HISTORY_RUNS
     """Runs of the baseline's pass-rate history to judge failures against (and to carry)."""
     fail_on: FailOn = "any"
@@ -290,6 +292,7 @@ def report_options(
         files=tuple(sorted(args.report_files.items())),
         baseline=args.baseline,
         history_runs=args.history_runs,
+        baseline_artifact=args.baseline_artifact,
         fail_on=args.fail_on,
         min_pass_rate=args.min_pass_rate,
         budgets=Budgets(

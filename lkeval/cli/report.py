@@ -20,6 +20,7 @@ from lkeval.publish.files import write_all
 from lkeval.publish.github.checkout import repo_root
 from lkeval.publish.github.comments import comment_title
 from lkeval.publish.github.context import GitHubContext, commit_shown, read_context
+from lkeval.publish.github.remote_baseline import FetchedBaseline, fetch_baseline, is_remote
 from lkeval.publish.github.step import StepSettings, publish_step
 from lkeval.reporters import REPORTER_BY_NAME, Report
 from lkeval.results.baseline import Comparison, compare
@@ -45,15 +46,45 @@ def load_baseline(path: str) -> RunResults:
         raise BaselineError(f"baseline: {exc}") from None
 
 
-def load_comparison(
-    results: RunResults, path: str | None, history_runs: int = DEFAULT_HISTORY_RUNS
-) -> Comparison | None:
-    """Compare with the baseline file, if one was given (:class:`BaselineError`: exit 2),
-    and with the pass-rate history it carries (never with the history ``results`` carries
-    itself: a pull request's run could have written that one)."""
-    if not path:
+def resolve_baseline(options: ReportOptions) -> FetchedBaseline | None:
+    """The baseline asked for (None: none was): a file, or ``github:BRANCH`` fetched.
+
+    A fetched baseline that is not there is a :class:`FetchedBaseline` saying why (the gate
+    notes it and goes on); a file that cannot be read, or a fetched one that is corrupt, raises
+    (exit 2). ``run`` calls this before the first agent boots and hands the answer to
+    :func:`finish`, so the download happens once and a broken baseline costs seconds.
+    """
+    spec = options.baseline
+    if not spec:
         return None
-    return compare(results, mask_results(load_baseline(path)), history_runs)
+    if is_remote(spec):
+        return fetch_baseline(spec, artifact=options.baseline_artifact, token=options.github_token)
+    return FetchedBaseline(load_baseline(spec), source=spec)
+
+
+def load_comparison(
+    results: RunResults,
+    baseline: FetchedBaseline | None,
+    history_runs: int = DEFAULT_HISTORY_RUNS,
+) -> Comparison | None:
+    """Compare with the baseline's results, when there are some, and with the pass-rate
+    history they carry (never with the history ``results`` carries itself: a pull request's
+    run could have written that one)."""
+    if baseline is None or baseline.results is None:
+        return None
+    comparison = compare(results, mask_results(baseline.results), history_runs)
+    return dataclasses.replace(
+        comparison, baseline_source=baseline.source, baseline_url=baseline.url
+    )
+
+
+def baseline_line(baseline: FetchedBaseline | None) -> str:
+    """``baseline: main run #12 (commit …, success) URL`` or ``no baseline: <why>``."""
+    if baseline is None:
+        return ""
+    if baseline.results is None:
+        return f"no baseline: {baseline.missing}"
+    return f"baseline: {baseline.source}" + (f" {baseline.url}" if baseline.url else "")
 
 
 def printed_gate_line(gate: GateOutcome) -> str:
@@ -62,14 +93,16 @@ def printed_gate_line(gate: GateOutcome) -> str:
     return inert_line(gate_line(gate), 4000)
 
 
-def decide(results: RunResults, options: ReportOptions) -> tuple[Report, GitHubContext | None]:
+def decide(
+    results: RunResults, options: ReportOptions, baseline: FetchedBaseline | None
+) -> tuple[Report, GitHubContext | None]:
     """Compare with the baseline, decide the gate, and build the one :class:`Report`.
 
     The results must already be masked; in Actions the report shows the PR's head commit
     (not the merge commit ``GITHUB_SHA``) and links the run.
     """
     results = recheck(results)  # a sequential pass must follow from its recorded attempts
-    comparison = load_comparison(results, options.baseline, options.history_runs)
+    comparison = load_comparison(results, baseline, options.history_runs)
     gate = evaluate_gate(
         results,
         comparison,
@@ -78,6 +111,7 @@ def decide(results: RunResults, options: ReportOptions) -> tuple[Report, GitHubC
         options.budgets,
         allow_nothing_to_check=options.allow_nothing_to_check,
         allow_all_quarantined=options.allow_all_quarantined,
+        no_baseline=baseline.missing if baseline is not None else None,
     )
     ctx = read_context(token=options.github_token, pr_number=options.pr) if options.github else None
     if ctx is not None:
@@ -101,16 +135,23 @@ def finish(
     results_path: str | None,
     options: ReportOptions,
     stream: TextIO,
+    baseline: FetchedBaseline | None = None,
 ) -> GateOutcome:
     """Gate the (masked) results, write the reports and GitHub output, print the gate line.
 
-    Raises the first :class:`~lkeval.errors.OutputError` after everything else was written.
+    ``baseline``: what :func:`resolve_baseline` answered (``run`` resolved it before the first
+    boot); resolved here when not given. Raises the first
+    :class:`~lkeval.errors.OutputError` after everything else was written.
     """
 
     def emit(line: str) -> None:
         stream.write(mask(line) + "\n")
 
-    report, ctx = decide(results, options)
+    if baseline is None:
+        baseline = resolve_baseline(options)
+    if baseline is not None:
+        emit(inert_line(baseline_line(baseline), 2000))
+    report, ctx = decide(results, options, baseline)
     # The small file CI reads first (JUnit) before the others: on a disk that fills up as
     # they are written, the one a test-report step needs is the one that made it.
     ordered = sorted(options.files, key=lambda f: f[0] != "junit")
@@ -173,7 +214,9 @@ def _report_handler(args: argparse.Namespace) -> int:
 __all__ = [
     "BaselineError",
     "add_command",
+    "baseline_line",
     "finish",
     "load_comparison",
     "report_main",
+    "resolve_baseline",
 ]

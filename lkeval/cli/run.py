@@ -21,7 +21,7 @@ from typing import TextIO
 from lkeval import defaults
 from lkeval.cli.flags import add_llm_arguments, add_report_arguments, add_run_arguments
 from lkeval.cli.options import RunOptions, run_options
-from lkeval.cli.report import BaselineError, finish, load_baseline
+from lkeval.cli.report import BaselineError, finish, load_baseline, resolve_baseline
 from lkeval.llm.config import MissingCredentialsError
 from lkeval.llm.evaluator import LLMEvaluator, build_evaluator
 from lkeval.llm.logs import route_livekit_logs
@@ -29,6 +29,7 @@ from lkeval.publish.files import ResultsDirLock, check_writable, write_text
 from lkeval.publish.github.checkout import recorded_commit
 from lkeval.publish.github.context import read_context
 from lkeval.publish.github.fork import fork_error, not_run_reason, not_run_results
+from lkeval.publish.github.remote_baseline import FetchedBaseline, is_remote
 from lkeval.publish.progress import make_progress
 from lkeval.results.fingerprint import verdict_options
 from lkeval.results.history import with_history
@@ -153,9 +154,13 @@ class _Writers:
     def check_writable(self, paths: Sequence[Path]) -> None:
         check_writable(paths)
 
+    #: The baseline resolved before the first boot (a fetch happens once), for ``finish``.
+    baseline: list[FetchedBaseline] = dataclasses.field(default_factory=list)
+
     def check_baseline(self) -> None:
-        if self.options.report.baseline:
-            load_baseline(self.options.report.baseline)
+        fetched = resolve_baseline(self.options.report)
+        if fetched is not None:
+            self.baseline.append(fetched)
 
     def lock(self, results_dir: Path) -> AbstractContextManager[object]:
         return ResultsDirLock(results_dir)
@@ -164,11 +169,22 @@ class _Writers:
         # The history this run is compared with, carried on so that the next run taking this
         # file as its baseline continues it (lkeval.results.history).
         report = self.options.report
-        try:
-            baseline = mask_results(load_baseline(report.baseline)) if report.baseline else None
-        except BaselineError:  # read before the first boot; gone now: the results come first
-            baseline = None
+        baseline = self._baseline_results()
         write_text(path, dump_results(with_history(results, baseline, report.history_runs)))
+
+    def _baseline_results(self) -> RunResults | None:
+        """The baseline's results as resolved before the first boot (a fetched one is not
+        fetched again); a file not read yet (a signal before then) is read now, if it can be."""
+        if self.baseline:
+            fetched = self.baseline[0].results
+            return mask_results(fetched) if fetched is not None else None
+        spec = self.options.report.baseline
+        if not spec or is_remote(spec):
+            return None
+        try:
+            return mask_results(load_baseline(spec))
+        except BaselineError:  # gone now: the results come first
+            return None
 
     def finish(self, results: RunResults, path: Path, interrupted: bool) -> int:
         report = self.options.report
@@ -176,7 +192,11 @@ class _Writers:
             # JUnit and Markdown too (an interrupted run is still a complete report), but no
             # GitHub comment or summary: a cancelled job has seconds left, not a network round.
             report = dataclasses.replace(report, github=False)
-        return finish(results, str(path), report, self.out).exit_code
+        baseline = self.baseline[0] if self.baseline else None
+        if baseline is None and interrupted and is_remote(report.baseline):
+            # Stopped before it was fetched: no network round in a cancelled job's last seconds.
+            baseline = FetchedBaseline(None, missing="not fetched (the run was interrupted)")
+        return finish(results, str(path), report, self.out, baseline).exit_code
 
 
 def _collaborators(options: RunOptions, out: TextIO) -> Collaborators:

@@ -144,7 +144,17 @@ def suite_delta_line(comparison: Comparison) -> str:
     after = "unpriced" if cost.after is None else format_cost(cost.after)
     parts.append(f"cost {before} → {after}{_percent(cost)}")
     sha = f" `{text(comparison.baseline_sha[:12])}`" if comparison.baseline_sha else ""
-    return f"**vs baseline{sha}:** " + ", ".join(parts)
+    return f"**vs baseline{sha}{_baseline_run(comparison)}:** " + ", ".join(parts)
+
+
+def _baseline_run(comparison: Comparison) -> str:
+    """`` ([main run #12](…))`` for a baseline fetched from a run (a file's path: nothing)."""
+    url = comparison.baseline_url
+    if not url:
+        return ""
+    run = text(comparison.baseline_source.split(" (", 1)[0], 80)
+    safe = url.startswith("https://") and not any(c in url for c in ' ()<>[]"\n')
+    return f" ([{run}]({url}))" if safe else f" ({run})"
 
 
 def _pct(rate: float | None) -> str:

@@ -114,6 +114,11 @@ class Comparison:
     baseline_verdicts: int | None = None
     """Baseline scenarios that ran to a verdict (passed or failed); 0 means the baseline saw
     nothing (every scenario errored or did not run), so no regression can be seen against it."""
+    baseline_source: str = ""
+    """Where the baseline came from when it was fetched (``main run #12 (commit …, success)``),
+    else the file's path; set by the command, not by :func:`compare`."""
+    baseline_url: str | None = None
+    """The page of the baseline's run, when it was fetched from GitHub."""
     model_changes: tuple[str, ...] = ()
     """``judge model changed: a → b``: verdicts of another judge (or against another caller)
     are not like for like, so a regression or fix may be the model's, not the agent's."""

@@ -136,8 +136,13 @@ def evaluate_gate(
     budgets: Budgets | None = None,
     allow_nothing_to_check: bool = False,
     allow_all_quarantined: bool = False,
+    no_baseline: str | None = None,
 ) -> GateOutcome:
     """Decide the gate. See the module docstring for the exit codes.
+
+    ``no_baseline``: why a baseline that was asked for is not there (``--baseline
+    github:main`` found no run): a note ``no baseline: <why>``, and ``--fail-on regression``
+    acts as ``any``, so a missing baseline can block a merge but never wave one through.
 
     A scenario that had nothing to check (found before anything booted, not played) fails
     the gate unless ``allow_nothing_to_check``: a check dropped by mistake must not pass. A run
@@ -156,7 +161,7 @@ def evaluate_gate(
     ran = [s for s in results.scenarios if s.status != "skipped"]
     counted = [s for s in ran if not s.quarantined]
     bad = [s for s in counted if s.status in ("failed", "error")]
-    failures, notes = _by_fail_on(results, comparison, fail_on, bad)
+    failures, notes = _by_fail_on(results, comparison, fail_on, bad, no_baseline)
 
     if min_pass_rate is not None:
         rate = tally(results).pass_rate
@@ -242,14 +247,18 @@ def _by_fail_on(
     comparison: Comparison | None,
     fail_on: FailOn,
     bad: list[ScenarioResult],
+    no_baseline: str | None = None,
 ) -> tuple[list[str], list[str]]:
     """(failures, notes) of the ``--fail-on`` rule over the counted failures ``bad``."""
     failures: list[str] = []
     notes: list[str] = []
     mode = fail_on
+    missing = f"no baseline: {no_baseline}" if no_baseline else "no baseline given"
     if mode == "regression" and comparison is None:
-        notes.append("no baseline given: --fail-on regression acts as --fail-on any")
+        notes.append(f"{missing}: --fail-on regression acts as --fail-on any")
         mode = "any"
+    elif comparison is None and no_baseline:
+        notes.append(missing)
     elif mode == "regression" and comparison is not None and comparison.baseline_verdicts == 0:
         # Nothing passed in it, so nothing could regress: a blind gate that would pass anything.
         notes.append(

@@ -75,7 +75,8 @@ class Writers(Protocol):
         ...
 
     def check_baseline(self) -> None:
-        """Raise (exit 2) when the baseline file cannot be used."""
+        """Resolve the baseline (a file, or fetched from GitHub); raise (exit 2) when it
+        cannot be used. One that is not there (nothing fetched) is not an error."""
         ...
 
     def lock(self, results_dir: Path) -> AbstractContextManager[object]:

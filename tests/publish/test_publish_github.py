@@ -25,8 +25,8 @@ from report_fixtures import (
 
 from lkeval.cli import main
 from lkeval.cli.flags import add_report_arguments
-from lkeval.cli.options import parse_pass_rate
-from lkeval.cli.report import BaselineError, load_comparison
+from lkeval.cli.options import ReportOptions, parse_pass_rate
+from lkeval.cli.report import BaselineError, resolve_baseline
 from lkeval.results.model import Attempt, JudgeCheck, RunResults
 
 REPO = "acme/hotel"
@@ -383,7 +383,7 @@ def test_bad_baseline_is_exit_2(actions: Actions, capsys: pytest.CaptureFixture[
     err = capsys.readouterr().err
     assert "baseline:" in err and "bad.json:1: not valid JSON" in err
     with pytest.raises(BaselineError, match="no such results file"):
-        load_comparison(passing(), str(actions.tmp / "missing.json"))
+        resolve_baseline(ReportOptions(baseline=str(actions.tmp / "missing.json")))
 
 
 def test_unwritable_report_is_exit_2(actions: Actions, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,16 +6,22 @@ failure in one line (status, GitHub's own message), never to raise anything else
 
 Every request body is masked (with the process's one masker, which learns the token), and
 the token only ever goes to the configured API origin (a ``Link`` header pointing elsewhere is
-not followed).
+not followed; a download's redirect to a storage host is fetched by a client that has no token).
+
+Rate limits as GitHub answers them: the primary limit is a 403 (or 429) with
+``x-ratelimit-remaining: 0`` and the reset time in ``x-ratelimit-reset``; a secondary limit is a
+403 or 429 with ``retry-after`` seconds. A wait of up to :data:`MAX_RETRY_WAIT` seconds is
+waited once; a longer one is a :class:`GitHubError` with ``rate_limited`` set, saying when.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 
@@ -26,14 +32,21 @@ DEFAULT_TIMEOUT = 10.0
 #: Overrides the timeout in seconds (a slow GitHub Enterprise Server, or fast tests).
 TIMEOUT_ENV = "LKEVAL_GITHUB_TIMEOUT"
 MAX_PAGES = 100
+#: The longest ``retry-after`` (seconds) waited once before a rate-limited call is given up.
+MAX_RETRY_WAIT = 10.0
+_REDIRECTS = (301, 302, 303, 307, 308)
 
 
 class GitHubError(Exception):
-    """A GitHub call that did not succeed; ``status`` is None for timeouts and network errors."""
+    """A GitHub call that did not succeed; ``status`` is None for timeouts and network errors.
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    ``rate_limited``: GitHub refused it for the rate limit (a 403 that is not a permission).
+    """
+
+    def __init__(self, message: str, status: int | None = None, rate_limited: bool = False) -> None:
         super().__init__(message)
         self.status = status
+        self.rate_limited = rate_limited
 
 
 def timeout_from_env(environ: Mapping[str, str] | None = None) -> float:
@@ -132,6 +145,17 @@ class GitHubApi:
                 raise GitHubError(f"{what}: {type(exc).__name__}: {exc}") from None
             if response.status_code >= 500 and attempt == 1:
                 continue
+            wait = rate_limit_wait(response)
+            if wait is not None:
+                if attempt == 1 and wait <= MAX_RETRY_WAIT:
+                    time.sleep(wait)
+                    continue
+                raise GitHubError(
+                    f"{what}: {response.status_code} {_message(response)} "
+                    f"(rate limited: {_when(wait)})",
+                    response.status_code,
+                    rate_limited=True,
+                )
             if response.status_code >= 400:
                 raise GitHubError(
                     f"{what}: {response.status_code} {_message(response)}", response.status_code
@@ -139,8 +163,14 @@ class GitHubApi:
             return response
         raise GitHubError(f"{what}: failed twice")  # unreachable: the loop returns or raises
 
-    def paginate(self, path: str, params: dict[str, Any] | None = None) -> Iterator[Any]:
-        """Every item of a list endpoint, following ``Link: rel="next"`` page by page."""
+    def paginate(
+        self, path: str, params: dict[str, Any] | None = None, key: str | None = None
+    ) -> Iterator[Any]:
+        """Every item of a list endpoint, following ``Link: rel="next"`` page by page.
+
+        ``key``: the list is that member of each page's object (``{"total_count": n,
+        "artifacts": [...]}``), as the Actions endpoints answer, instead of the page itself.
+        """
         url: str | None = path
         query = params
         origin = urlsplit(self.api_url)[:2]
@@ -149,6 +179,8 @@ class GitHubApi:
                 return
             response = self.request("GET", url, params=query)
             page = json_of(response)
+            if key is not None and isinstance(page, dict):
+                page = page.get(key)
             if not isinstance(page, list):
                 raise GitHubError(f"GET {urlsplit(self.url(url)).path}: expected a list")
             yield from page
@@ -157,6 +189,104 @@ class GitHubApi:
             absolute = url is not None and url.startswith(("http://", "https://"))
             if absolute and urlsplit(url)[:2] != origin:
                 raise GitHubError(f"refusing to follow a next link off {self.api_url}")
+
+    def download(self, path: str, max_bytes: int) -> bytes:
+        """The bytes behind an API download URL (an artifact's ``archive_download_url``).
+
+        GitHub answers it with a 302 to a storage host whose URL carries its own short-lived
+        signature; that host is fetched by a client with no ``Authorization`` header at all,
+        whatever its name, so the token never leaves the API origin. Refused: a redirect from
+        https to http, a second redirect, and more than ``max_bytes`` (counted as they arrive).
+        """
+        url = self.url(path)
+        what = f"GET {urlsplit(url).path}"
+        response = self._send_streamed(self._client, url, what)
+        try:
+            if response.status_code not in _REDIRECTS:
+                return _bounded_body(response, what, max_bytes)
+            location = response.headers.get("location")
+        finally:
+            response.close()
+        if not location:
+            raise GitHubError(f"{what}: {response.status_code} without a Location")
+        target = urljoin(url, location)
+        scheme = urlsplit(target).scheme
+        if scheme not in ("http", "https") or (
+            urlsplit(url).scheme == "https" and scheme != "https"
+        ):
+            raise GitHubError(f"{what}: refusing a redirect to a {scheme or 'relative'} URL")
+        host = urlsplit(target).netloc
+        with httpx.Client(
+            headers={"User-Agent": f"lk-eval/{__version__}"},
+            timeout=self.timeout,
+            follow_redirects=False,
+        ) as storage:
+            fetched = self._send_streamed(storage, target, f"download from {host}")
+            try:
+                if fetched.status_code in _REDIRECTS:
+                    raise GitHubError(f"download from {host}: a second redirect, not followed")
+                return _bounded_body(fetched, f"download from {host}", max_bytes)
+            finally:
+                fetched.close()
+
+    def _send_streamed(self, client: httpx.Client, url: str, what: str) -> httpx.Response:
+        """One streamed GET (the body is read by the caller, within its limit)."""
+        try:
+            return client.send(client.build_request("GET", url), stream=True)
+        except httpx.TimeoutException:
+            raise GitHubError(f"{what}: no answer within {self.timeout:g}s") from None
+        except httpx.TransportError as exc:
+            raise GitHubError(f"{what}: {type(exc).__name__}: {exc}") from None
+
+
+def _bounded_body(response: httpx.Response, what: str, max_bytes: int) -> bytes:
+    """A streamed response's body, or :class:`GitHubError` for a status or a size over
+    ``max_bytes`` (a declared ``Content-Length`` is refused before a byte is read)."""
+    if response.status_code >= 400:
+        response.read()
+        limited = rate_limit_wait(response) is not None
+        raise GitHubError(
+            f"{what}: {response.status_code} {_message(response)}",
+            response.status_code,
+            rate_limited=limited,
+        )
+    if response.status_code != 200:
+        raise GitHubError(f"{what}: unexpected {response.status_code}", response.status_code)
+    declared = response.headers.get("content-length", "")
+    too_large = f"{what}: larger than {max_bytes:,} bytes"
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise GitHubError(too_large, 413)
+    body = bytearray()
+    try:
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > max_bytes:
+                raise GitHubError(too_large, 413)
+    except httpx.TimeoutException:
+        raise GitHubError(f"{what}: the download stalled") from None
+    except httpx.TransportError as exc:
+        raise GitHubError(f"{what}: {type(exc).__name__}: {exc}") from None
+    return bytes(body)
+
+
+def rate_limit_wait(response: httpx.Response) -> float | None:
+    """Seconds until GitHub takes calls again, when ``response`` is a rate-limit refusal
+    (else None): ``retry-after``, or ``x-ratelimit-reset`` when ``x-ratelimit-remaining`` is 0."""
+    if response.status_code not in (403, 429):
+        return None
+    retry_after = response.headers.get("retry-after", "").strip()
+    if retry_after.isdigit():
+        return float(retry_after)
+    if response.headers.get("x-ratelimit-remaining", "").strip() == "0":
+        reset = response.headers.get("x-ratelimit-reset", "").strip()
+        return max(0.0, float(reset) - time.time()) if reset.isdigit() else 60.0
+    if response.status_code == 429:
+        return 60.0
+    return None
+
+
+def _when(wait: float) -> str:
+    return f"retry in {wait:.0f}s" if wait < 120 else f"retry in {wait / 60:.0f} min"
 
 
 def json_of(response: httpx.Response) -> Any:
