@@ -29,9 +29,11 @@ from lkeval.publish.github.artifacts import (
     ArtifactSearch,
     FoundArtifact,
     Missing,
+    branch_artifacts,
     download_artifact,
     find_artifacts,
     latest_artifact,
+    restore_artifact,
 )
 
 REPO = "octo/agent"
@@ -276,3 +278,55 @@ def test_a_short_retry_after_is_waited_once(gh: FakeGitHub) -> None:
     gh.rate_limit, gh.retry_after, gh.rate_limit_hits = "secondary", "3600", -1
     missing = latest(gh)
     assert isinstance(missing, Missing) and "429" in missing.reason
+
+
+# --- the shared restore mechanism (cassettes, prior results) -----------------------------------
+
+
+def environment(gh: FakeGitHub, **extra: str) -> dict[str, str]:
+    return {
+        "GITHUB_API_URL": gh.base_url,
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_TOKEN": gh.token,
+        "GITHUB_RUN_ID": "1",
+        "GITHUB_WORKFLOW_REF": f"{REPO}/.github/workflows/eval.yml@refs/pull/3/merge",
+        "GITHUB_EVENT_NAME": "pull_request",
+        **extra,
+    }
+
+
+def test_restore_unpacks_the_default_branchs_latest_artifact(
+    gh: FakeGitHub, tmp_path: Path
+) -> None:
+    gh.add_run(artifacts={"cassettes": zip_of({"a/1.json": b"old"})})
+    gh.add_run(artifacts={"cassettes": zip_of({"a/1.json": b"new", "b/2.json": b"2"})})
+    gh.add_run(branch="pr", event="pull_request", artifacts={"cassettes": zip_of({"x": b"pr"})})
+    with branch_artifacts("", "cassettes", environ=environment(gh)) as searched:
+        assert not isinstance(searched, Missing)
+        api, wanted = searched
+        found = restore_artifact(api, wanted, tmp_path / "cassettes")
+    assert isinstance(found, FoundArtifact) and found.branch == "main"
+    assert (tmp_path / "cassettes/a/1.json").read_bytes() == b"new"
+    assert sorted(p.name for p in (tmp_path / "cassettes").rglob("*.json")) == ["1.json", "2.json"]
+    assert gh.blob_leaks == []
+
+
+def test_restore_refuses_a_traversal_and_writes_nothing(gh: FakeGitHub, tmp_path: Path) -> None:
+    gh.add_run(artifacts={"cassettes": zip_of({"ok.json": b"{}", "../../evil": b"x"})})
+    with branch_artifacts("main", "cassettes", environ=environment(gh)) as searched:
+        assert not isinstance(searched, Missing)
+        with pytest.raises(ArchiveError, match="climbs out"):
+            restore_artifact(searched[0], searched[1], tmp_path / "out")
+    assert list(tmp_path.rglob("*")) == []
+
+
+def test_the_search_follows_the_workflow_except_under_workflow_run(gh: FakeGitHub) -> None:
+    with branch_artifacts("main", "x", environ=environment(gh)) as searched:
+        assert not isinstance(searched, Missing)
+        assert searched[1].workflow_path == ".github/workflows/eval.yml"
+        assert searched[1].exclude_run_id == 1
+    env = environment(gh, GITHUB_EVENT_NAME="workflow_run")
+    with branch_artifacts("main", "x", environ=env) as searched:
+        assert not isinstance(searched, Missing) and searched[1].workflow_path is None
+    with branch_artifacts("main", "x", environ={**env, "GITHUB_TOKEN": ""}) as searched:
+        assert isinstance(searched, Missing) and "no GitHub token" in searched.reason

@@ -16,11 +16,17 @@ callers report it and go on.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lkeval.publish.github.api import GitHubApi, GitHubError, json_of
+from lkeval.publish.github.archive import ArchiveError, ArchiveLimits, extract_archive
+from lkeval.publish.github.context import GitHubContext, read_context
 
 #: The events whose runs are the branch's own code (a pull request's run is the PR's).
 BRANCH_EVENTS = ("push", "schedule", "workflow_dispatch")
@@ -105,6 +111,112 @@ def download_artifact(
             413,
         )
     return api.download(artifact.download_url, max_bytes)
+
+
+def restore_artifact(
+    api: GitHubApi,
+    search: ArtifactSearch,
+    destination: Path,
+    limits: ArchiveLimits | None = None,
+    max_bytes: int = MAX_DOWNLOAD_BYTES,
+) -> FoundArtifact | Missing:
+    """The latest qualifying artifact, unpacked under ``destination`` (a directory of files
+    such as cassettes): what was restored, or why nothing was.
+
+    A failed download is a :class:`Missing`; an archive that is there but refused (a member
+    climbing out, a bomb) raises :class:`~lkeval.publish.github.archive.ArchiveError`, and
+    nothing is written then.
+    """
+    found = latest_artifact(api, search)
+    if isinstance(found, Missing):
+        return found
+    try:
+        data = download_artifact(api, found, max_bytes)
+    except GitHubError as exc:
+        if exc.status == 413:  # there, but over the limit: refused, not missing
+            raise ArchiveError(str(exc)) from None
+        return Missing(f"the download of {found.describe()} failed: {exc}")
+    extract_archive(data, destination, limits)
+    return found
+
+
+@contextmanager
+def branch_artifacts(
+    branch: str,
+    name: str,
+    *,
+    token: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Iterator[tuple[GitHubApi, ArtifactSearch] | Missing]:
+    """An API client and the search for artifact ``name`` of ``branch``'s runs ("" = the
+    repository's default branch), from the Actions environment; or why there can be none
+    (no repository, no token, an unknown default branch).
+
+    The search is of this run's workflow file (``GITHUB_WORKFLOW_REF``), except under
+    ``workflow_run``, whose workflow reports on the evaluated run rather than evaluating, and
+    never finds this run itself (``GITHUB_RUN_ID``: a re-run's own upload).
+    """
+    env = os.environ if environ is None else environ
+    ctx = read_context(env, token=token)
+    if not ctx.repository:
+        yield Missing("GITHUB_REPOSITORY (owner/name) is not set")
+        return
+    if not ctx.token:
+        yield Missing("no GitHub token (set GITHUB_TOKEN or pass --github-token)")
+        return
+    with GitHubApi(ctx.api_url, ctx.token) as api:
+        chosen = branch or _default_branch(api, ctx, env)
+        if isinstance(chosen, Missing):
+            yield chosen
+            return
+        yield (
+            api,
+            ArtifactSearch(
+                repository=ctx.repository,
+                name=name,
+                branch=chosen,
+                workflow_path=_workflow_path(ctx, env),
+                exclude_run_id=int(ctx.run_id) if ctx.run_id and ctx.run_id.isdigit() else None,
+            ),
+        )
+
+
+def _default_branch(api: GitHubApi, ctx: GitHubContext, env: Mapping[str, str]) -> str | Missing:
+    """The repository's default branch: from the event payload, else ``GET /repos/{o}/{r}``."""
+    from_payload = _payload_default_branch(env.get("GITHUB_EVENT_PATH"))
+    if from_payload:
+        return from_payload
+    try:
+        repo = json_of(api.request("GET", f"/repos/{ctx.repository}"))
+    except GitHubError as exc:
+        return Missing(f"the default branch of {ctx.repository} is unknown: {exc}")
+    branch = repo.get("default_branch") if isinstance(repo, dict) else None
+    if not isinstance(branch, str) or not branch:
+        return Missing(f"the default branch of {ctx.repository} is unknown")
+    return branch
+
+
+def _payload_default_branch(path: str | None) -> str | None:
+    if not path:
+        return None
+    try:
+        payload = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    repo = payload.get("repository") if isinstance(payload, dict) else None
+    branch = repo.get("default_branch") if isinstance(repo, dict) else None
+    return branch if isinstance(branch, str) and branch else None
+
+
+def _workflow_path(ctx: GitHubContext, env: Mapping[str, str]) -> str | None:
+    """This run's workflow file (``.github/workflows/eval.yml``), from ``GITHUB_WORKFLOW_REF``
+    (``owner/repo/.github/workflows/eval.yml@refs/...``); None under ``workflow_run``."""
+    ref = env.get("GITHUB_WORKFLOW_REF", "")
+    if not ref or ctx.event_name == "workflow_run" or not ctx.repository:
+        return None
+    path = ref.split("@", 1)[0]
+    prefix = f"{ctx.repository}/"
+    return path[len(prefix) :] if path.startswith(prefix) else None
 
 
 def _search(api: GitHubApi, search: ArtifactSearch, limit: int) -> list[FoundArtifact] | Missing:

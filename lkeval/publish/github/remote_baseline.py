@@ -15,8 +15,6 @@ broken (not a zip, a zip bomb, a member climbing out, no or an invalid ``results
 
 from __future__ import annotations
 
-import json
-import os
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,16 +22,15 @@ from pathlib import Path
 
 from lkeval.defaults import BASELINE_ARTIFACT
 from lkeval.errors import InputFileError
-from lkeval.publish.github.api import GitHubApi, GitHubError, json_of
+from lkeval.publish.github.api import GitHubError
 from lkeval.publish.github.archive import ArchiveError, ArchiveLimits, read_archive
 from lkeval.publish.github.artifacts import (
-    ArtifactSearch,
     FoundArtifact,
     Missing,
+    branch_artifacts,
     download_artifact,
     latest_artifact,
 )
-from lkeval.publish.github.context import GitHubContext, read_context
 from lkeval.results.model import MAX_RESULTS_BYTES, ResultsFileError, RunResults, load_results
 
 PREFIX = "github:"
@@ -67,25 +64,11 @@ def fetch_baseline(
     environ: Mapping[str, str] | None = None,
 ) -> FetchedBaseline:
     """The results of ``github:BRANCH``'s latest qualifying run, or why there are none."""
-    env = os.environ if environ is None else environ
-    ctx = read_context(env, token=token)
-    if not ctx.repository:
-        return FetchedBaseline(None, missing="GITHUB_REPOSITORY (owner/name) is not set")
-    if not ctx.token:
-        return FetchedBaseline(
-            None, missing="no GitHub token (set GITHUB_TOKEN or pass --github-token)"
-        )
-    with GitHubApi(ctx.api_url, ctx.token) as api:
-        branch = spec[len(PREFIX) :].strip() or _default_branch(api, ctx, env)
-        if isinstance(branch, Missing):
-            return FetchedBaseline(None, missing=branch.reason)
-        search = ArtifactSearch(
-            repository=ctx.repository,
-            name=artifact,
-            branch=branch,
-            workflow_path=_workflow_path(ctx, env),
-            exclude_run_id=int(ctx.run_id) if ctx.run_id and ctx.run_id.isdigit() else None,
-        )
+    branch = spec[len(PREFIX) :].strip()
+    with branch_artifacts(branch, artifact, token=token, environ=environ) as searched:
+        if isinstance(searched, Missing):
+            return FetchedBaseline(None, missing=searched.reason)
+        api, search = searched
         found = latest_artifact(api, search)
         if isinstance(found, Missing):
             return FetchedBaseline(None, missing=found.reason)
@@ -98,45 +81,6 @@ def fetch_baseline(
                 None, missing=f"the download of {found.describe()} failed: {exc}"
             )
     return FetchedBaseline(_results_of(data, found, spec), found.describe(), found.run_url)
-
-
-def _default_branch(api: GitHubApi, ctx: GitHubContext, env: Mapping[str, str]) -> str | Missing:
-    """The repository's default branch: from the event payload, else ``GET /repos/{o}/{r}``."""
-    from_payload = _payload_default_branch(env.get("GITHUB_EVENT_PATH"))
-    if from_payload:
-        return from_payload
-    try:
-        repo = json_of(api.request("GET", f"/repos/{ctx.repository}"))
-    except GitHubError as exc:
-        return Missing(f"the default branch of {ctx.repository} is unknown: {exc}")
-    branch = repo.get("default_branch") if isinstance(repo, dict) else None
-    if not isinstance(branch, str) or not branch:
-        return Missing(f"the default branch of {ctx.repository} is unknown")
-    return branch
-
-
-def _payload_default_branch(path: str | None) -> str | None:
-    if not path:
-        return None
-    try:
-        payload = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    repo = payload.get("repository") if isinstance(payload, dict) else None
-    branch = repo.get("default_branch") if isinstance(repo, dict) else None
-    return branch if isinstance(branch, str) and branch else None
-
-
-def _workflow_path(ctx: GitHubContext, env: Mapping[str, str]) -> str | None:
-    """This run's workflow file (``.github/workflows/eval.yml``): the baseline must come from
-    the same workflow. Not under ``workflow_run``, whose workflow is the one reporting on the
-    evaluated run, not the one that evaluated."""
-    ref = env.get("GITHUB_WORKFLOW_REF", "")
-    if not ref or ctx.event_name == "workflow_run" or not ctx.repository:
-        return None
-    path = ref.split("@", 1)[0]
-    prefix = f"{ctx.repository}/"
-    return path[len(prefix) :] if path.startswith(prefix) else None
 
 
 def _results_of(data: bytes, found: FoundArtifact, spec: str) -> RunResults:
