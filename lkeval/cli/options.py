@@ -116,6 +116,9 @@ class RunOptions:
     """``--cassette-mode``: auto, replay or record (only with ``cassettes``)."""
     cassette_rules: str | None = None
     """``--cassette-rules FILE``: the user's scrub rules for matching requests."""
+    no_credentials: bool = False
+    """Set by lk-eval itself, never a flag: a fork's pull request without LLM credentials,
+    replaying its cassettes (only what replays in full is evaluated)."""
     llm: LLMOptions = field(default_factory=LLMOptions)
     report: ReportOptions = field(default_factory=ReportOptions)
 

@@ -24,11 +24,17 @@ from lkeval.cli.options import RunOptions, run_options
 from lkeval.cli.report import BaselineError, finish, load_baseline, resolve_baseline
 from lkeval.llm.config import MissingCredentialsError
 from lkeval.llm.evaluator import LLMEvaluator, build_evaluator
+from lkeval.llm.keyless import agent_placeholders, keyless_environ
 from lkeval.llm.logs import route_livekit_logs
 from lkeval.publish.files import ResultsDirLock, check_writable, write_text
 from lkeval.publish.github.checkout import recorded_commit
 from lkeval.publish.github.context import read_context
-from lkeval.publish.github.fork import fork_error, not_run_reason, not_run_results
+from lkeval.publish.github.fork import (
+    fork_error,
+    fork_replay_notice,
+    not_run_reason,
+    not_run_results,
+)
 from lkeval.publish.github.remote_baseline import FetchedBaseline, is_remote
 from lkeval.publish.progress import make_progress
 from lkeval.results.fingerprint import verdict_options
@@ -72,6 +78,11 @@ def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
     except MissingCredentialsError as exc:
         if suite.plan is None or not (report.github and read_context().fork):
             raise
+        if options.cassettes and not options.no_credentials:
+            # what replays in full is evaluated; the rest needs a live LLM (docs/replay.md)
+            out.write(fork_replay_notice(str(exc)) + "\n")
+            keyless = dataclasses.replace(options, cassette_mode="replay", no_credentials=True)
+            return run_main(keyless, stream)
         return _fork_without_secrets(options, suite, exc, out)
 
 
@@ -85,7 +96,7 @@ def suite_settings(options: RunOptions) -> SuiteSettings:
         logs_dir=Path(options.logs_dir) if options.logs_dir else results_path.parent / "logs",
         report_paths=tuple(path for _, path in options.report.files),
         python=options.python,
-        env=options.env,
+        env=_agent_env(options),
         cold_start=options.cold_start,
         inference_class=options.inference_class,
         agent_memory=options.agent_memory,
@@ -110,7 +121,22 @@ def suite_settings(options: RunOptions) -> SuiteSettings:
         cassettes=Path(options.cassettes) if options.cassettes else None,
         cassette_mode=options.cassette_mode,
         cassette_rules=Path(options.cassette_rules) if options.cassette_rules else None,
+        no_credentials=options.no_credentials,
     )
+
+
+def _replaying(options: RunOptions) -> bool:
+    """``--cassette-mode replay``: no call leaves the machine, so no key is needed."""
+    return bool(options.cassettes) and options.cassette_mode == "replay"
+
+
+def _agent_env(options: RunOptions) -> tuple[tuple[str, str], ...]:
+    """``--env``, after a placeholder for each model key the agent lacks when replaying."""
+    if not _replaying(options):
+        return options.env
+    given = {name for name, _ in options.env}
+    filled = [(k, v) for k, v in agent_placeholders().items() if k not in given]
+    return (*filled, *options.env)
 
 
 def run_verdict_options(options: RunOptions) -> tuple[tuple[str, str], ...]:
@@ -201,7 +227,8 @@ class _Writers:
 
 def _collaborators(options: RunOptions, out: TextIO) -> Collaborators:
     def evaluator(selected: Sequence[Scenario], logs_dir: Path) -> LLMEvaluator | None:
-        built = build_evaluator(options.llm, selected)  # credentials, before any boot
+        environ = keyless_environ(options.llm, selected) if _replaying(options) else None
+        built = build_evaluator(options.llm, selected, environ)  # credentials, before any boot
         if built is not None:
             route_livekit_logs(logs_dir / "livekit-in-lkeval.log")  # not into the progress
         return built

@@ -64,6 +64,9 @@ class SuiteSettings:
     """``--cassette-mode``: auto, replay or record."""
     cassette_rules: Path | None = None
     """``--cassette-rules FILE``: the user's scrub rules for matching requests."""
+    no_credentials: bool = False
+    """A fork's pull request without LLM credentials, replaying its cassettes: what did not
+    replay in full is "not run: needs a live LLM" (lkeval.results.replays.without_credentials)."""
 
 
 @dataclass(frozen=True)

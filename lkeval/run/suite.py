@@ -47,6 +47,7 @@ from lkeval.results.model import (
     run_start_mode,
 )
 from lkeval.results.pricing import PriceTable
+from lkeval.results.replays import without_credentials
 from lkeval.run.attempt import CONVERSATION_MODE, RunSettings
 from lkeval.run.collaborators import RunEvaluator
 from lkeval.run.engine import (
@@ -181,7 +182,10 @@ class Suite:
             llms=evaluator.llms_in_use() if evaluator is not None else (),
             judge_check=self._judge_check,
         )
-        return mask_results(RunResults(metadata, tuple(scenario_results)))
+        results = RunResults(metadata, tuple(scenario_results))
+        if self.settings.no_credentials:
+            results = without_credentials(results)
+        return mask_results(results)
 
     def _interrupted(self, sig: signal.Signals) -> int:
         """A signal before the engine ran (loading, preflight, the fork server's start): every

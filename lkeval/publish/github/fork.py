@@ -63,6 +63,18 @@ def fork_error(detail: str, environ: Mapping[str, str], wanted: Sequence[str]) -
     )
 
 
+def fork_replay_notice(detail: str) -> str:
+    """The ``::notice`` of a fork PR's run with cassettes: evaluated from them alone."""
+    return command(
+        "notice",
+        f"no LLM credentials on a pull request from a fork ({detail}): evaluating from the "
+        "cassettes alone (--cassette-mode replay). Scenarios that replay in full are "
+        "evaluated; the others are not run, and the gate cannot pass while one is left "
+        f"(see {FORK_RECIPE})",
+        title="lk-eval: replaying a fork's pull request",
+    )
+
+
 def not_run_results(
     scenarios: Sequence[Scenario],
     selection: Selection,
