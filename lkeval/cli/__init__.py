@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TextIO
 
 from lkeval import __version__
+from lkeval.cli import calibrate as calibrate_command
 from lkeval.cli import merge as merge_command
 from lkeval.cli import report as report_command
 from lkeval.cli import run as run_command
@@ -44,6 +45,7 @@ COMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], 
     validate_command.add_command,
     report_command.add_command,
     merge_command.add_command,
+    calibrate_command.add_command,
 )
 
 

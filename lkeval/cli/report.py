@@ -24,9 +24,11 @@ from lkeval.publish.github.remote_baseline import FetchedBaseline, fetch_baselin
 from lkeval.publish.github.step import StepSettings, publish_step
 from lkeval.reporters import REPORTER_BY_NAME, Report
 from lkeval.results.baseline import Comparison, compare
+from lkeval.results.calibration import calibrated_errors
 from lkeval.results.consistency import status_problem
 from lkeval.results.gate import GateOutcome, evaluate_gate, gate_line
 from lkeval.results.history import DEFAULT_WINDOW as DEFAULT_HISTORY_RUNS
+from lkeval.results.history import digests, rolled
 from lkeval.results.model import ResultsFileError, RunResults, load_results
 from lkeval.results.sampling import recheck, run_cost_line
 from lkeval.text.commands import inert_line
@@ -87,6 +89,17 @@ def baseline_line(baseline: FetchedBaseline | None) -> str:
     return f"baseline: {baseline.source}" + (f" {baseline.url}" if baseline.url else "")
 
 
+def baseline_judge_errors(
+    results: RunResults, baseline: RunResults | None, history_runs: int
+) -> dict[str, float]:
+    """Scenario id -> the judge error its calibration in ``baseline``'s history sets, for the
+    scenarios of ``results`` whose content it was measured on."""
+    if baseline is None:
+        return {}
+    calibrated = calibrated_errors(rolled(baseline, history_runs), digests(results))
+    return {sid: error for sid, (_, error) in calibrated.items()}
+
+
 def printed_gate_line(gate: GateOutcome) -> str:
     """The gate line as printed: reasons name scenarios by label, which a PR can set, so it is
     one bounded, inert line, never a workflow command."""
@@ -101,7 +114,13 @@ def decide(
     The results must already be masked; in Actions the report shows the PR's head commit
     (not the merge commit ``GITHUB_SHA``) and links the run.
     """
-    results = recheck(results)  # a sequential pass must follow from its recorded attempts
+    baseline_results = (
+        mask_results(baseline.results) if baseline is not None and baseline.results else None
+    )
+    # A sequential pass must follow from its recorded attempts, under the judge errors the
+    # baseline's calibration sets (never the ones the results file records for itself).
+    errors = baseline_judge_errors(results, baseline_results, options.history_runs)
+    results = recheck(results, errors)
     comparison = load_comparison(results, baseline, options.history_runs)
     gate = evaluate_gate(
         results,

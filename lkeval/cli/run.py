@@ -37,8 +37,9 @@ from lkeval.publish.github.fork import (
 )
 from lkeval.publish.github.remote_baseline import FetchedBaseline, is_remote
 from lkeval.publish.progress import make_progress
+from lkeval.results.calibration import calibrated_errors
 from lkeval.results.fingerprint import verdict_options
-from lkeval.results.history import with_history
+from lkeval.results.history import rolled, with_history
 from lkeval.results.model import RunResults
 from lkeval.results.results_json import dump_results
 from lkeval.results.sampling import SequentialRule
@@ -183,10 +184,16 @@ class _Writers:
     #: The baseline resolved before the first boot (a fetch happens once), for ``finish``.
     baseline: list[FetchedBaseline] = dataclasses.field(default_factory=list)
 
-    def check_baseline(self) -> None:
+    def check_baseline(self) -> dict[str, tuple[str, float]]:
         fetched = resolve_baseline(self.options.report)
         if fetched is not None:
             self.baseline.append(fetched)
+        # The judge errors the baseline's history calibrated, for the engine's stopping rule
+        # (lkeval.results.calibration); the engine checks each scenario's content digest.
+        baseline = self._baseline_results()
+        if baseline is None:
+            return {}
+        return calibrated_errors(rolled(baseline, self.options.report.history_runs), {})
 
     def lock(self, results_dir: Path) -> AbstractContextManager[object]:
         return ResultsDirLock(results_dir)

@@ -27,6 +27,7 @@ from junit_xml import TestCase, TestSuite
 
 from lkeval.reporters.interface import Report, Reporter
 from lkeval.results.baseline import ScenarioChange
+from lkeval.results.calibration import describe_calibration
 from lkeval.results.model import RunResults, ScenarioResult
 from lkeval.results.replays import replay_text, scenario_state
 from lkeval.results.wording import (
@@ -204,6 +205,8 @@ def _add_properties(
         values["history"] = change.history.text
         if change.history_verdict is not None:
             values["history_test"] = change.history_verdict.text
+    if change is not None and change.calibration is not None:
+        values["judge_calibration"] = describe_calibration(change.calibration)
     values |= _replay_properties(scenario)
     if not values:
         return

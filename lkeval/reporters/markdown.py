@@ -37,6 +37,7 @@ from lkeval.reporters.markdown_parts import (
     verdict_line,
 )
 from lkeval.results.baseline import ScenarioChange
+from lkeval.results.calibration import cannot_tell, describe_calibration
 from lkeval.results.model import RunResults, ScenarioResult
 from lkeval.results.replays import (
     LIVE,
@@ -250,6 +251,16 @@ def _lists(report: Report) -> list[str]:
         title = f"🎲 Known flaky on main ({len(flaky)}, last {runs} runs)"
         more = [f"and {len(flaky) - FLAKY_LISTED} more"] if len(flaky) > FLAKY_LISTED else []
         blocks.append(name_list(title, flaky[:FLAKY_LISTED] + more))
+    if report.comparison is not None:
+        blind = [
+            f"{text(c.label, LABEL_CHARS)} · {text(describe_calibration(c.calibration))}"
+            for c in report.comparison.changes
+            if c.calibration is not None and cannot_tell(c.calibration)
+        ]
+        if blind:
+            title = f"⚖️ The judge cannot tell good from broken ({len(blind)})"
+            more = [f"and {len(blind) - FLAKY_LISTED} more"] if len(blind) > FLAKY_LISTED else []
+            blocks.append(name_list(title, blind[:FLAKY_LISTED] + more))
     return blocks
 
 

@@ -29,7 +29,15 @@ from lkeval.results.history import (
     scenario_entry,
 )
 from lkeval.results.metrics import MIN_TURNS, Metrics, scenario_metrics, suite_metrics
-from lkeval.results.model import History, LLMInUse, RunResults, ScenarioResult, Status
+from lkeval.results.model import (
+    Calibration,
+    History,
+    LLMInUse,
+    RunResults,
+    ScenarioHistory,
+    ScenarioResult,
+    Status,
+)
 
 ChangeKind = Literal["regression", "fixed", "new", "removed", "unchanged"]
 
@@ -97,6 +105,8 @@ class ScenarioChange:
     # when it failed now, what that history says about the failure.
     history: HistoryRate | None = None
     history_verdict: HistoryVerdict | None = None
+    # The judge's calibration on this scenario's content, from the history (lkeval calibrate).
+    calibration: Calibration | None = None
 
 
 @dataclass(frozen=True)
@@ -177,7 +187,8 @@ def compare(current: RunResults, baseline: RunResults, window: int = DEFAULT_WIN
     changes: list[ScenarioChange] = []
     for scenario_id, result in now.items():
         old = before.get(scenario_id)
-        rate = _history_rate(history, current, result)
+        entry = _history_entry(history, current, result)
+        rate = rate_of(entry)
         verdict = judge_failure(result, rate) if rate and result.status in _BAD else None
         changes.append(
             ScenarioChange(
@@ -191,6 +202,7 @@ def compare(current: RunResults, baseline: RunResults, window: int = DEFAULT_WIN
                 baseline_pass_rate=old.pass_rate if old else None,
                 history=rate,
                 history_verdict=verdict,
+                calibration=entry.calibration if entry is not None else None,
                 **_metric_deltas(result, old),
             )
         )
@@ -223,15 +235,15 @@ def compare(current: RunResults, baseline: RunResults, window: int = DEFAULT_WIN
     )
 
 
-def _history_rate(
+def _history_entry(
     history: History, current: RunResults, result: ScenarioResult
-) -> HistoryRate | None:
-    """The scenario's rate over the history, when its content is the one the history counted
-    (both digests known and equal)."""
+) -> ScenarioHistory | None:
+    """The scenario's history, when its content is the one the history counted (both
+    digests known and equal)."""
     if result.status == "skipped":
         return None
     digest = digests(current).get(result.scenario_id)
-    return rate_of(scenario_entry(history, result.scenario_id, digest))
+    return scenario_entry(history, result.scenario_id, digest)
 
 
 def _metric_deltas(

@@ -236,6 +236,9 @@ class Sampling:
     evidence: float = 0.0
     confidence: float | None = None
     text: str = ""
+    # The judge error the scenario's rule assumed when a calibration set it (None: the rule's
+    # default); lkeval report gates with the baseline's calibration, not with this record.
+    judge_error: float | None = None
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ recomputes every decision from a results file.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
@@ -291,7 +291,18 @@ def describe(rule: SequentialRule, observations: Sequence[Observation]) -> Sampl
         text = f"undecided after {passes} of {n} passed"
     if outcome != "undecided" and n >= rule.max_attempts and rule.lower < value < rule.upper:
         text += f" (stopped at the cap of {rule.max_attempts} attempts)"
-    return Sampling("sequential", outcome, passes, n, votes, round(value, 6), confidence, text)
+    calibrated = rule.judge_error if rule.judge_error != SequentialRule.judge_error else None
+    return Sampling(
+        "sequential",
+        outcome,
+        passes,
+        n,
+        votes,
+        round(value, 6),
+        confidence,
+        text,
+        judge_error=calibrated,
+    )
 
 
 def describe_fixed(passes: int, ran: int, repeat: int, min_pass: int) -> Sampling:
@@ -389,13 +400,19 @@ def replay(rule: SequentialRule, scenario: ScenarioResult) -> Sampling:
     return describe(rule, [o for a in scenario.attempts if (o := observe(a)) is not None])
 
 
-def recheck(results: RunResults) -> RunResults:
+def recheck(results: RunResults, judge_errors: Mapping[str, float] | None = None) -> RunResults:
     """Every sequential pass recomputed from its recorded attempts: a scenario recorded as
-    passed whose attempts do not pass the test (an edited file, or a bug) gates as failed."""
-    rule = recorded_rule(results)
+    passed whose attempts do not pass the test (an edited file, or a bug) gates as failed.
+    ``judge_errors`` (scenario id -> error) are the calibrated rates of a trusted baseline; the
+    file's own record of them is never used here."""
+    base = recorded_rule(results)
+    errors = judge_errors or {}
     scenarios = []
     for scenario in results.scenarios:
         sampling = scenario.sampling
+        rule = base
+        if scenario.scenario_id in errors:
+            rule = replace(base, judge_error=errors[scenario.scenario_id])
         if scenario.status == "passed" and sampling is not None and sampling.mode == "sequential":
             again = replay(rule, scenario)
             if again.outcome != "passed":

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lkeval import defaults
+from lkeval.results.calibration import rule_with
+from lkeval.results.fingerprint import scenario_digest
 from lkeval.results.model import Attempt, Sampling, ScenarioResult, Status
 from lkeval.results.sampling import (
     Observation,
@@ -106,6 +108,17 @@ class EngineOptions:
     sampling: SequentialRule = field(default_factory=SequentialRule)
     # Attempts the whole run may start (None: RUN_ATTEMPTS_PER_SCENARIO per selected scenario)
     max_run_attempts: int | None = None
+    # scenario id -> (content digest, judge error) from the baseline's calibration
+    # (lkeval.results.calibration): that scenario's rule assumes that error, if unedited
+    judge_errors: dict[str, tuple[str, float]] = field(default_factory=dict)
+
+    def rule_for(self, scenario: Scenario) -> SequentialRule:
+        """The sequential test of ``scenario``: the run's, with its calibrated judge error
+        when the calibration was measured on this very content."""
+        calibrated = self.judge_errors.get(scenario.id)
+        if calibrated is None or calibrated[0] != scenario_digest(scenario):
+            return self.sampling
+        return rule_with(self.sampling, calibrated[1])
 
     def fixed(self, scenario: Scenario) -> bool:
         """Whether ``scenario`` runs a fixed plan (its own or the run's repeat/min_pass)."""
@@ -312,7 +325,7 @@ class Engine:
         """Attempts while the verdict is uncertain: each round starts as many as the rule will
         certainly run, then reads them in attempt order (asking the judge again where the rule
         wants it), so the decision does not depend on which attempt finished first."""
-        rule = self.options.sampling
+        rule = self.options.rule_for(scenario)
         seen: list[Observation] = []
         why_undecided = ""
         while (wanted := rule.attempts_at_least(seen)) and not why_undecided:
@@ -355,7 +368,7 @@ class Engine:
     ) -> Observation | None:
         """Attempt ``attempt_no``'s observation, after asking the judge again as long as the
         rule wants another vote on it (None when the attempt did not run)."""
-        rule = self.options.sampling
+        rule = self.options.rule_for(scenario)
         attempts = self._attempts[scenario.id]
         attempt = attempts[attempt_no - 1]
         obs = observe(attempt) if attempt is not None else None
@@ -382,7 +395,7 @@ class Engine:
         why_undecided: str,
     ) -> ScenarioResult:
         """The sequential decision as a scenario result (an undecided one never passes)."""
-        sampling = describe(self.options.sampling, seen)
+        sampling = describe(self.options.rule_for(scenario), seen)
         ran = [a for a in attempts if a.status != "skipped"]
         status: Status
         if not ran:

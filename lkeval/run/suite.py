@@ -24,7 +24,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,9 +75,10 @@ class Writers(Protocol):
         """Raise (exit 2) when an output path cannot be written."""
         ...
 
-    def check_baseline(self) -> None:
+    def check_baseline(self) -> Mapping[str, tuple[str, float]]:
         """Resolve the baseline (a file, or fetched from GitHub); raise (exit 2) when it
-        cannot be used. One that is not there (nothing fetched) is not an error."""
+        cannot be used. One that is not there (nothing fetched) is not an error. Returns the
+        judge errors its history calibrated (scenario id -> (content digest, error))."""
         ...
 
     def lock(self, results_dir: Path) -> AbstractContextManager[object]:
@@ -157,7 +158,9 @@ class Suite:
         if not plan.selected:  # check_selection: the suite has some, so this shard has none
             return self._empty_shard(plan)
         adopt_orphans()  # what a crashed agent leaves behind comes to us, stopped at the end
-        parts.writers.check_baseline()  # a bad baseline is exit 2 now, not after the run
+        # a bad baseline is exit 2 now, not after the run; its judge calibrations go to the
+        # stopping rule (lkeval.results.calibration)
+        calibrated = parts.writers.check_baseline()
         evaluator = self._evaluator = parts.evaluator(plan.selected, settings.logs_dir)
         # the first lines name the caller and judge; a judge that cannot give a verdict stops
         judge_check = evaluator.preflight(self.out) if evaluator is not None else None
@@ -165,7 +168,10 @@ class Suite:
         self._judge_check = judge_check
         unchecked = _nothing_to_check(plan.selected, evaluator)
         plan = dataclasses.replace(
-            plan, engine_options=dataclasses.replace(options, nothing_to_check=unchecked)
+            plan,
+            engine_options=dataclasses.replace(
+                options, nothing_to_check=unchecked, judge_errors=dict(calibrated)
+            ),
         )
         with parts.writers.lock(settings.results_path.parent):
             self._clock = (dt.datetime.now(dt.timezone.utc), time.monotonic())

@@ -1,0 +1,97 @@
+"""What a scenario's judge calibration (``lkeval calibrate``) does to its stopping rule.
+
+The sequential test assumes a judge that flips 10% of its verdicts (``SequentialRule``). A
+calibration measures, per scenario, how often the judge passed negative controls (known-bad
+variants of a passing transcript) and failed the passing transcript itself. The rule of that
+scenario then assumes the larger of the two rates' upper 95% Wilson bounds (a calibration on few
+votes claims little), rounded up to a hundredth and held within
+[:data:`MIN_JUDGE_ERROR`, :data:`MAX_JUDGE_ERROR`]: between those the test keeps its guarantees
+(a 90%-broken scenario caught in at least 99% of runs, ``docs/sampling.md``), spending more
+attempts on a scenario whose judge is noisier. A judge that passes half of a scenario's broken
+controls (or fails half the votes on its good transcript) cannot tell that scenario's good
+conversations from its broken ones, and the reports say so.
+
+Only a calibration from the baseline's history is used (a pull request's own results file could
+claim any rate), keyed by the scenario's content digest like the history itself.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+
+from lkeval.results.model import Calibration, History
+from lkeval.results.pass_rates import wilson_interval
+from lkeval.results.sampling import SequentialRule
+
+MIN_JUDGE_ERROR = 0.05
+MAX_JUDGE_ERROR = 0.25
+
+
+def error_bound(calibration: Calibration) -> float:
+    """The larger upper 95% Wilson bound of the false-pass and the false-fail rate."""
+    false_pass = wilson_interval(calibration.false_passes, calibration.control_votes)[1]
+    false_fail = wilson_interval(calibration.false_fails, calibration.good_votes)[1]
+    return max(false_pass, false_fail)
+
+
+def judge_error(calibration: Calibration) -> float:
+    """The judge error the scenario's stopping rule assumes (see the module docstring)."""
+    bound = math.ceil(error_bound(calibration) * 100 - 1e-9) / 100
+    return min(MAX_JUDGE_ERROR, max(MIN_JUDGE_ERROR, bound))
+
+
+def cannot_tell(calibration: Calibration) -> bool:
+    """The judge passed at least half the broken controls, or failed at least half the votes
+    on the transcript it once passed: its verdicts on this scenario are no better than a coin.
+    (Few votes alone only raise the error the rule assumes.)"""
+    c = calibration
+    return 2 * c.false_passes >= c.control_votes > 0 or 2 * c.false_fails >= c.good_votes > 0
+
+
+def describe_calibration(calibration: Calibration) -> str:
+    """``judge passed 2 of 40 broken controls, failed 0 of 40 good; assumed error 0.09``."""
+    return (
+        f"judge passed {calibration.false_passes} of {calibration.control_votes} broken "
+        f"controls, failed {calibration.false_fails} of {calibration.good_votes} good; "
+        f"assumed error {judge_error(calibration):.2f}"
+    )
+
+
+def calibrated_errors(
+    history: History | None, digests: Mapping[str, str]
+) -> dict[str, tuple[str, float]]:
+    """Scenario id -> (content digest, judge error) for every calibrated scenario of
+    ``history`` whose content is the one in ``digests`` (all of them when ``digests`` is
+    empty: the engine checks each scenario's digest itself)."""
+    if history is None:
+        return {}
+    found = {}
+    for scenario_id, entry in sorted(history.scenarios.items()):
+        if entry.calibration is None:
+            continue
+        if digests and digests.get(scenario_id) != entry.digest:
+            continue
+        found[scenario_id] = (entry.digest, judge_error(entry.calibration))
+    return found
+
+
+def rule_with(rule: SequentialRule, error: float | None) -> SequentialRule:
+    """``rule`` assuming the judge error ``error`` (None: unchanged); out-of-range values are
+    held within the bounds."""
+    if error is None:
+        return rule
+    return replace(rule, judge_error=min(MAX_JUDGE_ERROR, max(MIN_JUDGE_ERROR, error)))
+
+
+__all__ = [
+    "MAX_JUDGE_ERROR",
+    "MIN_JUDGE_ERROR",
+    "calibrated_errors",
+    "cannot_tell",
+    "describe_calibration",
+    "error_bound",
+    "judge_error",
+    "rule_with",
+]
