@@ -158,8 +158,9 @@ def test_merge_of_a_missing_file_is_exit_2(
 def test_every_registered_command_is_in_the_parser() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert len(COMMANDS) == len(sub.choices) == 4  # type: ignore[arg-type]
-    assert set(sub.choices) == {"run", "validate", "report", "merge"}  # type: ignore[arg-type]
+    assert len(COMMANDS) == len(sub.choices) == 5  # type: ignore[arg-type]
+    expected = {"run", "validate", "report", "merge", "calibrate"}
+    assert set(sub.choices) == expected  # type: ignore[arg-type]
 
 
 def test_an_unwritable_results_path_stops_run_before_anything_boots(tmp_path: Path) -> None:
