@@ -23,11 +23,13 @@ setup: $(VENV)/.installed          ## create .venv and install lk-eval with test
 example: $(VENV)/.runtime          ## run the example eval (no API key needed)
 	$(PY) examples/hotel/run_example.py
 
-# Unit tests share no ports (each server binds port 0) and no files (tmp_path), so they run on
-# every core (pytest-xdist); the end-to-end tests boot agents and run one at a time.
+# No test shares a port (each server binds port 0), a file (tmp_path, a private TMPDIR) or a
+# process with another, so the whole suite, end-to-end tests included, runs on every core
+# (pytest-xdist) in one session: an agent test's waits overlap other tests' work. Tests that
+# share one expensive module fixture (the false-pass matrix) carry an xdist_group mark, so
+# --dist loadgroup keeps them on one worker and the fixture runs once.
 test: setup                        ## the whole test suite, end-to-end tests included
-	$(PY) -m pytest -m "not e2e" -n auto
-	$(PY) -m pytest -m e2e
+	$(PY) -m pytest -n auto --dist loadgroup
 
 test-fast: setup                   ## unit tests only (no agent processes)
 	$(PY) -m pytest -m "not e2e" -n auto
