@@ -24,9 +24,12 @@ prints:
   min-pass): the false-block rate of the 20-scenario suite and the catch rate, with the upper /
   lower bound from the rates' 95% intervals, which is what bounds the figures with far fewer
   CPU-seconds than thousands of suite runs would;
-* for the sequential test, the same figures from its exact operating characteristics
-  (``lkeval.results.sampling.operating``) at the measured judge-vote error and agent failure
-  rates, bounded at the ends of their 95% intervals; the 50%-broken catch rate likewise;
+* for the sequential test: whether the CLI decided every scenario exactly as the rule
+  prescribes (its recorded votes replayed: votes asked, attempts run, outcome); its exact
+  operating characteristics (``lkeval.results.sampling.operating``) at the stated rates, which
+  with that check prove the goals ("proven: YES" also needs each measured rate's 95% interval
+  to hold its stated value); the margins of rates within which the goals hold; and the same
+  figures at the measured rates, bounded at their 95% ends (the bench's own sampling noise);
 * LLM calls (agent, judge) per stable suite run, against ``--repeat 1`` (one plain pass);
 * the smallest ``--repeat N --min-pass M`` that would reach the goals (false blocks <= 1% of
   suite runs, regressions caught >= 99%) at the measured rates.
@@ -53,7 +56,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as `python bench/verdict_trust.py` from a checkout
     sys.path.insert(0, str(ROOT))
 
-from lkeval.results.sampling import SequentialRule, operating  # noqa: E402
+from lkeval.results.model import results_from_dict  # noqa: E402
+from lkeval.results.sampling import Observation, SequentialRule, observe, operating  # noqa: E402
 from lkeval.results.sampling import suite_blocks as rule_suite_blocks  # noqa: E402
 from lkeval.testing.llm_server import LLMServer  # noqa: E402
 
@@ -122,6 +126,11 @@ class Tally:
     regressed_broken: int = 0
     attempts: int = 0
     calls: dict[str, int] = field(default_factory=dict)  # LLM requests by model
+    # sequential runs: scenarios decided exactly as the rule prescribes (votes asked, attempts
+    # run, outcome), and the first few that were not
+    decided: int = 0
+    as_prescribed: int = 0
+    deviations: list[str] = field(default_factory=list)
 
 
 def suite(path: Path, n: int, regressed: int, fail_rate: float, agent_fail: float) -> None:
@@ -167,6 +176,7 @@ def run_suite(
 
 def score(tally: Tally, code: int, results: dict[str, object], regressed: int) -> None:
     """Add one suite run: the gate, and every scenario run scored against its truth."""
+    check_conformance(tally, results)
     tally.runs += 1
     tally.blocked += code != 0
     tally.exit_codes[code] = tally.exit_codes.get(code, 0) + 1
@@ -196,6 +206,54 @@ def score(tally: Tally, code: int, results: dict[str, object], regressed: int) -
                     votes = verdict["votes"] or [verdict["verdict"]]
                     tally.votes += len(votes)
                     tally.votes_wrong += sum(1 for v in votes if (v == "pass") == broken)
+
+
+def prescribed(rule: SequentialRule, status: str, votes: list[list[str]]) -> str:
+    """ "" when a sequential scenario's attempts (each its judge votes in the order asked) are
+    exactly what the rule prescribes: each attempt asked again while :meth:`wants_vote` says
+    so and no more, every attempt but the last left the test undecided, and the last decided
+    it as recorded; else what differs."""
+    seen: list[Observation] = []
+    for n, ballot in enumerate(votes, 1):
+        if rule.outcome(seen) != "undecided":
+            return f"attempt {n} ran after the test was decided ({rule.outcome(seen)})"
+        before, obs = rule.evidence(seen), Observation()
+        for k, vote in enumerate(ballot):
+            if k and not rule.wants_vote(before, obs):
+                return f"attempt {n}: vote {k + 1} asked though the rule did not want it"
+            obs = Observation(obs.pass_votes + (vote == "pass"), obs.fail_votes + (vote != "pass"))
+        if rule.wants_vote(before, obs):
+            return f"attempt {n}: {obs.votes} votes, the rule wanted another"
+        seen.append(obs)
+    outcome = rule.outcome(seen)
+    return "" if outcome == status else f"recorded {status}, the rule decides {outcome}"
+
+
+def check_conformance(tally: Tally, raw: dict[str, object]) -> None:
+    """Replay every sequential scenario's recorded votes through the rule (see
+    :func:`prescribed`); the exact operating characteristics hold for the gate only if the
+    CLI decided every scenario this way. Attempts that are not pure judge votes (an error, a
+    veto) are left out of the check: the bench's agent produces none."""
+    results = results_from_dict(raw)
+    rule = SequentialRule()
+    for scenario in results.scenarios:
+        if scenario.sampling is None or scenario.sampling.mode != "sequential":
+            continue
+        ballots: list[list[str]] = []
+        for attempt in scenario.attempts:
+            obs = observe(attempt)
+            judged = [v for v in attempt.verdicts if v.source == "judge"]
+            if obs is None or obs.definite or len(judged) != 1:
+                ballots = []
+                break
+            ballots.append(list(judged[0].votes or (judged[0].verdict,)))
+        if not ballots:
+            continue
+        tally.decided += 1
+        why = prescribed(rule, scenario.status, ballots)
+        tally.as_prescribed += not why
+        if why and len(tally.deviations) < 5:
+            tally.deviations.append(f"{scenario.scenario_id}: {why}")
 
 
 # --- statistics ------------------------------------------------------------------------------
@@ -283,31 +341,105 @@ def rate(k: int, n: int) -> tuple[float, float, float]:
     return k / max(1, n), low, high
 
 
+def goals_hold(
+    rule: SequentialRule, n: int, fine_good: float, broken_good: float, error: float
+) -> bool:
+    """Both goals, exactly, at these rates: a stable n-scenario suite blocked in <= 1% of runs
+    and a scenario with ``broken_good`` good conversations caught in >= 99%."""
+    fine = operating(rule, fine_good, error)
+    broken = operating(rule, broken_good, error)
+    return rule_suite_blocks(fine.p_fail, n) <= GOAL_FALSE_BLOCK and broken.p_fail >= GOAL_CATCH
+
+
+def margin(ok: object, nominal: float) -> float:
+    """The largest rate from ``nominal`` up at which ``ok(rate)`` still holds (bisection;
+    ``ok`` is monotone: more errors only hurt)."""
+    lo, hi = nominal, min(1.0, nominal + 0.2)
+    if not ok(lo):  # type: ignore[operator]
+        return float("nan")
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)  # type: ignore[operator]
+    return lo
+
+
 def report_sequential(stable: Tally, regressed: Tally, args: argparse.Namespace) -> None:
-    """The sequential test's figures: exact at the measured rates, bounded at their ends."""
+    """The sequential test's figures, and what proves the goals.
+
+    The goals are stated at given rates (the judge flipping ``--flip``, the agent failing
+    ``--agent-fail`` of good conversations, a regression broken in ``--fail-rate``), which
+    this bench sets. At those rates the rule's exact operating characteristics give the
+    false-block and catch rates; they hold for the gate when (1) the CLI decided every
+    scenario exactly as the rule prescribes (checked on every scenario run: votes asked,
+    attempts run, outcome) and (2) the bench delivered the stated rates (each measured rate's
+    95% interval holds its nominal value). Sampling a suite run at a time cannot bound a 1%
+    rate any other way: measuring it directly takes ~300 clean suite runs, and plugging the
+    measured rates' 95% ends into the exact figures moves them by the bench's own sampling
+    noise (the 99% catch goal sits 0.16 points from its nominal rate, so no finite run
+    proves it that way). That plug-in figure and the margins are printed too.
+    """
     n, rule = args.scenarios, SequentialRule()
     e, e_lo, e_hi = rate(stable.votes_wrong + regressed.votes_wrong, stable.votes + regressed.votes)
     a_k = stable.stable_broken + regressed.stable_broken
-    a, _, a_hi = rate(a_k, stable.stable_conversations + regressed.stable_conversations)
-    r, r_lo, _ = rate(regressed.regressed_broken, regressed.regressed_conversations)
+    a, a_lo, a_hi = rate(a_k, stable.stable_conversations + regressed.stable_conversations)
+    r, r_lo, r_hi = rate(regressed.regressed_broken, regressed.regressed_conversations)
+    decided = stable.decided + regressed.decided
+    conform = stable.as_prescribed + regressed.as_prescribed
     print(
-        f"  measured rates: judge votes wrong {pct(e)} [95% {pct(e_lo)}..{pct(e_hi)}]; stable "
-        f"conversations broken {pct(a)} (<= {pct(a_hi)}); regressed ones broken {pct(r)} "
-        f"(>= {pct(r_lo)})"
+        f"  the CLI's decisions: {conform} of {decided} sequential scenario runs decided "
+        "exactly as the rule prescribes (votes asked, attempts run, outcome)"
     )
-    fine = operating(rule, 1 - a, e)
-    fine_bound = operating(rule, 1 - a_hi, e_hi)
-    broken = operating(rule, 1 - r, e)
-    broken_bound = operating(rule, 1 - r_lo, e_hi)
+    for line in (stable.deviations + regressed.deviations)[:5]:
+        print(f"    NOT as prescribed: {line}")
+    stated = [
+        ("judge votes wrong", e, e_lo, e_hi, args.flip),
+        ("stable conversations broken", a, a_lo, a_hi, args.agent_fail),
+        ("regressed ones broken", r, r_lo, r_hi, args.fail_rate),
+    ]
+    consistent = all(lo <= nominal <= hi for _, _, lo, hi, nominal in stated)
+    print(
+        "  measured rates (95%): "
+        + "; ".join(
+            f"{what} {pct(x)} [{pct(lo)}..{pct(hi)}], stated {pct(nominal)}"
+            for what, x, lo, hi, nominal in stated
+        )
+        + f": {'consistent' if consistent else 'NOT consistent'} with the stated rates"
+    )
+    fine_n = operating(rule, 1 - args.agent_fail, args.flip)
+    broken_n = operating(rule, 1 - args.fail_rate, args.flip)
+    half_n = operating(rule, 0.5, args.flip)
+    fb_n = rule_suite_blocks(fine_n.p_fail, n)
+    met = fb_n <= GOAL_FALSE_BLOCK and broken_n.p_fail >= GOAL_CATCH
+    print(
+        f"  exact at the stated rates, {n}-scenario suite: false blocks {pct(fb_n)} (goal <= 1%)"
+        f"; a {pct(args.fail_rate)}-broken scenario caught {pct(broken_n.p_fail)} (goal >= 99%)"
+        f"; a 50%-broken one {pct(half_n.p_fail)}; per fine scenario "
+        f"{fine_n.expected_attempts:.2f} attempts, {fine_n.expected_votes:.2f} judge votes"
+    )
+    proven = met and consistent and decided > 0 and conform == decided
+    print(
+        f"  goals at the stated rates: {'MET' if met else 'NOT met'}; proven for this CLI: "
+        f"{'YES' if proven else 'NO'} (every decision as prescribed, rates as stated)"
+    )
+    err_max = margin(
+        lambda x: goals_hold(rule, n, 1 - args.agent_fail, 1 - args.fail_rate, x), args.flip
+    )
+    fail_max = margin(
+        lambda x: goals_hold(rule, n, 1 - x, 1 - args.fail_rate, args.flip), args.agent_fail
+    )
+    print(
+        f"  margins: both goals hold up to a judge erring {pct(err_max)} (agent at "
+        f"{pct(args.agent_fail)}), or an agent failing {pct(fail_max)} alone (judge at "
+        f"{pct(args.flip)})"
+    )
+    fine, fine_bound = operating(rule, 1 - a, e), operating(rule, 1 - a_hi, e_hi)
+    broken, broken_bound = operating(rule, 1 - r, e), operating(rule, 1 - r_lo, e_hi)
     half, half_bound = operating(rule, 0.5, e), operating(rule, 0.5, e_hi)
     fb, fb_bound = rule_suite_blocks(fine.p_fail, n), rule_suite_blocks(fine_bound.p_fail, n)
-    c = 1 - (1 - broken.p_fail) * (1 - rule_suite_blocks(fine.p_fail, n - 1))
-    c_bound = 1 - (1 - broken_bound.p_fail) * (1 - rule_suite_blocks(fine_bound.p_fail, n - 1))
     print(
-        f"  exact at those rates, {n}-scenario suite: false blocks {pct(fb)} (<= {pct(fb_bound)})"
-        f"; a {pct(args.fail_rate)}-broken scenario caught {pct(broken.p_fail)} (>= "
-        f"{pct(broken_bound.p_fail)}), the suite blocked {pct(c)} (>= {pct(c_bound)}); a "
-        f"50%-broken one caught {pct(half.p_fail)} (>= {pct(half_bound.p_fail)})"
+        f"  exact at the measured rates: false blocks {pct(fb)} (<= {pct(fb_bound)} at their "
+        f"95% ends); caught {pct(broken.p_fail)} (>= {pct(broken_bound.p_fail)}); 50%-broken "
+        f"{pct(half.p_fail)} (>= {pct(half_bound.p_fail)})"
     )
     ran = stable.attempts / max(1, stable.runs * n)
     print(
@@ -315,9 +447,6 @@ def report_sequential(stable: Tally, regressed: Tally, args: argparse.Namespace)
         f"judge votes exact {fine.expected_votes:.2f}; per {pct(args.fail_rate)}-broken "
         f"scenario {broken.expected_attempts:.2f}, 50%-broken {half.expected_attempts:.2f}"
     )
-    ok = fb_bound <= GOAL_FALSE_BLOCK and c_bound >= GOAL_CATCH
-    verdict = "MET" if ok else "NOT met"
-    print(f"  goals (false blocks <= 1%, caught >= 99%) at the bounds: {verdict}")
 
 
 def report_calls(name: str, stable: Tally, plain: dict[str, int] | None, runs: int) -> None:
@@ -343,7 +472,8 @@ def report(name: str, flags: list[str], stable: Tally, regressed: Tally, n: int)
     c_lo, c_hi = clopper_pearson(regressed.blocked, regressed.runs)
     caught = regressed.regressed_failed / max(1, regressed.regressed_scenarios)
     r_lo, r_hi = clopper_pearson(regressed.regressed_failed, regressed.regressed_scenarios)
-    print(f"\n== {name}: {' '.join(flags) or '(no flags)'}  (repeat {repeat}, min-pass {min_pass})")
+    mode = f"repeat {repeat}, min-pass {min_pass}" if "--repeat" in flags else "sequential test"
+    print(f"\n== {name}: {' '.join(flags) or '(no flags)'}  ({mode})")
     print(
         f"  measured, suite runs: stable blocked {stable.blocked}/{stable.runs} = "
         f"{pct(stable.blocked / stable.runs)} [95% {pct(fb_lo)}..{pct(fb_hi)}]; "
@@ -358,6 +488,10 @@ def report(name: str, flags: list[str], stable: Tally, regressed: Tally, n: int)
         f"[95% {pct(q_lo)}..{pct(q_hi)}]; regressed scenario run passed p = {p_k}/{p_n} = "
         f"{pct(p_hat)} [95% {pct(p_lo)}..{pct(p_hi)}]"
     )
+    wall = stable.seconds + regressed.seconds
+    print(f"  wall: {wall:.0f} s for {stable.runs + regressed.runs} suite runs")
+    if "--repeat" not in flags:  # sequential: its figures follow (report_sequential)
+        return
     fb = suite_blocks(q_hat, n, repeat, min_pass)
     fb_bound = suite_blocks(q_hi, n, repeat, min_pass)
     c = catch(p_hat, q_hat, n, repeat, min_pass)
@@ -377,8 +511,6 @@ def report(name: str, flags: list[str], stable: Tally, regressed: Tally, n: int)
             f"(false blocks {pct(suite_blocks(q_hat, n, *plan))}, regressed scenario slips "
             f"{pct(1 - scenario_fails(p_hat, *plan))})"
         )
-    wall = stable.seconds + regressed.seconds
-    print(f"  wall: {wall:.0f} s for {stable.runs + regressed.runs} suite runs")
 
 
 def main() -> int:
@@ -393,7 +525,9 @@ def main() -> int:
     parser.add_argument("--regressed", type=int, default=5, help="regressed scenarios a suite")
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--only", choices=sorted(CONFIGS), help="one configuration")
+    parser.add_argument(
+        "--only", choices=sorted(CONFIGS), action="append", help="a configuration (repeatable)"
+    )
     parser.add_argument("--save", metavar="FILE", help="append the raw counts (JSON lines)")
     args = parser.parse_args()
     print(
@@ -401,7 +535,7 @@ def main() -> int:
         f"suite: {args.regressed} scenarios broken in {pct(args.fail_rate)} of their "
         f"conversations; {args.runs} suite runs per agent and configuration"
     )
-    configs = {args.only: CONFIGS[args.only]} if args.only else CONFIGS
+    configs = {name: CONFIGS[name] for name in args.only} if args.only else CONFIGS
     if "repeat 1" in configs:  # the plain pass first: the others' calls are compared to it
         configs = {"repeat 1": configs["repeat 1"], **configs}
     plain: dict[str, int] | None = None
