@@ -25,11 +25,11 @@ example: $(VENV)/.runtime          ## run the example eval (no API key needed)
 
 # No test shares a port (each server binds port 0), a file (tmp_path, a private TMPDIR) or a
 # process with another, so the whole suite, end-to-end tests included, runs on every core
-# (pytest-xdist) in one session: an agent test's waits overlap other tests' work. Tests that
-# share one expensive module fixture (the false-pass matrix) carry an xdist_group mark, so
-# --dist loadgroup keeps them on one worker and the fixture runs once.
+# (pytest-xdist) in one session: an agent test's waits overlap other tests' work. --dist
+# loadfile keeps each test module on one worker, so a module-scoped fixture (the false-pass
+# matrix: one lk-eval run that a dozen tests read) runs once, not once per worker.
 test: setup                        ## the whole test suite, end-to-end tests included
-	$(PY) -m pytest -n auto --dist loadgroup
+	$(PY) -m pytest -n auto --dist loadfile
 
 test-fast: setup                   ## unit tests only (no agent processes)
 	$(PY) -m pytest -m "not e2e" -n auto

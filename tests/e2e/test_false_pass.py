@@ -43,9 +43,7 @@ from lkeval.results.model import (
 from lkeval.results.sampling import SequentialRule, describe, observe
 from lkeval.testing.llm_server import LLMServer
 
-# One worker runs this module under `make test` (-n auto --dist loadgroup): the matrix fixture
-# is one lk-eval run shared by every test that reads it.
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("false_pass_matrix")]
+pytestmark = pytest.mark.e2e
 
 BROKEN = TEST_AGENTS / "broken_agent.py"
 TURN_TIMEOUT = "8"
