@@ -50,6 +50,9 @@ CASSETTE_MODES = ("auto", "replay", "record")
 match and goes live from the first that differs, ``replay`` uses cassettes only (a request with
 no match is an error), ``record`` runs live and rewrites them (docs/replay.md)."""
 CASSETTE_MODE = "auto"
+CASSETTES_ARTIFACT = "lk-eval-cassettes"
+"""``--cassettes-artifact``: the artifact name ``--cassettes-from github:BRANCH`` restores (the
+name the cassettes recipe uploads the cassettes directory under)."""
 
 LLM_MODEL = "gpt-4.1-mini"
 """The caller's and judge's model when neither flag nor environment names one."""
@@ -74,6 +77,7 @@ __all__ = [
     "BASELINE_ARTIFACT",
     "BOOT_TIMEOUT",
     "CALLER_TEMPERATURE",
+    "CASSETTES_ARTIFACT",
     "CASSETTE_MODE",
     "CASSETTE_MODES",
     "INFERENCE_CLASS",

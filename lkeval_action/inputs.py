@@ -38,7 +38,8 @@ class Input:
 
     ``kind``: ``value`` → ``FLAG VALUE``; ``list`` → ``FLAG ITEM ITEM...`` (the option takes
     several values); ``repeat`` → ``FLAG ITEM`` per item; ``bool`` → ``FLAG`` or
-    ``off_flag``; ``judges`` → ``FLAG a,b``; ``setting``, ``secret`` and ``extra`` are handled
+    ``off_flag``; ``judges`` → ``FLAG a,b``; ``github`` → ``FLAG github:`` for ``auto``, else
+    ``FLAG VALUE``; ``setting``, ``secret`` and ``extra`` are handled
     by :func:`build_plan` itself. ``default`` mirrors action.yml (a drift test checks) so a
     run outside the runner, which sets every input that has a default, behaves the same.
     """
@@ -89,6 +90,7 @@ INPUTS: tuple[Input, ...] = (
     Input("quarantine", "--quarantine", kind="repeat"),
     Input("cassettes", "--cassettes"),
     Input("cassette-mode", "--cassette-mode"),
+    Input("cassettes-from", "--cassettes-from", kind="github"),
     Input("results", "--results", default="lkeval-results/results.json", commands=COMMANDS),
     Input("junit", "--junit", default="lkeval-results/junit.xml", commands=COMMANDS),
     Input("markdown", "--markdown", commands=COMMANDS),
@@ -179,6 +181,8 @@ def flag_arguments(spec: Input, value: str) -> list[str]:
         return []
     if spec.kind == "value":
         return [spec.flag, refuse_flag(spec.name, value)]
+    if spec.kind == "github":  # `auto`: the repository's default branch
+        return [spec.flag, "github:" if value == "auto" else refuse_flag(spec.name, value)]
     items = [refuse_flag(spec.name, item) for item in split_words(spec.name, value)]
     if spec.kind == "list":
         return [spec.flag, *items] if items else []

@@ -97,6 +97,20 @@ def _add_cassettes(group: argparse._ArgumentGroup) -> None:
         "request with no match is an error, never a pass); record runs live and rewrites them",
     )
     group.add_argument(
+        "--cassettes-from",
+        metavar="github:BRANCH",
+        help="with --cassettes: before the run, restore the cassettes artifact of BRANCH's "
+        "latest finished run of this workflow into DIR (github: alone: the default branch; "
+        "needs a token with actions: read); none found is a note",
+    )
+    group.add_argument(
+        "--cassettes-artifact",
+        metavar="NAME",
+        default=defaults.CASSETTES_ARTIFACT,
+        help="with --cassettes-from: the name the cassettes were uploaded under "
+        f"(default: {defaults.CASSETTES_ARTIFACT})",
+    )
+    group.add_argument(
         "--cassette-rules",
         metavar="FILE",
         help="with --cassettes: a JSON file of what else to ignore when matching requests "

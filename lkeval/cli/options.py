@@ -116,6 +116,9 @@ class RunOptions:
     """``--cassette-mode``: auto, replay or record (only with ``cassettes``)."""
     cassette_rules: str | None = None
     """``--cassette-rules FILE``: the user's scrub rules for matching requests."""
+    cassettes_from: str | None = None
+    """``--cassettes-from github:BRANCH``: restore that branch's cassettes artifact first."""
+    cassettes_artifact: str = defaults.CASSETTES_ARTIFACT
     no_credentials: bool = False
     """Set by lk-eval itself, never a flag: a fork's pull request without LLM credentials,
     replaying its cassettes (only what replays in full is evaluated)."""
@@ -346,6 +349,8 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         cassettes=args.cassettes,
         cassette_mode=cassette_mode(args),
         cassette_rules=args.cassette_rules,
+        cassettes_from=cassettes_from(args),
+        cassettes_artifact=args.cassettes_artifact,
         llm=llm_options(args),
         report=report_options(args, environ),
     )
@@ -364,6 +369,18 @@ def cassette_mode(args: argparse.Namespace) -> str:
     return str(args.cassette_mode or defaults.CASSETTE_MODE)
 
 
+def cassettes_from(args: argparse.Namespace) -> str | None:
+    """``--cassettes-from github:[BRANCH]``, which needs ``--cassettes`` (where to put them)."""
+    spec = args.cassettes_from
+    if spec is None:
+        return None
+    if args.cassettes is None:
+        raise UsageError("--cassettes-from needs --cassettes DIR")
+    if not spec.startswith("github:"):
+        raise UsageError(f"--cassettes-from: {spec!r} is not github:BRANCH (or github: alone)")
+    return str(spec)
+
+
 def env_pair(item: str) -> tuple[str, str]:
     """``KEY=VALUE`` of ``--env`` (argparse type)."""
     key, sep, value = item.partition("=")
@@ -378,6 +395,7 @@ __all__ = [
     "ReportOptions",
     "RunOptions",
     "cassette_mode",
+    "cassettes_from",
     "env_pair",
     "llm_options",
     "non_negative_int",

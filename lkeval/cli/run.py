@@ -36,6 +36,7 @@ from lkeval.publish.github.fork import (
     not_run_results,
 )
 from lkeval.publish.github.remote_baseline import FetchedBaseline, is_remote
+from lkeval.publish.github.restore_cassettes import restore_cassettes
 from lkeval.publish.progress import make_progress
 from lkeval.results.calibration import calibrated_errors
 from lkeval.results.fingerprint import verdict_options
@@ -74,6 +75,14 @@ def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
     out = stream if stream is not None else sys.stdout
     report = options.report
     suite = Suite(suite_settings(options), _collaborators(options, out), out)
+    if options.cassettes_from and options.cassettes and not options.no_credentials:
+        restored = restore_cassettes(
+            options.cassettes_from,
+            Path(options.cassettes),
+            artifact=options.cassettes_artifact,
+            token=report.github_token,
+        )
+        out.write(restored + "\n")
     try:
         return suite.run()
     except MissingCredentialsError as exc:

@@ -154,6 +154,7 @@ MAPPING: dict[str, tuple[str, list[str]]] = {
     "quarantine": ("flaky=true", ["--quarantine", "flaky=true"]),
     "cassettes": ("evals/cassettes", ["--cassettes", "evals/cassettes"]),
     "cassette-mode": ("record", ["--cassette-mode", "record"]),
+    "cassettes-from": ("auto", ["--cassettes-from", "github:"]),
     "results": ("out/r.json", ["--results", "out/r.json"]),
     "junit": ("out/j.xml", ["--junit", "out/j.xml"]),
     "markdown": ("out/report.md", ["--markdown", "out/report.md"]),

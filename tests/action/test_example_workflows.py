@@ -208,3 +208,19 @@ def test_no_job_that_can_write_installs_from_git() -> None:
             for step in job["steps"]:
                 if step.get("uses", "").startswith("actions/checkout"):
                     assert step["with"]["persist-credentials"] is False, f"{name} {job_name}"
+
+
+def test_cassettes_workflow_records_on_main_and_replays_main_on_prs() -> None:
+    wf = load("eval-cassettes.yml")
+    assert set(wf["on"]) == {"push", "pull_request"} and wf["on"]["push"]["branches"] == ["main"]
+    assert wf["jobs"]["eval"]["permissions"]["actions"] == "read"  # the artifacts API
+    (run,) = action_steps(wf)
+    inputs = run["with"]
+    assert set(inputs) <= set(ACTION["inputs"])
+    assert "'record'" in inputs["cassette-mode"] and "'auto'" in inputs["cassette-mode"]
+    assert "'auto'" in inputs["cassettes-from"]
+    uploads = {s["with"]["name"]: s for s in steps(wf) if "upload-artifact" in s.get("uses", "")}
+    assert uploads["lk-eval-cassettes"]["with"]["path"] == inputs["cassettes"] + "/"
+    assert all(u["if"] == "always()" for u in uploads.values())
+    for step in steps(wf):
+        assert "${{" not in step.get("run", "")
