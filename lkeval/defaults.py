@@ -65,10 +65,56 @@ CALLER_TEMPERATURE = 0.7
 """The simulated caller's temperature (the judge always uses 0)."""
 
 
-def default_concurrency() -> int:
-    """``--concurrency``: agents boot CPU-bound (~2.5 CPU-s each), so more at once than cores
-    only queues them."""
-    return max(1, min(4, os.cpu_count() or 1))
+WARM_CONCURRENCY_PER_CORE = 8
+WARM_CONCURRENCY_MAX = 16
+AGENT_BUDGET_MIB = 256
+"""Memory the default concurrency plans per live agent (a warm one holds ~35 MiB of its own
+and ~95 MiB PSS after its first turns; the rest is headroom for the agent's own work)."""
+
+
+def default_concurrency(warm: bool = True, cores: int | None = None) -> int:
+    """``--concurrency``, from what a scenario costs on this machine.
+
+    Cold starts (``--cold-start``, or warm starts unavailable): an agent boots CPU-bound
+    (~2.5 CPU-s), so more at once than cores only queues them: ``min(4, cores)``.
+
+    Warm starts: a boot is ~0.1-0.35 CPU-s and a whole scripted scenario ~0.55 CPU-s, while
+    its conversation lasts as long as its LLM answers (seconds each with a real provider):
+    an LLM-bound suite keeps a core ~10 % busy per conversation. So 8 per core, at most 16
+    (past that, measured turns slowed and runs got no faster on 2 cores), and no more than
+    the available memory holds at :data:`AGENT_BUDGET_MIB` per agent (talking and prepared).
+    """
+    n = max(1, cores if cores is not None else os.cpu_count() or 1)
+    if not warm:
+        return max(1, min(4, n))
+    wanted = min(WARM_CONCURRENCY_MAX, WARM_CONCURRENCY_PER_CORE * n)
+    available = _available_mib()
+    if available is not None:
+        fits = available // AGENT_BUDGET_MIB - prepared_agents(wanted, n)
+        wanted = min(wanted, max(1, fits))
+    return max(1, wanted)
+
+
+def _available_mib() -> int | None:
+    """MemAvailable from /proc/meminfo (None elsewhere)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def prepared_agents(concurrency: int, cores: int | None = None) -> int:
+    """Agents booting, or booted and waiting for a conversation slot, at most (besides the
+    ``concurrency`` talking): as many as the conversations on a small run, and at most two
+    per core. A prepared agent only has to cover the next boot (~0.3 s warm), not a whole
+    conversation; more of them only boot at once on the same cores and hold memory (at
+    c=64 that was 128 agents, 4 GiB, and slower turns, issue 20.3)."""
+    per_core = 2 * max(1, cores if cores is not None else os.cpu_count() or 1)
+    return max(1, min(concurrency, max(2, per_core)))
 
 
 __all__ = [
@@ -93,4 +139,5 @@ __all__ = [
     "STOP_GRACE",
     "TURN_TIMEOUT",
     "default_concurrency",
+    "prepared_agents",
 ]

@@ -138,8 +138,9 @@ def _add_limits(group: argparse._ArgumentGroup) -> None:
         "--concurrency",
         type=opt.positive_int_up_to(MAX_CONCURRENCY),
         metavar="N",
-        help="conversations at once, while up to N more agents boot (default "
-        f"{defaults.default_concurrency()} on this machine)",
+        help="conversations at once, while a few more agents boot (default "
+        f"{defaults.default_concurrency()} with warm starts, "
+        f"{defaults.default_concurrency(warm=False)} cold, on this machine)",
     )
     group.add_argument(
         "--repeat",

@@ -108,12 +108,14 @@ def suite_settings(options: RunOptions) -> SuiteSettings:
         python=options.python,
         env=_agent_env(options),
         cold_start=options.cold_start,
+        concurrency_given=options.concurrency is not None,
         inference_class=options.inference_class,
         agent_memory=options.agent_memory,
         agent_log_limit=options.agent_log_limit,
         shard=options.shard,
         engine=EngineOptions(
-            concurrency=options.concurrency or defaults.default_concurrency(),
+            concurrency=options.concurrency
+            or defaults.default_concurrency(warm=not options.cold_start),
             repeat=options.repeat,
             min_pass=options.min_pass,
             quarantine=options.quarantine,

@@ -151,15 +151,18 @@ def run_attempt_cap(scenarios: Sequence[Scenario], options: EngineOptions) -> in
 
 
 class AgentSlots:
-    """The run's concurrency: N conversations at once, and up to N more agents being prepared
-    (or prepared and waiting to talk). Boots then overlap conversations instead of queueing
-    behind them, while the number of live agents stays bounded (2N). A prepared agent has
-    imported its code and started its server but not its session: that starts when
-    :meth:`_SlotHandle.converse` returns, so waiting for a slot cannot change a transcript
-    (no greeting, idle nudge or away timer runs before its conversation can start)."""
+    """The run's concurrency: N conversations at once, and up to P more agents being prepared
+    (or prepared and waiting to talk), P = :func:`lkeval.defaults.prepared_agents` (N on a
+    small run; a few per core on a large one). Boots then overlap conversations instead of
+    queueing behind them, while the number of live agents stays bounded (N + P): a prepared
+    agent needs only cover a boot (~0.3 s warm), not a conversation, and agents booting at
+    once compete for the cores. A prepared agent has imported its code and started its
+    server but not its session: that starts when :meth:`_SlotHandle.converse` returns, so
+    waiting for a slot cannot change a transcript (no greeting, idle nudge or away timer runs
+    before its conversation can start)."""
 
-    def __init__(self, n: int) -> None:
-        self._boot = asyncio.Semaphore(n)
+    def __init__(self, n: int, prepared: int | None = None) -> None:
+        self._boot = asyncio.Semaphore(prepared if prepared is not None else n)
         self._talk = asyncio.Semaphore(n)
 
     @contextlib.asynccontextmanager
@@ -232,7 +235,8 @@ class Engine:
         self._budget = run_attempt_cap(scenarios, self.options) - sum(
             self.plan(s)[0] for s in runnable if self.options.fixed(s)
         )
-        slots = AgentSlots(max(1, self.options.concurrency))
+        concurrency = max(1, self.options.concurrency)
+        slots = AgentSlots(concurrency, defaults.prepared_agents(concurrency))
         jobs: list[Coroutine[Any, Any, None]] = []
         for scenario in self._to_play(scenarios):
             if self.options.fixed(scenario):

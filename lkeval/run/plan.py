@@ -42,6 +42,9 @@ class SuiteSettings:
     python: str = sys.executable
     env: tuple[tuple[str, str], ...] = ()
     cold_start: bool = False
+    concurrency_given: bool = False
+    """``--concurrency`` was given; else the warm default is lowered to the cold one when
+    warm starts turn out to be unavailable (cold agents boot CPU-bound, ~2.5 CPU-s each)."""
     inference_class: str = defaults.INFERENCE_CLASS
     """``--inference-class``: the LiveKit Inference class of the agent's own calls."""
     agent_memory: int = defaults.AGENT_MEMORY_MIB

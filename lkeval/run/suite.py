@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO
 
-from lkeval import __version__
+from lkeval import __version__, defaults
 from lkeval.agents.agent_host import SUPPORTED_RANGE
 from lkeval.agents.interface import Launcher
 from lkeval.agents.launch import open_launcher
@@ -319,6 +319,10 @@ class Suite:
             max_turns=settings.max_turns,
             prices=PriceTable(dict(settings.prices)),
         )
+        if launcher.mode == "cold" and not settings.concurrency_given:
+            cold = defaults.default_concurrency(warm=False)
+            options = dataclasses.replace(plan.engine_options, concurrency=cold)
+            plan = dataclasses.replace(plan, engine_options=options)
         progress = self.parts.progress(len(plan.selected))
         engine = Engine(
             attempt_factory(run_settings, evaluator),
