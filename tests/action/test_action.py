@@ -159,6 +159,7 @@ MAPPING: dict[str, tuple[str, list[str]]] = {
     "junit": ("out/j.xml", ["--junit", "out/j.xml"]),
     "markdown": ("out/report.md", ["--markdown", "out/report.md"]),
     "baseline": ("main/results.json", ["--baseline", "main/results.json"]),
+    "baseline-artifact": ("lkeval-merged", ["--baseline-artifact", "lkeval-merged"]),
     "fail-on": ("regression", ["--fail-on", "regression"]),
     "min-pass-rate": ("90%", ["--min-pass-rate", "90%"]),
     "comment": ("new", ["--comment", "new"]),
@@ -186,6 +187,17 @@ def test_input_maps_to_lkeval_arguments(name: str) -> None:
     argv = list(plan(**{name.replace("-", "_"): value}).argv)
     n = len(expected)
     assert any(argv[i : i + n] == expected for i in range(len(argv))), argv
+
+
+@pytest.mark.parametrize(
+    ("value", "argument"),
+    [("auto", "github:"), ("github:release/2", "github:release/2"), ("base.json", "base.json")],
+)
+def test_baseline_auto_is_the_default_branch(value: str, argument: str) -> None:
+    argv = list(plan(baseline=value).argv)
+    assert argv[argv.index("--baseline") + 1] == argument
+    report = list(ep.build_plan(inputs(command="report", results="r.json", baseline=value)).argv)
+    assert report[report.index("--baseline") + 1] == argument
 
 
 def test_defaults_give_the_documented_command_line() -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from conftest import ROOT, clean_env
 from report_fixtures import write_results
 from test_action import ep
 
+from lkeval import defaults
 from lkeval.cli import build_parser
 from lkeval.cli.options import report_options, run_options
 from lkeval.results.model import (
@@ -43,10 +46,15 @@ def steps(workflow: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_pr_workflow_runs_without_write_access_and_uploads_always() -> None:
     wf = load("eval-pr.yml")
-    assert list(wf["on"]) == ["pull_request"]
-    assert wf["permissions"] == {} and wf["jobs"]["eval"]["permissions"] == {"contents": "read"}
+    assert list(wf["on"]) == ["pull_request", "push"]
+    assert wf["on"]["push"] == {"branches": ["main"]}  # main's runs: the baseline
+    assert wf["permissions"] == {}
+    assert wf["jobs"]["eval"]["permissions"] == {"contents": "read", "actions": "read"}
     upload = next(s for s in steps(wf) if str(s.get("uses", "")).startswith("actions/upload"))
     assert upload["if"] == "always()" and upload["with"]["path"] == "eval-results/"
+    # what `baseline: auto` looks for is what main's runs upload, kept longer than a PR's
+    assert upload["with"]["name"] == defaults.BASELINE_ARTIFACT
+    assert "90" in str(upload["with"]["retention-days"])
     pr_step = next(s for s in steps(wf) if "pr-number.txt" in s.get("run", ""))
     assert pr_step["if"] == "always()"
 
@@ -104,11 +112,13 @@ def test_the_action_steps_become_lkeval_commands_that_parse() -> None:
         "eval-results/junit.xml",
     )
     assert options.llm.timeout == 60  # from extra-args
+    assert options.report.baseline == "github:"  # baseline: auto, the default branch
     (report,) = action_steps(load("eval-comment.yml"))
     args = parser.parse_args(lkeval_argv_of(report))
     reporting = report_options(args, environ={})
     assert args.command == "report"
     assert (reporting.comment, reporting.fail_on, reporting.pr) == ("update", "never", 7)
+    assert reporting.baseline == "github:"
     assert args.results == "eval-results/results.json" and reporting.file("junit") is None
 
 
@@ -196,6 +206,44 @@ def test_every_shard_present_passes_the_gate(tmp_path: Path) -> None:
     assert run_step(sharded_step("Merge the shards"), tmp_path, env).returncode == 0
     report = run_step(sharded_step("Report, comment and gate"), tmp_path, env)
     assert report.returncode == 0, report.stdout + report.stderr
+
+
+def test_the_sharded_report_compares_with_mains_merged_results(tmp_path: Path) -> None:
+    from github_server import github_server
+
+    sharded = load("eval-sharded.yml")
+    assert sharded["on"]["push"] == {"branches": ["main"]}
+    assert sharded["jobs"]["report"]["permissions"]["actions"] == "read"
+    upload = sharded_step("Upload the merged results")
+    report_step = sharded_step("Report, comment and gate")
+    assert f"--baseline-artifact {upload['with']['name']}" in report_step["run"]
+    shard_results(tmp_path, present=(1, 2, 3, 4))
+    bin_dir = str(Path(sys.executable).parent)
+    with github_server() as gh:
+        shard_results(tmp_path / "main", present=(1,), total=1)
+        merged = tmp_path / "main" / "shards" / "lkeval-shard-1" / "results.json"
+        archive = io.BytesIO()
+        with zipfile.ZipFile(archive, "w") as zipped:
+            zipped.write(merged, "results.json")
+        gh.add_run(
+            workflow=".github/workflows/eval-sharded.yml",
+            artifacts={upload["with"]["name"]: archive.getvalue()},
+        )
+        env = clean_env(
+            PATH=f"{bin_dir}:{os.environ['PATH']}",
+            LKEVAL_SHARDS="4",
+            COMMENT="off",
+            GITHUB_API_URL=gh.base_url,
+            GITHUB_REPOSITORY="octo/agent",
+            GITHUB_TOKEN=gh.token,
+            GITHUB_EVENT_NAME="pull_request",
+            GITHUB_WORKFLOW_REF="octo/agent/.github/workflows/eval-sharded.yml@refs/pull/1/merge",
+        )
+        assert run_step(sharded_step("Merge the shards"), tmp_path, env).returncode == 0
+        report = run_step(report_step, tmp_path, env)
+    out = report.stdout + report.stderr
+    assert report.returncode == 0, out
+    assert "baseline: main run #1" in out and gh.token not in out
 
 
 def test_no_job_that_can_write_installs_from_git() -> None:
