@@ -411,6 +411,9 @@ def die_with_tree(code: int) -> None:
     agent_dir = os.environ.get(AGENT_DIR_ENV)
     if agent_dir:
         clean_agent_dir(agent_dir)
+    for tape_file in ("LKEVAL_TAPE", "LKEVAL_TAPE_OUT"):  # unmasked exchanges, beside the log
+        with contextlib.suppress(OSError):
+            os.unlink(os.environ.get(tape_file) or "")
     raw_log = os.environ.get(RAW_LOG_ENV)
     if raw_log:
         drop_raw_log(raw_log)
@@ -459,6 +462,7 @@ def run(agent_path: str, connect_addr: str, dispatch: str | Control) -> int:
     from livekit.agents.__main__ import _discover_server
     from livekit.agents.cli.cli import AgentsConsole, _run_tcp_console
 
+    start_tape()
     # Text mode before the console starts: keeps replies (and an on_enter greeting) in text
     # and stops voice agents from opening speech model connections.
     AgentsConsole.get_instance().console_mode = "text"
@@ -471,6 +475,27 @@ def run(agent_path: str, connect_addr: str, dispatch: str | Control) -> int:
     server = _discover_server(agent_path)
     _run_tcp_console(server=server, connect_addr=connect_addr)
     return 0
+
+
+#: The recorder that replays and records the agent's HTTP exchanges (``--cassettes``), loaded
+#: by path like this file, since the agent's interpreter may not have lk-eval.
+TAPE_FILE = os.path.join(HOST_DIR, os.pardir, "replay", "tape.py")
+
+
+def start_tape() -> None:
+    """Install the scenario's tape when lk-eval handed one (``LKEVAL_TAPE``), before the
+    user's module is imported. A tape that cannot start is fatal: the agent must not run live
+    when lk-eval was told its calls are replayed or recorded."""
+    if not os.environ.get("LKEVAL_TAPE"):
+        return
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_lkeval_tape", TAPE_FILE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    module.install_from_env()
 
 
 def limit_memory() -> None:

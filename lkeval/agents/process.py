@@ -143,8 +143,11 @@ class AgentProcess:
         dispatch: str | Path,
         log_path: Path,
         mock_tools: Mapping[str, Any] | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> None:
         self.launch = launch
+        # This agent's own additions to the run's environment (its scenario's tape).
+        self.extra_env = dict(extra_env or {})
         self.dispatch = dispatch
         self.mock_tools = dict(mock_tools or {})
         self.log_path = log_path
@@ -274,6 +277,7 @@ class AgentProcess:
     def _env(self) -> dict[str, str]:
         env = {
             **agent_env(self.launch),
+            **self.extra_env,
             agent_host.AGENT_DIR_ENV: str(self.agent_dir.resolve()),
             "TMPDIR": str((self.agent_dir / agent_host.AGENT_TMP).resolve()),
         }

@@ -57,6 +57,7 @@ from livekit.agents.types import (
 )
 
 from lkeval.llm.config import LLMSpec, read_secret
+from lkeval.replay.session import calls_of
 from lkeval.results.model import Usage
 
 _MAX_MESSAGE = 300
@@ -230,14 +231,15 @@ async def _attempt(
         # As livekit's JudgeGroup: judging is batch work nobody waits on, so it must not
         # compete with live voice traffic for gateway capacity.
         kwargs["inference_class"] = "low"
-    stream = llm.chat(
-        chat_ctx=chat_ctx,
-        tools=list(request.tools),
-        tool_choice=request.tool_choice,
-        conn_options=_retry_options(llm, spec),
-        extra_kwargs=extra,
-        **kwargs,
-    )
+    with calls_of(spec.role):  # its stream's task (made here) records/replays as this role
+        stream = llm.chat(
+            chat_ctx=chat_ctx,
+            tools=list(request.tools),
+            tool_choice=request.tool_choice,
+            conn_options=_retry_options(llm, spec),
+            extra_kwargs=extra,
+            **kwargs,
+        )
     text: list[str] = []
     calls: list[FunctionToolCall] = []
     usage: CompletionUsage | None = None

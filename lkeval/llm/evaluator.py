@@ -67,6 +67,16 @@ class LLMEvaluator:
         specs = (s for s in (self.caller_spec, self.judge_spec) if s is not None)
         return tuple(LLMInUse(s.role, s.model, s.host) for s in specs)
 
+    def prompts_digest(self) -> str:
+        """A digest of the caller's and the judge's prompts: a cassette recorded with other
+        prompts is not replayed (docs/replay.md)."""
+        import hashlib
+
+        from lkeval.llm import caller, judge
+
+        texts = (caller._SYSTEM, judge._CONVERSATION_SYSTEM, judge._INTENT_SYSTEM)
+        return hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
+
     def preflight(self, out: TextIO) -> JudgeCheck | None:
         """Name the models in use on ``out``, then check the judge on two canaries.
 

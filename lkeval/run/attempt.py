@@ -8,6 +8,7 @@ engine except cancellation (Ctrl-C), and even then the agent process is stopped 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +21,7 @@ from livekit.protocol import agent_simulation as sim_pb
 from lkeval import defaults
 from lkeval.agents.process import AgentFailure, AgentLaunch, AgentProcess
 from lkeval.agents.protocol import ProtocolError, SessionConnection
+from lkeval.replay.session import AttemptTapes, Cassettes, active
 from lkeval.results.model import (
     NOT_RUN_INTERRUPTED,
     Attempt,
@@ -64,6 +66,8 @@ class RunSettings:
     stop_grace: float = defaults.STOP_GRACE
     # Prices the agent's own tokens (its get_session_usage names the models).
     prices: PriceTable = field(default_factory=PriceTable)
+    # ``--cassettes``: each attempt's HTTP exchanges recorded and replayed (None: off).
+    cassettes: Cassettes | None = None
 
 
 #: How lk-eval plays a conversation: text turns (the dispatch's mode, the console's text mode).
@@ -132,12 +136,35 @@ class ScenarioAttempt:
         self.agent_cause: str | None = None
         self.on_decided: Callable[[str | None], None] | None = None
         self.caller: Caller | None = None
+        self.tapes: AttemptTapes | None = None
+
+    async def run(self, slot: Slot | None = None) -> Attempt:
+        """Run the attempt to a result; with cassettes, replayed or recorded (docs/replay.md).
+
+        A replay miss makes the attempt an error whatever its conversation did (an agent that
+        swallowed the refused call cannot pass), and a cassette that cannot be replayed in
+        ``--cassette-mode replay`` is one before any agent boots.
+        """
+        cassettes = self.settings.cassettes
+        if cassettes is None:
+            return await self._run(slot)
+        tapes = self.tapes = cassettes.open(self.scenario.id, self.attempt_no)
+        try:
+            if tapes.refused and tapes.mode == "replay":
+                if slot is not None:
+                    slot.release()
+                return tapes.finish(Attempt(status="error"))
+            with active(tapes):
+                attempt = await self._run(slot, tapes.agent_env())
+            return tapes.finish(attempt)
+        finally:
+            tapes.discard()
 
     @property
     def turn_timeout(self) -> float:
         return self.scenario.limits.turn_timeout or self.settings.turn_timeout
 
-    async def run(self, slot: Slot | None = None) -> Attempt:
+    async def _run(self, slot: Slot | None, agent_env: dict[str, str] | None = None) -> Attempt:
         """Run the attempt to a result; cancellation still stops the agent.
 
         With a ``slot``, the agent boots first and the conversation waits for its turn, so a
@@ -151,7 +178,7 @@ class ScenarioAttempt:
         launch = self.settings.launch
         dispatch = dispatch_json(self.scenario, self.run_id, self.job_id)
         mocks = mock_tools_wire(self.scenario.mock_tools)
-        agent = AgentProcess(launch, dispatch, self.log_path, mocks)
+        agent = AgentProcess(launch, dispatch, self.log_path, mocks, agent_env)
         conn: SessionConnection | None = None
         conversing = cancelled = False
         opened: list[float] = []  # when the conversation slot opened
@@ -264,13 +291,22 @@ class ScenarioAttempt:
                 items, seconds = await conv.turn(turn_no, turn.user)
                 p.transcript.extend(items)
                 p.turn_seconds.append(seconds)
-                p.turns.extend([conv.last_metrics] if conv.last_metrics else [])
+                self._measured(conv.last_metrics)
             try:
                 p.expectations.extend(await check_turn(turn_no, turn, items, intent_judge))
             except Exception as exc:  # an intent judge whose LLM failed
                 raise AttemptError(f"turn {turn_no}: intent check failed: {exc}") from exc
         if self.scenario.turns:
             p.end_reason = "scripted turns done"
+
+    def _measured(self, metrics: TurnMetrics | None) -> None:
+        """Keep a turn's metrics, marked replayed when every agent call so far came from the
+        cassette (then they time the replay, not the agent's models)."""
+        if metrics is None:
+            return
+        if self.tapes is not None and self.tapes.agent_replaying():
+            metrics = dataclasses.replace(metrics, replayed=True)
+        self.p.turns.append(metrics)
 
     async def _simulated_turns(self, conv: Conversation) -> None:
         p = self.p
@@ -296,7 +332,7 @@ class ScenarioAttempt:
                 items, seconds = await conv.turn(turn_no, said.text)
                 p.transcript.extend(items)
                 p.turn_seconds.append(seconds)
-                p.turns.extend([conv.last_metrics] if conv.last_metrics else [])
+                self._measured(conv.last_metrics)
                 silent = 0 if has_assistant_message(items) else silent + 1
                 if silent >= self.settings.max_silent_turns:
                     p.end_reason = f"the agent stayed silent for {silent} turn(s) in a row"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from lkeval.replay.session import AttemptTapes, Cassettes, active
 from lkeval.results.model import Attempt, Usage, Verdict, VerdictValue
 from lkeval.results.sampling import JUDGE_SOURCE, judge_votes
 from lkeval.run.collaborators import Rejudge
@@ -18,15 +19,24 @@ from lkeval.run.engine import AskAgain
 from lkeval.scenarios.model import Scenario
 
 
-def ask_again_with(judge: Rejudge) -> AskAgain:
-    """The engine's ``ask_again``: ``await ask(scenario, attempt)`` → the attempt, one vote more."""
+def ask_again_with(judge: Rejudge, cassettes: Cassettes | None = None) -> AskAgain:
+    """The engine's ``ask_again``: ``await ask(scenario, attempt)`` → the attempt, one vote more.
+
+    With cassettes the vote is the attempt's judge's next call: replayed from its cassette when
+    recorded there, else live and added to it."""
 
     async def ask(scenario: Scenario, attempt: Attempt) -> Attempt:
+        tapes = cassettes.reopen(attempt.replay.cassette) if cassettes and attempt.replay else None
+        voted = await _vote(scenario, attempt, tapes)
+        return tapes.finish(voted) if tapes is not None and voted is not attempt else voted
+
+    async def _vote(scenario: Scenario, attempt: Attempt, tapes: AttemptTapes | None) -> Attempt:
         if judge_votes(attempt) is None:
             return attempt
         usage: dict[str, Usage] = dict(attempt.usage)
         try:
-            vote = await judge.judge_again(scenario, attempt.transcript, usage)
+            with active(tapes):
+                vote = await judge.judge_again(scenario, attempt.transcript, usage)
         except Exception:  # the judge is down now: the votes so far stand
             return attempt
         if vote is None:

@@ -36,9 +36,12 @@ from lkeval.agents.interface import Launcher
 from lkeval.agents.launch import open_launcher
 from lkeval.agents.orphans import adopt_orphans, kill_all_now
 from lkeval.agents.process import AgentLaunch, agent_env, publish_pending_logs
-from lkeval.errors import ExitCode, OutputError
+from lkeval.errors import ExitCode, OutputError, UsageError
+from lkeval.replay.session import Cassettes, ReplayConfigError, active, load_rules
+from lkeval.replay.tape import Rules
 from lkeval.results.fingerprint import suite_fingerprint
 from lkeval.results.model import (
+    Attempt,
     JudgeCheck,
     RunMetadata,
     RunResults,
@@ -126,6 +129,7 @@ class Suite:
         self._clock = (dt.datetime.now(dt.timezone.utc), time.monotonic())
         self._evaluator: RunEvaluator | None = None
         self._judge_check: JudgeCheck | None = None
+        self._cassettes: Cassettes | None = None
 
     def run(self) -> int:
         """The whole run; returns the exit code (errors go to the CLI boundary).
@@ -161,9 +165,11 @@ class Suite:
         # a bad baseline is exit 2 now, not after the run; its judge calibrations go to the
         # stopping rule (lkeval.results.calibration)
         calibrated = parts.writers.check_baseline()
+        rules = _cassette_rules(settings)  # a bad rules file is exit 2 before anything runs
         evaluator = self._evaluator = parts.evaluator(plan.selected, settings.logs_dir)
+        self._cassettes = _open_cassettes(settings, rules, evaluator)
         # the first lines name the caller and judge; a judge that cannot give a verdict stops
-        judge_check = evaluator.preflight(self.out) if evaluator is not None else None
+        judge_check = self._preflight(evaluator)
         self._signals.check()  # a signal the preflight's code absorbed still ends the run
         self._judge_check = judge_check
         unchecked = _nothing_to_check(plan.selected, evaluator)
@@ -177,6 +183,18 @@ class Suite:
             self._clock = (dt.datetime.now(dt.timezone.utc), time.monotonic())
             scenario_results, stopped_by = self.execute(plan, evaluator)
             return self._write_and_finish(self._results(scenario_results, stopped_by), stopped_by)
+
+    def _preflight(self, evaluator: RunEvaluator | None) -> JudgeCheck | None:
+        """The judge preflight; with cassettes, from (or into) the run's preflight cassette."""
+        if evaluator is None:
+            return None
+        if self._cassettes is None:
+            return evaluator.preflight(self.out)
+        tapes = self._cassettes.preflight()
+        with active(tapes):
+            check = evaluator.preflight(self.out)
+        tapes.finish(Attempt(status="passed"))  # writes it when it was recorded
+        return check
 
     def _results(
         self, scenario_results: list[ScenarioResult], stopped_by: signal.Signals | None
@@ -318,17 +336,20 @@ class Suite:
             turn_timeout=settings.turn_timeout,
             max_turns=settings.max_turns,
             prices=PriceTable(dict(settings.prices)),
+            cassettes=self._cassettes,
         )
         if launcher.mode == "cold" and not settings.concurrency_given:
             cold = defaults.default_concurrency(warm=False)
             options = dataclasses.replace(plan.engine_options, concurrency=cold)
             plan = dataclasses.replace(plan, engine_options=options)
+        if self._cassettes is not None:
+            self._cassettes.scratch = raw_logs  # the agents' tapes: private, like raw logs
         progress = self.parts.progress(len(plan.selected))
         engine = Engine(
             attempt_factory(run_settings, evaluator),
             progress,
             plan.engine_options,
-            ask_again=ask_again_with(evaluator) if evaluator is not None else None,
+            ask_again=ask_again_with(evaluator, self._cassettes) if evaluator is not None else None,
         )
         return run_until_signal(engine, plan.scenarios, evaluator, self._signals)
 
@@ -395,6 +416,38 @@ def _nothing_to_check(selected: list[Scenario], evaluator: RunEvaluator | None) 
         if why is not None:
             found[scenario.id] = why
     return found
+
+
+def _cassette_rules(settings: SuiteSettings) -> Rules | None:
+    """The run's scrub rules when it has cassettes (``--cassette-rules``); exit 2 when bad."""
+    if settings.cassettes is None:
+        return None
+    try:
+        return load_rules(settings.cassette_rules)
+    except ReplayConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _open_cassettes(
+    settings: SuiteSettings, rules: Rules | None, evaluator: RunEvaluator | None
+) -> Cassettes | None:
+    """The run's cassettes, knowing what they must have been recorded with (docs/replay.md)."""
+    if settings.cassettes is None or rules is None:
+        return None
+    llms = {llm.role: llm.model for llm in evaluator.llms_in_use()} if evaluator else {}
+    prompts = getattr(evaluator, "prompts_digest", None)
+    identity = {
+        "caller_model": llms.get("caller", ""),
+        "judge_model": llms.get("judge", ""),
+        "judge_prompt": prompts() if callable(prompts) else "",
+    }
+    return Cassettes(
+        settings.cassettes,
+        settings.cassette_mode,
+        rules,
+        identity,
+        prices=PriceTable(dict(settings.prices)),
+    )
 
 
 def _installed(dist: str) -> str | None:

@@ -20,6 +20,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli"}),
     frozenset({"llm", "publish"}),
     frozenset({"run", "reporters"}),
+    frozenset({"replay"}),
     frozenset({"results"}),
     frozenset({"agents", "scenarios"}),
     frozenset({"text"}),
@@ -29,7 +30,12 @@ FLOOR = frozenset({"errors", "defaults", ""})
 #: collaborators and calls the run (``run/suite.py``), which alone starts and stops agents.
 FORBIDDEN: dict[str, frozenset[str]] = {"cli": frozenset({"agents"})}
 #: Run by path in the agent's interpreter: stdlib and livekit only.
-STANDALONE = ("agents/agent_host.py", "agents/fork_server.py", "agents/fork_child.py")
+STANDALONE = (
+    "agents/agent_host.py",
+    "agents/fork_server.py",
+    "agents/fork_child.py",
+    "replay/tape.py",
+)
 #: Test helpers stand apart: nothing of the product imports them.
 SEPARATE = frozenset({"testing"})
 

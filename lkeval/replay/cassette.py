@@ -1,0 +1,155 @@
+"""One cassette file per scenario attempt: what is in it, how it is read, checked and written.
+
+A cassette is meant to be committed or uploaded as an artifact, so it holds no secret and
+diffs well: no request headers at all (they carry keys), only the response headers a client
+needs to parse a body (:data:`lkeval.replay.tape.KEPT_RESPONSE_HEADERS`: no cookie, no date),
+every string through the one process masker, keys sorted, one exchange per call in call order,
+and nothing that changes on a re-record of the same conversation but what the servers sent.
+It says what it was recorded with (the caller's and judge's models, a digest of lk-eval's
+prompts, the format version); a cassette recorded with anything else is not replayed, and the
+reason says which.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lkeval.replay.tape import FORMAT_VERSION
+from lkeval.text.masking import mask_results
+
+MAX_CASSETTE_BYTES = 32 * 1024 * 1024
+"""A cassette larger than this is neither written nor read (one long conversation with tool
+results is well under 1 MiB)."""
+CLIENTS = ("agent", "caller", "judge")
+PREFLIGHT = "_preflight"
+"""The judge preflight's cassette (the run's, not a scenario's)."""
+
+
+class CassetteError(Exception):
+    """A cassette that cannot be written (too large, unwritable); the message says which."""
+
+
+@dataclass(frozen=True)
+class Cassette:
+    """One attempt's exchanges by client (``agent``, ``caller``, ``judge``), in call order, and
+    what they were recorded with."""
+
+    scenario: str
+    attempt: int
+    recorded_with: Mapping[str, str] = field(default_factory=dict)
+    exchanges: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
+    format_version: int = FORMAT_VERSION
+
+    def of(self, client: str) -> list[dict[str, Any]]:
+        """The client's exchanges (empty when it made none)."""
+        return list(self.exchanges.get(client, ()))
+
+
+def file_stem(scenario_id: str) -> str:
+    """A scenario id as a file name (as the attempt's log file is named)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in scenario_id)[:120]
+
+
+def cassette_name(scenario_id: str, attempt_no: int) -> str:
+    """``<id>.json`` for the first attempt, ``<id>.<n>.json`` for later ones."""
+    return file_stem(scenario_id) + (f".{attempt_no}" if attempt_no > 1 else "") + ".json"
+
+
+def incompatibility(cassette: Cassette, identity: Mapping[str, str]) -> str | None:
+    """Why a cassette must not be replayed in this run, or None."""
+    if cassette.format_version != FORMAT_VERSION:
+        return (
+            f"cassette format version {cassette.format_version!r}, this lk-eval replays "
+            f"version {FORMAT_VERSION}"
+        )
+    for key, now in sorted(identity.items()):
+        was = cassette.recorded_with.get(key, "")
+        if was != now:
+            what = key.replace("_", " ")
+            return f"recorded with {what} {was or '(none)'!r}, this run uses {now or '(none)'!r}"
+    return None
+
+
+def read_cassette(path: Path) -> Cassette | str:
+    """The cassette at ``path``, or why it cannot be read (missing, too large, malformed)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return "no cassette recorded for this attempt"
+    except OSError as exc:
+        return f"cassette {path.name} cannot be read: {exc.strerror}"
+    if size > MAX_CASSETTE_BYTES:
+        return f"cassette {path.name} is over {MAX_CASSETTE_BYTES // 2**20} MiB: not replayed"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        exchanges = {c: list(v) for c, v in dict(raw.get("exchanges") or {}).items()}
+        return Cassette(
+            scenario=str(raw["scenario"]),
+            attempt=int(raw["attempt"]),
+            recorded_with={str(k): str(v) for k, v in dict(raw.get("recorded_with", {})).items()},
+            exchanges=exchanges,
+            format_version=raw.get("format_version"),
+        )
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        return f"cassette {path.name} is not one lk-eval wrote ({type(exc).__name__}: {exc})"
+
+
+def cassette_text(cassette: Cassette) -> str:
+    """The file's text: masked, keys sorted, one level of indent per nesting, no timestamps."""
+    exchanges = {
+        client: [
+            {k: v for k, v in e.items() if k != "replayed"}
+            for e in sorted(items, key=lambda e: int(e.get("call", 0)))
+        ]
+        for client, items in cassette.exchanges.items()
+        if items
+    }
+    data = mask_results(
+        {
+            "format_version": cassette.format_version,
+            "scenario": cassette.scenario,
+            "attempt": cassette.attempt,
+            "recorded_with": dict(cassette.recorded_with),
+            "exchanges": exchanges,
+        }
+    )
+    return json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_cassette(path: Path, cassette: Cassette) -> None:
+    """Write atomically (a temp file beside it, then a rename); raises :class:`CassetteError`."""
+    text = cassette_text(cassette)
+    size = len(text.encode("utf-8"))
+    if size > MAX_CASSETTE_BYTES:
+        raise CassetteError(
+            f"cassette {path.name} would be {size / 2**20:.1f} MiB, over the "
+            f"{MAX_CASSETTE_BYTES // 2**20} MiB bound: not recorded"
+        )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temp.write_text(text, encoding="utf-8")
+        os.chmod(temp, 0o644)
+        os.replace(temp, path)
+    except OSError as exc:
+        raise CassetteError(f"cassette {path} cannot be written: {exc.strerror}") from None
+
+
+__all__ = [
+    "CLIENTS",
+    "MAX_CASSETTE_BYTES",
+    "PREFLIGHT",
+    "Cassette",
+    "CassetteError",
+    "cassette_name",
+    "cassette_text",
+    "file_stem",
+    "incompatibility",
+    "read_cassette",
+    "write_cassette",
+]

@@ -1,0 +1,404 @@
+"""A run's cassettes and one attempt's tapes: what the agent is handed, what lk-eval's own
+clients use, and what the attempt becomes once its exchanges are in.
+
+lk-eval's caller and judge calls are seen by the same recorder as the agent's
+(:mod:`lkeval.replay.tape`, installed once in this process): each request asks which attempt
+it belongs to (:data:`ACTIVE`, a context variable the attempt's task sets) and which client
+makes it (:data:`CLIENT`, set by :func:`lkeval.llm.client.call_llm` around each call), so one
+run's concurrent attempts never share a tape. The agent gets its tape as a file in the run's
+private directory, named in its environment (``LKEVAL_TAPE``), and appends what happened to
+another (``LKEVAL_TAPE_OUT``); both are read here once the agent has stopped, masked, and
+written as the attempt's one cassette.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from lkeval.replay.cassette import (
+    CLIENTS,
+    PREFLIGHT,
+    Cassette,
+    CassetteError,
+    cassette_name,
+    incompatibility,
+    read_cassette,
+    write_cassette,
+)
+from lkeval.replay.tape import (
+    CLIENT_AGENT,
+    TAPE_ENV,
+    TAPE_OUT_ENV,
+    Rules,
+    RulesError,
+    Tape,
+    install,
+    response_chunks,
+)
+from lkeval.results.model import Attempt, Replay, ReplayMode, Usage
+from lkeval.results.pricing import PriceTable
+
+ACTIVE: contextvars.ContextVar[AttemptTapes | None] = contextvars.ContextVar(
+    "lkeval_replay_active", default=None
+)
+CLIENT: contextvars.ContextVar[str] = contextvars.ContextVar("lkeval_replay_client", default="")
+
+
+def _own_tape() -> Tape | None:
+    tapes, client = ACTIVE.get(), CLIENT.get()
+    if tapes is None or not client:
+        return None
+    return tapes.tape(client)
+
+
+@contextlib.contextmanager
+def calls_of(client: str) -> Iterator[None]:
+    """Requests made inside belong to ``client`` (``caller`` or ``judge``) of the active
+    attempt; outside any attempt with cassettes they pass through."""
+    token = CLIENT.set(client)
+    try:
+        yield
+    finally:
+        CLIENT.reset(token)
+
+
+@contextlib.contextmanager
+def active(tapes: AttemptTapes | None) -> Iterator[None]:
+    """Route lk-eval's own requests made inside (and in tasks started inside) to ``tapes``."""
+    token = ACTIVE.set(tapes)
+    try:
+        yield
+    finally:
+        ACTIVE.reset(token)
+
+
+class ReplayConfigError(ValueError):
+    """A scrub-rules file that cannot be used: the message names the file and the field."""
+
+
+def load_rules(path: Path | None) -> Rules:
+    """The user's scrub rules (``--cassette-rules``), or none."""
+    if path is None:
+        return Rules()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ReplayConfigError(f"--cassette-rules {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReplayConfigError(f"--cassette-rules {path}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ReplayConfigError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    try:
+        return Rules.from_json(data)
+    except RulesError as exc:
+        raise ReplayConfigError(f"{path}: {exc}") from None
+
+
+class Cassettes:
+    """The run's ``--cassettes DIR``: opens each attempt's tapes, and the preflight's."""
+
+    def __init__(
+        self,
+        directory: Path,
+        mode: str,
+        rules: Rules,
+        identity: Mapping[str, str] | None = None,
+        scratch: Path | None = None,
+        prices: PriceTable | None = None,
+    ) -> None:
+        self.directory = directory
+        self.mode = mode
+        self.rules = rules
+        self.identity = dict(identity or {})
+        #: The run's private directory (0700), where the agents' tape files go.
+        self.scratch = scratch or directory
+        self.prices = prices or PriceTable()
+        self._open: dict[str, AttemptTapes] = {}
+        install(_own_tape)
+
+    def open(self, scenario_id: str, attempt_no: int) -> AttemptTapes:
+        """The tapes of one attempt: its cassette read and checked (unless recording)."""
+        name = cassette_name(scenario_id, attempt_no)
+        tapes = AttemptTapes(self, name, scenario_id, attempt_no)
+        self._open[name] = tapes
+        return tapes
+
+    def preflight(self) -> AttemptTapes:
+        """The judge preflight's tapes (one cassette for the run)."""
+        return self.open(PREFLIGHT, 1)
+
+    def reopen(self, name: str) -> AttemptTapes | None:
+        """An attempt's tapes again, for the judge's later votes on it (the sequential test)."""
+        return self._open.get(name)
+
+
+class AttemptTapes:
+    """One attempt's record/replay: a tape per client, the agent's files, the outcome."""
+
+    def __init__(self, owner: Cassettes, name: str, scenario_id: str, attempt_no: int) -> None:
+        self.owner = owner
+        self.name = name
+        self.scenario_id = scenario_id
+        self.attempt_no = attempt_no
+        self.path = owner.directory / name
+        self.mode = owner.mode
+        self.refused = ""  # why the cassette cannot be replayed ("" when it can, or recording)
+        self.cassette = Cassette(scenario_id, attempt_no, owner.identity)
+        self._events: dict[str, list[dict[str, Any]]] = {c: [] for c in CLIENTS}
+        self._tapes: dict[str, Tape] = {}
+        self._agent_read = 0
+        self._saved: dict[str, float] = {}
+        self._handed = False
+        self._stem = name.removesuffix(".json")
+        if self.mode != "record":
+            found = read_cassette(self.path)
+            if isinstance(found, str):
+                self.refused = found
+            else:
+                self.refused = incompatibility(found, owner.identity) or ""
+                if not self.refused:
+                    self.cassette = found
+
+    @property
+    def client_mode(self) -> str:
+        """How each client's tape treats a request: record when there is nothing to replay."""
+        if self.mode == "replay":
+            return "replay"
+        return "record" if self.refused or self.mode == "record" else "auto"
+
+    def tape(self, client: str) -> Tape:
+        """lk-eval's own tape for ``client`` (``caller``, ``judge``), made on first use."""
+        if client not in self._tapes:
+            self._tapes[client] = Tape(
+                client,
+                self.client_mode,
+                [] if self.refused else self.cassette.of(client),
+                self.owner.rules,
+                self._events.setdefault(client, []).append,
+            )
+        return self._tapes[client]
+
+    @property
+    def agent_in(self) -> Path:
+        return self.owner.scratch / f"{self._stem}.tape.json"
+
+    @property
+    def agent_out(self) -> Path:
+        return self.owner.scratch / f"{self._stem}.tape-out.jsonl"
+
+    def agent_env(self) -> dict[str, str]:
+        """The agent's environment additions: where its tape is and where it reports."""
+        self.agent_in.parent.mkdir(parents=True, exist_ok=True)
+        spec = {
+            "mode": self.client_mode,
+            "rules": self.owner.rules.to_json(),
+            "exchanges": [] if self.refused else self.cassette.of(CLIENT_AGENT),
+        }
+        self.agent_in.write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
+        self._handed = True
+        self.agent_out.write_text("", encoding="utf-8")
+        return {TAPE_ENV: str(self.agent_in.resolve()), TAPE_OUT_ENV: str(self.agent_out.resolve())}
+
+    def _read_agent(self) -> list[dict[str, Any]]:
+        """The agent's events so far (a torn last line, from a killed agent, is left)."""
+        events = self._events[CLIENT_AGENT]
+        try:
+            with self.agent_out.open(encoding="utf-8") as fh:
+                fh.seek(self._agent_read)
+                for line in fh:
+                    if not line.endswith("\n"):
+                        break
+                    self._agent_read += len(line.encode("utf-8"))
+                    with contextlib.suppress(ValueError):
+                        events.append(json.loads(line))
+        except OSError:
+            pass
+        return events
+
+    def agent_replaying(self) -> bool:
+        """Every call the agent made so far came from the cassette (a turn measured now is
+        the replay's time, not the agent's models')."""
+        if self.client_mode == "record":
+            return False
+        return not any("live" in e or "miss" in e for e in self._read_agent())
+
+    def finish(self, attempt: Attempt) -> Attempt:
+        """The attempt with its ``replay`` record, made an error by a replay miss (never a
+        pass), its replayed calls' cost taken off; the cassette written when it is new."""
+        self._read_agent()
+        events = self._events
+        misses = [e["miss"] for c in CLIENTS for e in events.get(c, ()) if "miss" in e]
+        lives = [(c, e["live"]) for c in CLIENTS for e in events.get(c, ()) if "live" in e]
+        exchanges = {
+            c: [e["exchange"] for e in events.get(c, ()) if "exchange" in e] for c in CLIENTS
+        }
+        replayed = sum(1 for c in CLIENTS for x in exchanges[c] if x.get("replayed"))
+        live = sum(1 for c in CLIENTS for x in exchanges[c] if not x.get("replayed"))
+        overflow = [c for c in CLIENTS for e in events.get(c, ()) if "overflow" in e]
+        mode: ReplayMode
+        client: str | None = None
+        call: int | None = None
+        reason = self.refused
+        if misses or (self.mode == "replay" and self.refused):
+            mode = "missed"
+            first = (
+                next((c, e["miss"]) for c in CLIENTS for e in events.get(c, ()) if "miss" in e)
+                if misses
+                else None
+            )
+            if first is not None:
+                client, call, reason = first[0], int(first[1]["call"]), str(first[1]["reason"])
+        elif self.client_mode == "record":
+            mode = "recorded"
+        elif lives:
+            mode = "partial"
+            client, call, reason = lives[0][0], int(lives[0][1]["call"]), str(lives[0][1]["reason"])
+        else:
+            mode = "replayed"
+        leftover = self._leftover(exchanges, lives, misses)
+        if leftover and mode == "replayed":
+            mode, reason = ("missed" if self.mode == "replay" else "partial"), leftover
+        unstarted = self._handed and not any("installed" in e for e in events[CLIENT_AGENT])
+        saved = self._take_saved(exchanges, self.owner.prices)
+        usage = _without_saved(attempt.usage, saved)
+        status, why = attempt.status, attempt.reason
+        if mode == "missed":
+            status, why = "error", reason or "replay miss"
+        elif unstarted and status in ("passed", "failed"):
+            status, why = "error", "the agent's HTTP recorder did not start (lkeval/replay/tape.py)"
+        elif (
+            mode in ("recorded", "partial")
+            and attempt.reason != "interrupted"
+            and status != "skipped"
+        ):
+            problem = self._write(exchanges, overflow)
+            if problem:
+                status, why = "error", "; ".join(x for x in (why, problem) if x)
+        record = Replay(
+            mode=mode,
+            cassette=self.name,
+            live_from_call=call,
+            client=client,
+            reason=reason,
+            calls_replayed=replayed,
+            calls_live=live,
+            saved_usd=round(sum(self._saved.values()), 6) if self._saved else None,
+        )
+        return dataclasses.replace(attempt, status=status, reason=why, usage=usage, replay=record)
+
+    def _leftover(
+        self,
+        exchanges: Mapping[str, list[dict[str, Any]]],
+        lives: list[Any],
+        misses: list[Any],
+    ) -> str:
+        """A replay that made fewer calls than the recording: the agent's or the caller's
+        conversation ended elsewhere (the judge's later votes come after the attempt)."""
+        if self.client_mode == "record" or lives or misses:
+            return ""
+        for client in (CLIENT_AGENT, "caller"):
+            recorded = len(self.cassette.of(client))
+            used = sum(1 for x in exchanges[client] if x.get("replayed"))
+            if used < recorded:
+                return (
+                    f"replay miss at {client}'s call {used + 1}: the recording has "
+                    f"{recorded - used} more call(s) than this run made"
+                )
+        return ""
+
+    def _take_saved(
+        self, exchanges: Mapping[str, list[dict[str, Any]]], prices: PriceTable
+    ) -> dict[str, float]:
+        """What the replayed calls cost when recorded, per party, not yet taken off."""
+        total: dict[str, float] = {}
+        for client in CLIENTS:
+            cost = 0.0
+            for exchange in exchanges[client]:
+                if exchange.get("replayed"):
+                    cost += _recorded_cost(exchange, prices)
+            if cost:
+                total[client] = cost
+        delta = {c: v - self._saved.get(c, 0.0) for c, v in total.items()}
+        self._saved = total
+        return {c: v for c, v in delta.items() if v > 0}
+
+    def _write(self, exchanges: Mapping[str, list[dict[str, Any]]], overflow: list[str]) -> str:
+        """Write the new episode; the problem when it cannot be ("" when written)."""
+        if overflow:
+            return (
+                f"cassette {self.name} not recorded: the {overflow[0]}'s exchanges outgrew the "
+                "recording bound"
+            )
+        cassette = Cassette(
+            self.scenario_id,
+            self.attempt_no,
+            self.owner.identity,
+            {c: list(v) for c, v in exchanges.items()},
+        )
+        try:
+            write_cassette(self.path, cassette)
+        except CassetteError as exc:
+            return str(exc)
+        self.cassette = cassette
+        return ""
+
+    def discard(self) -> None:
+        """Remove the agent's tape files from the private directory."""
+        for path in (self.agent_in, self.agent_out):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def _recorded_cost(exchange: Mapping[str, Any], prices: PriceTable) -> float:
+    """The cost of one recorded LLM call from the usage its response reported (0 when it
+    reported none or its model has no price)."""
+    model = ""
+    body = exchange.get("request", {}).get("body", {})
+    if isinstance(body.get("json"), dict):
+        model = str(body["json"].get("model", ""))
+    tokens = _usage_of(b"".join(response_chunks(exchange.get("response", {}))))
+    if tokens is None or not model:
+        return 0.0
+    return prices.usage(model, *tokens).cost_usd or 0.0
+
+
+def _usage_of(body: bytes) -> tuple[int, int] | None:
+    """(prompt, completion) tokens of a chat completion, streamed (its usage chunk) or not."""
+    text = body.decode("utf-8", errors="replace")
+    candidates = [text] + [
+        line[5:].strip() for line in text.splitlines() if line.startswith("data:")
+    ]
+    for candidate in reversed(candidates):
+        with contextlib.suppress(ValueError, AttributeError, TypeError):
+            usage = json.loads(candidate).get("usage")
+            if isinstance(usage, dict):
+                return int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+    return None
+
+
+def _without_saved(usage: Mapping[str, Usage], saved: Mapping[str, float]) -> dict[str, Usage]:
+    """Replayed calls cost $0: their recorded cost off each party's."""
+    out = dict(usage)
+    for party, amount in saved.items():
+        have = out.get(party)
+        if have is not None and have.cost_usd is not None:
+            out[party] = dataclasses.replace(have, cost_usd=max(0.0, have.cost_usd - amount))
+    return out
+
+
+__all__ = [
+    "ACTIVE",
+    "CLIENT",
+    "AttemptTapes",
+    "Cassettes",
+    "ReplayConfigError",
+    "active",
+    "calls_of",
+    "load_rules",
+]

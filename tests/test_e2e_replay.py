@@ -1,0 +1,178 @@
+"""Record and replay through the real CLI and real agent processes (issue 22's proof).
+
+The example hotel agent, its availability tool changed to ask a local HTTP server (aiohttp), a
+scripted scenario and a simulated one (caller and judge): record with every server up; stop
+every LLM and tool server and replay: the same transcripts, tool calls, verdicts and exit code;
+edit the agent's prompt: a miss at its first call with a readable diff; ``auto`` with the
+servers back records the new episode.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from conftest import HOTEL, hotel_env, read_json, run_argv, run_lkeval
+
+from lkeval.testing.llm_server import LLMServer
+
+pytestmark = pytest.mark.e2e
+
+SCENARIOS = """\
+name: Hotel replay
+scenarios:
+  - id: check-double
+    label: Checks double room availability
+    instructions: You want to know whether a double room is free for two nights.
+    agent_expectations: The agent checks availability and tells the guest.
+    turns:
+      - user: Is a double room free for two nights?
+        expect:
+          - function_call: {name: check_availability}
+          - function_call_output: {is_error: false, output_contains: free}
+  - id: talk-and-book
+    label: Guest books a room by talking to the desk
+    instructions: |
+      You are Ada, calling Hotel Example. Ask whether a double room is free for two
+      nights, then book it for yourself. Hang up once it is booked.
+    agent_expectations: The agent checks availability and books a double room for Ada.
+"""
+TOOL_OVER_HTTP = """\
+    @function_tool
+    async def check_availability(self, room_type: str, nights: int) -> str:
+        \"\"\"Check whether a room type is free for a number of nights.\"\"\"
+        import aiohttp
+
+        url = os.environ["ROOMS_URL"]
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url, params={"type": room_type, "nights": nights}) as resp:
+                free = (await resp.json())["free"]
+        return f"{free} {room_type} room(s) free for {nights} night(s)"
+"""
+
+
+def _agent(tmp_path: Path) -> Path:
+    """The example agent with its availability tool asking the rooms server over HTTP."""
+    source = (HOTEL / "agent.py").read_text(encoding="utf-8")
+    start = source.index("    @function_tool\n    async def check_availability")
+    end = source.index("    @function_tool\n    async def transfer_to_booking")
+    path = tmp_path / "agent.py"
+    path.write_text(source[:start] + TOOL_OVER_HTTP + "\n" + source[end:], encoding="utf-8")
+    return path
+
+
+class _Rooms(BaseHTTPRequestHandler):
+    asked: ClassVar[list[str]] = []
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        _Rooms.asked.append(self.path)
+        body = json.dumps({"free": 1}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@contextmanager
+def _servers(ports: tuple[int, int] = (0, 0)) -> Iterator[tuple[LLMServer, ThreadingHTTPServer]]:
+    rooms = ThreadingHTTPServer(("127.0.0.1", ports[1]), _Rooms)
+    threading.Thread(target=rooms.serve_forever, daemon=True).start()
+    try:
+        with LLMServer.from_file(HOTEL / "llm_rules.yaml", port=ports[0]) as llm:
+            yield llm, rooms
+    finally:
+        rooms.shutdown()
+        rooms.server_close()
+
+
+def _run(tmp_path: Path, agent: Path, env: dict[str, str], name: str, *flags: str) -> Any:
+    results = tmp_path / name / "results.json"
+    argv = run_argv(agent, tmp_path / "scenarios.yaml", results)
+    argv += ["--caller-model", "caller", "--judge-model", "judge", "--no-github"]
+    argv += ["--cassettes", str(tmp_path / "cassettes"), *flags]
+    proc = run_lkeval(argv, env, cwd=tmp_path)
+    return proc, (read_json(results) if results.exists() else None)
+
+
+def _conversation(results: Any) -> list[Any]:
+    """What must be byte-identical: each attempt's transcript, checks, verdicts and status."""
+    keep = ("status", "reason", "transcript", "expectations", "verdicts", "end_reason")
+    return [{k: a[k] for k in keep} for s in results["scenarios"] for a in s["attempts"]]
+
+
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_record_stop_every_server_replay_edit_and_go_live(tmp_path: Path, start: str) -> None:
+    (tmp_path / "scenarios.yaml").write_text(SCENARIOS, encoding="utf-8")
+    agent = _agent(tmp_path)
+    cold = ["--cold-start"] if start == "cold" else []
+    with _servers() as (llm, rooms):
+        ports = (llm.port, rooms.server_address[1])
+        env = hotel_env(
+            llm,
+            ROOMS_URL=f"http://127.0.0.1:{ports[1]}/rooms",
+            LKEVAL_CALLER_BASE_URL=llm.base_url,
+            LKEVAL_JUDGE_BASE_URL=llm.base_url,
+        )
+        recorded, first = _run(tmp_path, agent, env, "record", "--cassette-mode", "record", *cold)
+        assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+        assert _Rooms.asked, "the tool really asked the rooms server"
+    cassettes = sorted(p.name for p in (tmp_path / "cassettes").iterdir())
+    assert cassettes == ["_preflight.json", "check-double.json", "talk-and-book.json"]
+    assert all(a["replay"]["mode"] == "recorded" for s in first["scenarios"] for a in s["attempts"])
+
+    # every server is gone: replay alone answers
+    replayed, again = _run(tmp_path, agent, env, "replay", "--cassette-mode", "replay", *cold)
+    assert replayed.returncode == recorded.returncode, replayed.stdout + replayed.stderr
+    assert _conversation(again) == _conversation(first)
+    for scenario in again["scenarios"]:
+        (attempt,) = scenario["attempts"]
+        assert attempt["replay"]["mode"] == "replayed", attempt["replay"]
+        assert attempt["replay"]["calls_live"] == 0 and attempt["replay"]["calls_replayed"] > 0
+        assert attempt["turns"] and all(t["replayed"] for t in attempt["turns"])
+    assert again["figures"]["latency_ms"] is None  # replayed turns time nothing
+
+    # the agent's prompt is edited: its first chat call (after livekit's GET /models) misses,
+    # saying where
+    calls = read_json(tmp_path / "cassettes" / "check-double.json")["exchanges"]["agent"]
+    first_chat = next(c["call"] for c in calls if c["request"]["url"].endswith("/completions"))
+    source = agent.read_text(encoding="utf-8")
+    agent.write_text(source.replace("Check availability", "Always check availability"))
+    missed, edited = _run(tmp_path, agent, env, "edited", "--cassette-mode", "replay", *cold)
+    assert missed.returncode == 1, missed.stdout + missed.stderr
+    for scenario in edited["scenarios"]:
+        (attempt,) = scenario["attempts"]
+        assert attempt["status"] == "error", attempt
+        assert attempt["replay"]["mode"] == "missed" and attempt["replay"]["client"] == "agent"
+        prefix = f"replay miss at agent's call {first_chat}: body.messages[0].content: recorded "
+        assert attempt["reason"].startswith(prefix), attempt["reason"]
+        recorded, sent = attempt["reason"].removeprefix(prefix).split(", sent ")
+        assert recorded.startswith('"…') and "Hotel Example. Check availability with" in recorded
+        assert sent.startswith('"…') and "Hotel Example. Always check availability" in sent
+
+    # auto with the servers back: live from that call, and the cassette is the new episode
+    with _servers(ports) as (llm, _):
+        went_live, live = _run(tmp_path, agent, env, "auto", *cold)
+        assert went_live.returncode == 0, went_live.stdout + went_live.stderr
+        assert llm.requests, "the agent's LLM was called live"
+    for scenario in live["scenarios"]:
+        (attempt,) = scenario["attempts"]
+        replay = attempt["replay"]
+        assert replay["mode"] == "partial" and replay["live_from_call"] == first_chat, replay
+    cassette = read_json(tmp_path / "cassettes" / "check-double.json")
+    system = cassette["exchanges"]["agent"][first_chat - 1]["request"]["body"]["json"]["messages"][
+        0
+    ]
+    assert "Always check availability" in system["content"]
+    replayed, latest = _run(tmp_path, agent, env, "again", "--cassette-mode", "replay", *cold)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert _conversation(latest) == _conversation(live)
