@@ -286,8 +286,15 @@ def response_chunks(response: dict[str, Any]) -> list[bytes]:
     return [str(c).encode() for c in response.get("chunks", ())]
 
 
-def response_record(status: int, headers: Any, recorder: ChunkRecorder) -> dict[str, Any]:
-    return {"status": int(status), "headers": response_headers(headers), **recorder.record()}
+def response_record(
+    status: int, headers: Any, recorder: ChunkRecorder, decoded: bool = False
+) -> dict[str, Any]:
+    """A response as the cassette keeps it; ``decoded``: the library already undid any
+    content encoding (aiohttp, requests), so the header would lie about the body."""
+    kept = response_headers(headers)
+    if decoded:
+        kept.pop("content-encoding", None)
+    return {"status": int(status), "headers": kept, **recorder.record()}
 
 
 def miss_response(reason: str) -> dict[str, Any]:
@@ -712,7 +719,13 @@ def _aiohttp_body(session: Any, kwargs: dict[str, Any]) -> tuple[bytes, str]:
         return data.encode(), ""
     if isinstance(data, dict):
         return urllib.parse.urlencode(data).encode(), "application/x-www-form-urlencoded"
-    return repr(data).encode(), ""
+    return _opaque(data), ""
+
+
+def _opaque(body: object) -> bytes:
+    """A body that is a stream (a generator, a file, a form) as a stable stand-in for matching:
+    its type, never its object address."""
+    return f"<{type(body).__name__} body>".encode()
 
 
 def _patch_aiohttp(aiohttp: Any, resolve: Resolve) -> None:
@@ -738,7 +751,7 @@ def _patch_aiohttp(aiohttp: Any, resolve: Resolve) -> None:
             try:
                 recorder = ChunkRecorder()
                 recorder.add(await live.read())
-                response = response_record(live.status, live.headers, recorder)
+                response = response_record(live.status, live.headers, recorder, decoded=True)
             finally:
                 live.release()
         tape.finish(call, response)
@@ -867,8 +880,8 @@ def _patch_requests(adapters: Any, resolve: Resolve) -> None:
         body = request.body or b""
         if isinstance(body, str):
             body = body.encode()
-        elif not isinstance(body, bytes):  # a generator or file: not replayable, pass through
-            return real(self, request, **kwargs)
+        elif not isinstance(body, bytes):
+            body = _opaque(body)
         call = tape.begin(
             request.method, request.url, body, request.headers.get("content-type", "")
         )
@@ -882,7 +895,7 @@ def _patch_requests(adapters: Any, resolve: Resolve) -> None:
             recorder = ChunkRecorder()
             recorder.add(live.content)
             live.close()
-            response = response_record(live.status_code, live.headers, recorder)
+            response = response_record(live.status_code, live.headers, recorder, decoded=True)
         tape.finish(call, response)
         return _requests_response(request, response)
 

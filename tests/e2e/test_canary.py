@@ -145,6 +145,11 @@ def test_no_canary_leaks_and_no_text_injects(tmp_path: Path, start: str) -> None
                 "caller",
                 "--judge-model",
                 "judge",
+                # every exchange recorded: the cassettes are searched with the rest
+                "--cassettes",
+                str(results_dir / "cassettes"),
+                "--cassette-mode",
+                "record",
                 *(["--cold-start"] if start == "cold" else []),
             ],
             env,
@@ -173,6 +178,9 @@ def test_no_canary_leaks_and_no_text_injects(tmp_path: Path, start: str) -> None
     assert all(line.startswith("::add-mask::") for line in first), first
     written = {p: p.read_text(errors="replace") for p in results_dir.rglob("*") if p.is_file()}
     assert any(p.suffix == ".log" for p in written), "agent logs are part of the search"
+    cassettes = [p for p in written if p.parent.name == "cassettes"]
+    assert len(cassettes) >= 2, "cassettes are part of the search"
+    assert any("***" in written[p] for p in cassettes), "a canary reached a cassette, masked"
     sources = {
         "stdout": "\n".join(shown),
         "stderr": proc.stderr,

@@ -110,11 +110,11 @@ def _conversation(results: Any) -> list[Any]:
     return [{k: a[k] for k in keep} for s in results["scenarios"] for a in s["attempts"]]
 
 
-@pytest.mark.parametrize("start", ["warm", "cold"])
-def test_record_stop_every_server_replay_edit_and_go_live(tmp_path: Path, start: str) -> None:
+def test_record_stop_every_server_replay_edit_and_go_live(tmp_path: Path) -> None:
+    """Warm starts here; cold ones replay in the test below (and record in the canary test)."""
     (tmp_path / "scenarios.yaml").write_text(SCENARIOS, encoding="utf-8")
     agent = _agent(tmp_path)
-    cold = ["--cold-start"] if start == "cold" else []
+    cold: list[str] = []
     with _servers() as (llm, rooms):
         ports = (llm.port, rooms.server_address[1])
         env = hotel_env(
@@ -176,3 +176,39 @@ def test_record_stop_every_server_replay_edit_and_go_live(tmp_path: Path, start:
     replayed, latest = _run(tmp_path, agent, env, "again", "--cassette-mode", "replay", *cold)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert _conversation(latest) == _conversation(live)
+
+
+def test_twenty_replays_are_byte_identical_at_concurrency_1_and_4_warm_and_cold(
+    tmp_path: Path,
+) -> None:
+    """20 recorded conversations (the agent's tool over HTTP, each judged) replayed at
+    concurrency 1 and 4, forked and cold: every transcript, check, verdict and the exit code
+    as recorded, with no server left to answer."""
+    one = SCENARIOS.split("  - id: talk-and-book")[0].split("scenarios:\n", 1)[1]
+    copies = "".join(one.replace("id: check-double", f"id: check-{n:02d}") for n in range(20))
+    (tmp_path / "scenarios.yaml").write_text(f"name: Twenty\nscenarios:\n{copies}")
+    agent = _agent(tmp_path)
+    with _servers() as (llm, rooms):
+        env = hotel_env(
+            llm,
+            ROOMS_URL=f"http://127.0.0.1:{rooms.server_address[1]}/rooms",
+            LKEVAL_CALLER_BASE_URL=llm.base_url,
+            LKEVAL_JUDGE_BASE_URL=llm.base_url,
+        )
+        recorded, first = _run(tmp_path, agent, env, "record", "--concurrency", "4")
+        assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    assert len(_conversation(first)) == 20
+    assert all(a["verdicts"] for a in _conversation(first)), "each one was judged"
+    for flags in (
+        ["--concurrency", "1"],
+        ["--concurrency", "4"],
+        ["--concurrency", "1", "--cold-start"],
+        ["--concurrency", "4", "--cold-start"],
+    ):
+        proc, again = _run(
+            tmp_path, agent, env, "-".join(flags), "--cassette-mode", "replay", *flags
+        )
+        assert proc.returncode == recorded.returncode, proc.stdout + proc.stderr
+        assert _conversation(again) == _conversation(first), flags
+        modes = {a["replay"]["mode"] for s in again["scenarios"] for a in s["attempts"]}
+        assert modes == {"replayed"}, flags

@@ -1,0 +1,197 @@
+"""One attempt's tapes: what the attempt becomes (never a pass on a miss), what the cassette
+holds (masked, bounded, deterministic) and when a cassette is refused, with the reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lkeval.replay import cassette as cs
+from lkeval.replay.session import Cassettes, ReplayConfigError, load_rules
+from lkeval.replay.tape import Rules, request_record
+from lkeval.results.model import Attempt, Usage
+from lkeval.results.pricing import PriceTable
+from lkeval.text.masking import register_secret
+
+IDENTITY = {"caller_model": "caller", "judge_model": "judge", "judge_prompt": "abc"}
+USAGE_SSE = 'data: {"choices": [], "usage": {"prompt_tokens": 1000000, "completion_tokens": 0}}\n\n'
+
+
+def _exchange(call: int, content: str, reply: str = "ok") -> dict[str, Any]:
+    body = json.dumps({"model": "gpt-x", "messages": [{"role": "user", "content": content}]})
+    return {
+        "call": call,
+        "request": request_record("POST", "http://llm/v1/chat/completions", body.encode()),
+        "response": {"status": 200, "headers": {}, "chunks": [f"data: {reply}\n\n", USAGE_SSE]},
+    }
+
+
+def _cassettes(tmp_path: Path, mode: str, identity: dict[str, str] | None = None) -> Cassettes:
+    return Cassettes(
+        tmp_path / "tapes",
+        mode,
+        Rules(),
+        identity or IDENTITY,
+        scratch=tmp_path / "scratch",
+        prices=PriceTable({"gpt-x": (2.0, 0.0)}),
+    )
+
+
+def _recorded(tmp_path: Path, agent: list[dict[str, Any]], judge: list[dict[str, Any]]) -> None:
+    cassette = cs.Cassette("s", 1, IDENTITY, {"agent": agent, "judge": judge})
+    cs.write_cassette(tmp_path / "tapes" / "s.json", cassette)
+
+
+def _agent_says(tapes: Any, *events: dict[str, Any]) -> None:
+    with tapes.agent_out.open("a", encoding="utf-8") as fh:
+        for event in ({"installed": ["httpx"]}, *events):
+            fh.write(json.dumps(event) + "\n")
+
+
+def _replayed(exchange: dict[str, Any]) -> dict[str, Any]:
+    return {"exchange": {**exchange, "replayed": True}}
+
+
+def test_a_full_replay_is_kept_and_its_calls_cost_nothing(tmp_path: Path) -> None:
+    agent, judge = [_exchange(1, "hi")], [_exchange(1, "judge this")]
+    _recorded(tmp_path, agent, judge)
+    tapes = _cassettes(tmp_path, "auto").open("s", 1)
+    assert not tapes.refused
+    tapes.agent_env()
+    _agent_says(tapes, _replayed(agent[0]))
+    call = tapes.tape("judge").begin("POST", "http://llm/v1/chat/completions", b"")
+    assert call.recorded is None  # a different body: this one misses ...
+    tapes = _cassettes(tmp_path, "auto").open("s", 1)
+    tapes.agent_env()
+    _agent_says(tapes, _replayed(agent[0]))
+    body = json.dumps(judge[0]["request"]["body"]["json"]).encode()
+    call = tapes.tape("judge").begin("POST", "http://llm/v1/chat/completions", body)
+    assert call.recorded is not None  # ... the same one replays
+    tapes.tape("judge").finish(call, call.recorded["response"])
+    usage = {"agent": Usage(1000000, 0, 2.0, ("gpt-x",)), "judge": Usage(1000000, 0, 2.0)}
+    before = (tmp_path / "tapes" / "s.json").read_text()
+    attempt = tapes.finish(Attempt("passed", usage=usage))
+    assert attempt.status == "passed" and attempt.replay is not None
+    assert attempt.replay.mode == "replayed" and attempt.replay.calls_replayed == 2
+    assert attempt.replay.saved_usd == 4.0
+    assert attempt.usage["agent"].cost_usd == 0.0 and attempt.usage["judge"].cost_usd == 0.0
+    assert (tmp_path / "tapes" / "s.json").read_text() == before  # nothing new: not rewritten
+
+
+def test_a_replay_miss_is_an_error_even_when_the_conversation_passed(tmp_path: Path) -> None:
+    _recorded(tmp_path, [_exchange(1, "hi")], [])
+    tapes = _cassettes(tmp_path, "replay").open("s", 1)
+    tapes.agent_env()
+    reason = "replay miss at agent's call 1: body.messages[0].content: ..."
+    _agent_says(tapes, {"miss": {"call": 1, "reason": reason}})
+    attempt = tapes.finish(Attempt("passed"))
+    assert attempt.status == "error" and attempt.reason == reason
+    assert attempt.replay is not None and attempt.replay.mode == "missed"
+    assert (attempt.replay.client, attempt.replay.live_from_call) == ("agent", 1)
+
+
+def test_fewer_calls_than_recorded_is_a_miss_in_replay_mode(tmp_path: Path) -> None:
+    agent = [_exchange(1, "hi"), _exchange(2, "bye")]
+    _recorded(tmp_path, agent, [])
+    tapes = _cassettes(tmp_path, "replay").open("s", 1)
+    tapes.agent_env()
+    _agent_says(tapes, _replayed(agent[0]))
+    attempt = tapes.finish(Attempt("passed"))
+    assert attempt.status == "error" and "1 more call(s) than this run made" in attempt.reason
+
+
+def test_an_agent_whose_recorder_never_started_cannot_pass(tmp_path: Path) -> None:
+    tapes = _cassettes(tmp_path, "record").open("s", 1)
+    tapes.agent_env()  # and the agent reports nothing at all
+    attempt = tapes.finish(Attempt("passed"))
+    assert attempt.status == "error" and "recorder did not start" in attempt.reason
+
+
+def test_auto_from_a_miss_records_the_new_episode(tmp_path: Path) -> None:
+    agent = [_exchange(1, "hi"), _exchange(2, "old")]
+    _recorded(tmp_path, agent, [])
+    tapes = _cassettes(tmp_path, "auto").open("s", 1)
+    tapes.agent_env()
+    new = {**_exchange(2, "new"), "replayed": False}
+    _agent_says(
+        tapes,
+        _replayed(agent[0]),
+        {"live": {"call": 2, "reason": "replay miss at agent's call 2: ..."}},
+        {"exchange": new},
+    )
+    attempt = tapes.finish(Attempt("passed"))
+    assert attempt.status == "passed" and attempt.replay is not None
+    assert attempt.replay.mode == "partial" and attempt.replay.live_from_call == 2
+    written = cs.read_cassette(tmp_path / "tapes" / "s.json")
+    assert isinstance(written, cs.Cassette)
+    assert [
+        e["request"]["body"]["json"]["messages"][0]["content"] for e in written.of("agent")
+    ] == [
+        "hi",
+        "new",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("identity", "reason"),
+    [
+        (
+            {**IDENTITY, "judge_model": "judge-2"},
+            "recorded with judge model 'judge', this run uses 'judge-2'",
+        ),
+        ({**IDENTITY, "caller_model": "c2"}, "recorded with caller model 'caller'"),
+        ({**IDENTITY, "judge_prompt": "zzz"}, "recorded with judge prompt 'abc'"),
+    ],
+)
+def test_a_cassette_of_other_models_or_prompts_is_not_replayed(
+    tmp_path: Path, identity: dict[str, str], reason: str
+) -> None:
+    _recorded(tmp_path, [_exchange(1, "hi")], [])
+    auto = _cassettes(tmp_path, "auto", identity).open("s", 1)
+    assert auto.refused.startswith(reason) and auto.client_mode == "record"
+    replay = _cassettes(tmp_path, "replay", identity).open("s", 1)
+    attempt = replay.finish(Attempt("error"))
+    assert attempt.status == "error" and attempt.reason.startswith(reason)
+
+
+def test_another_format_version_or_no_cassette_is_said(tmp_path: Path) -> None:
+    tapes = _cassettes(tmp_path, "auto").open("s", 1)
+    assert tapes.refused == "no cassette recorded for this attempt"
+    _recorded(tmp_path, [], [])
+    path = tmp_path / "tapes" / "s.json"
+    path.write_text(path.read_text().replace('"format_version": 1', '"format_version": 99'))
+    assert "cassette format version 99" in _cassettes(tmp_path, "auto").open("s", 1).refused
+
+
+def test_cassettes_are_masked_sorted_and_the_same_on_a_rewrite(tmp_path: Path) -> None:
+    register_secret("sk-canary-0123456789abcdef")
+    exchange = _exchange(1, "my key is sk-canary-0123456789abcdef")
+    first = cs.cassette_text(cs.Cassette("s", 1, IDENTITY, {"agent": [exchange]}))
+    assert "sk-canary" not in first and "***" in first
+    assert first == cs.cassette_text(cs.Cassette("s", 1, IDENTITY, {"agent": [exchange]}))
+    data = json.loads(first)
+    assert list(data) == sorted(data)
+
+
+def test_an_oversized_cassette_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cs, "MAX_CASSETTE_BYTES", 100)
+    with pytest.raises(cs.CassetteError, match="over the 0 MiB bound: not recorded"):
+        cs.write_cassette(
+            tmp_path / "x.json", cs.Cassette("s", 1, IDENTITY, {"agent": [_exchange(1, "x")]})
+        )
+
+
+def test_rules_file_errors_name_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "rules.json"
+    path.write_text('{"ignore_fields": ["a..b"]}')
+    with pytest.raises(ReplayConfigError, match=r"rules.json: ignore_fields: 'a..b'"):
+        load_rules(path)
+    with pytest.raises(ReplayConfigError, match="no such file"):
+        load_rules(tmp_path / "missing.json")
+    path.write_text('{"ignore_patterns": ["BK-\\\\d+"]}')
+    assert load_rules(path).text("BK-12 x") == "<scrubbed> x"
