@@ -479,7 +479,7 @@ def run(agent_path: str, connect_addr: str, dispatch: str | Control) -> int:
 
 #: The recorder that replays and records the agent's HTTP exchanges (``--cassettes``), loaded
 #: by path like this file, since the agent's interpreter may not have lk-eval.
-TAPE_FILE = os.path.join(HOST_DIR, os.pardir, "replay", "tape.py")
+TAPE_FILE = os.path.join(HOST_DIR, os.pardir, "replay", "transports.py")
 
 
 def start_tape() -> None:
@@ -490,7 +490,7 @@ def start_tape() -> None:
         return
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("_lkeval_tape", TAPE_FILE)
+    spec = importlib.util.spec_from_file_location("_lkeval_transports", TAPE_FILE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

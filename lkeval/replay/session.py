@@ -38,9 +38,9 @@ from lkeval.replay.tape import (
     Rules,
     RulesError,
     Tape,
-    install,
     response_chunks,
 )
+from lkeval.replay.transports import install
 from lkeval.results.model import Attempt, Replay, ReplayMode, Usage
 from lkeval.results.pricing import PriceTable
 
@@ -232,51 +232,17 @@ class AttemptTapes:
         """The attempt with its ``replay`` record, made an error by a replay miss (never a
         pass), its replayed calls' cost taken off; the cassette written when it is new."""
         self._read_agent()
-        events = self._events
-        misses = [e["miss"] for c in CLIENTS for e in events.get(c, ()) if "miss" in e]
-        lives = [(c, e["live"]) for c in CLIENTS for e in events.get(c, ()) if "live" in e]
-        exchanges = {
-            c: [e["exchange"] for e in events.get(c, ()) if "exchange" in e] for c in CLIENTS
-        }
-        replayed = sum(1 for c in CLIENTS for x in exchanges[c] if x.get("replayed"))
-        live = sum(1 for c in CLIENTS for x in exchanges[c] if not x.get("replayed"))
-        overflow = [c for c in CLIENTS for e in events.get(c, ()) if "overflow" in e]
-        mode: ReplayMode
-        client: str | None = None
-        call: int | None = None
-        reason = self.refused
-        if misses or (self.mode == "replay" and self.refused):
-            mode = "missed"
-            first = (
-                next((c, e["miss"]) for c in CLIENTS for e in events.get(c, ()) if "miss" in e)
-                if misses
-                else None
-            )
-            if first is not None:
-                client, call, reason = first[0], int(first[1]["call"]), str(first[1]["reason"])
-        elif self.client_mode == "record":
-            mode = "recorded"
-        elif lives:
-            mode = "partial"
-            client, call, reason = lives[0][0], int(lives[0][1]["call"]), str(lives[0][1]["reason"])
-        else:
-            mode = "replayed"
-        leftover = self._leftover(exchanges, lives, misses)
-        if leftover and mode == "replayed":
-            mode, reason = ("missed" if self.mode == "replay" else "partial"), leftover
-        unstarted = self._handed and not any("installed" in e for e in events[CLIENT_AGENT])
-        saved = self._take_saved(exchanges, self.owner.prices)
-        usage = _without_saved(attempt.usage, saved)
+        exchanges = {c: [e["exchange"] for e in self._of(c) if "exchange" in e] for c in CLIENTS}
+        mode, client, call, reason = self._outcome(exchanges)
+        usage = _without_saved(attempt.usage, self._take_saved(exchanges, self.owner.prices))
         status, why = attempt.status, attempt.reason
+        unstarted = self._handed and not any("installed" in e for e in self._of(CLIENT_AGENT))
         if mode == "missed":
             status, why = "error", reason or "replay miss"
         elif unstarted and status in ("passed", "failed"):
-            status, why = "error", "the agent's HTTP recorder did not start (lkeval/replay/tape.py)"
-        elif (
-            mode in ("recorded", "partial")
-            and attempt.reason != "interrupted"
-            and status != "skipped"
-        ):
+            status, why = "error", "the agent's HTTP recorder did not start (lkeval/replay/)"
+        elif mode in ("recorded", "partial") and status != "skipped":
+            overflow = [c for c in CLIENTS if any("overflow" in e for e in self._of(c))]
             problem = self._write(exchanges, overflow)
             if problem:
                 status, why = "error", "; ".join(x for x in (why, problem) if x)
@@ -286,22 +252,44 @@ class AttemptTapes:
             live_from_call=call,
             client=client,
             reason=reason,
-            calls_replayed=replayed,
-            calls_live=live,
+            calls_replayed=sum(1 for c in CLIENTS for x in exchanges[c] if x.get("replayed")),
+            calls_live=sum(1 for c in CLIENTS for x in exchanges[c] if not x.get("replayed")),
             saved_usd=round(sum(self._saved.values()), 6) if self._saved else None,
         )
         return dataclasses.replace(attempt, status=status, reason=why, usage=usage, replay=record)
 
-    def _leftover(
-        self,
-        exchanges: Mapping[str, list[dict[str, Any]]],
-        lives: list[Any],
-        misses: list[Any],
-    ) -> str:
+    def _of(self, client: str) -> list[dict[str, Any]]:
+        return self._events.get(client, [])
+
+    def _first(self, kind: str) -> tuple[str, int, str] | None:
+        """(client, call, reason) of the first ``miss`` or ``live`` event, agent first."""
+        for client in CLIENTS:
+            for event in self._of(client):
+                if kind in event:
+                    return client, int(event[kind]["call"]), str(event[kind]["reason"])
+        return None
+
+    def _outcome(
+        self, exchanges: Mapping[str, list[dict[str, Any]]]
+    ) -> tuple[ReplayMode, str | None, int | None, str]:
+        """(mode, client, call, reason) of the attempt's record/replay."""
+        miss, live = self._first("miss"), self._first("live")
+        if miss is not None:
+            return "missed", *miss
+        if self.mode == "replay" and self.refused:
+            return "missed", None, None, self.refused
+        if self.client_mode == "record":
+            return "recorded", None, None, self.refused
+        if live is not None:
+            return "partial", *live
+        leftover = self._leftover(exchanges)
+        if leftover:
+            return ("missed" if self.mode == "replay" else "partial"), None, None, leftover
+        return "replayed", None, None, ""
+
+    def _leftover(self, exchanges: Mapping[str, list[dict[str, Any]]]) -> str:
         """A replay that made fewer calls than the recording: the agent's or the caller's
         conversation ended elsewhere (the judge's later votes come after the attempt)."""
-        if self.client_mode == "record" or lives or misses:
-            return ""
         for client in (CLIENT_AGENT, "caller"):
             recorded = len(self.cassette.of(client))
             used = sum(1 for x in exchanges[client] if x.get("replayed"))

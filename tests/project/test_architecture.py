@@ -35,6 +35,7 @@ STANDALONE = (
     "agents/fork_server.py",
     "agents/fork_child.py",
     "replay/tape.py",
+    "replay/transports.py",
 )
 #: Test helpers stand apart: nothing of the product imports them.
 SEPARATE = frozenset({"testing"})

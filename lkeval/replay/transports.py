@@ -1,0 +1,523 @@
+"""The HTTP client libraries' transports, patched to record and replay through a tape.
+
+Standard library only, like :mod:`lkeval.replay.tape`: the agent host loads this file by path
+into the agent's interpreter (``install_from_env``), and it loads its sibling ``tape.py`` the
+same way; lk-eval's own process imports both as modules. Whichever of httpx, httpx2 (the
+OpenAI SDK's), aiohttp and requests are importable are patched once per process at the one
+place each sends a request (``HTTPTransport.handle_request``,
+``AsyncHTTPTransport.handle_async_request``, ``ClientSession._request``, ``HTTPAdapter.send``);
+each request asks the registered resolvers for its tape and passes through untouched when none
+claims it. Streams stay streams for httpx; aiohttp and requests responses are read whole and
+served from the record (in record mode too, so a tool sees the same object either way).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import threading
+import urllib.parse
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+if __package__:  # imported as lkeval.replay.transports (lk-eval's own process, tests)
+    from . import tape as tp
+else:  # loaded by path in the agent's interpreter: its sibling too, under a private name
+    import importlib.util
+    import sys
+
+    def _load_tape() -> Any:
+        here = os.path.dirname(os.path.abspath(__file__))
+        spec = importlib.util.spec_from_file_location("_lkeval_tape", os.path.join(here, "tape.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    tp = _load_tape()
+
+Resolve = Callable[[], "tp.Tape | None"]
+_RESOLVERS = "_lkeval_tape_resolvers"
+
+
+def install(resolve: Resolve) -> list[str]:
+    """Patch every importable HTTP client library (once per process) and register ``resolve``:
+    each request asks the registered resolvers for its tape, the first answer wins, and a
+    request none claims passes through untouched. Returns the libraries seen."""
+    patched = []
+    for name in ("httpx", "httpx2"):
+        with contextlib.suppress(ImportError):
+            module = __import__(name)
+            _register(module.AsyncHTTPTransport, resolve, _httpx_patcher(module))
+            patched.append(name)
+    with contextlib.suppress(ImportError):
+        import aiohttp
+
+        _register(aiohttp.ClientSession, resolve, lambda r: _patch_aiohttp(aiohttp, r))
+        patched.append("aiohttp")
+    with contextlib.suppress(ImportError):
+        import requests.adapters
+
+        adapters = requests.adapters
+        _register(adapters.HTTPAdapter, resolve, lambda r: _patch_requests(adapters, r))
+        patched.append("requests")
+    return patched
+
+
+def uninstall(resolve: Resolve) -> None:
+    """Stop asking ``resolve`` (the patches stay: they pass requests through)."""
+    for module_name, cls_name in (
+        ("httpx", "AsyncHTTPTransport"),
+        ("httpx2", "AsyncHTTPTransport"),
+        ("aiohttp", "ClientSession"),
+        ("requests.adapters", "HTTPAdapter"),
+    ):
+        with contextlib.suppress(ImportError, AttributeError, ValueError):
+            import importlib
+
+            cls = getattr(importlib.import_module(module_name), cls_name)
+            cls.__dict__[_RESOLVERS].remove(resolve)
+
+
+def _httpx_patcher(module: Any) -> Callable[[Resolve], None]:
+    return lambda resolve: _patch_httpx(module, resolve)
+
+
+def _register(cls: Any, resolve: Resolve, patch: Callable[[Resolve], None]) -> None:
+    resolvers = cls.__dict__.get(_RESOLVERS)
+    if resolvers is None:
+        resolvers = []
+        setattr(cls, _RESOLVERS, resolvers)
+
+        def first() -> tp.Tape | None:
+            for each in list(resolvers):
+                tape = each()
+                if tape is not None:
+                    return tape
+            return None
+
+        patch(first)
+    if resolve not in resolvers:
+        resolvers.append(resolve)
+
+
+def _patch_httpx(httpx: Any, resolve: Resolve) -> None:
+    sync_cls, async_cls = httpx.HTTPTransport, httpx.AsyncHTTPTransport
+    real_sync, real_async = sync_cls.handle_request, async_cls.handle_async_request
+
+    def handle_request(self: Any, request: Any) -> Any:
+        tape = resolve()
+        if tape is None:
+            return real_sync(self, request)
+        call = tape.begin(
+            request.method,
+            str(request.url),
+            request.read(),
+            request.headers.get("content-type", ""),
+        )
+        if not call.live:
+            return _httpx_replayed(httpx, tape, call, request, sync=True)
+        request.headers["accept-encoding"] = "identity"
+        response = real_sync(self, request)
+        stream = _SyncRecording(response.stream, tape, call, response)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_httpx_stream(httpx, stream, sync=True),
+            extensions=response.extensions,
+            request=request,
+        )
+
+    async def handle_async_request(self: Any, request: Any) -> Any:
+        tape = resolve()
+        if tape is None:
+            return await real_async(self, request)
+        body = await request.aread()
+        call = tape.begin(
+            request.method, str(request.url), body, request.headers.get("content-type", "")
+        )
+        if not call.live:
+            return _httpx_replayed(httpx, tape, call, request, sync=False)
+        request.headers["accept-encoding"] = "identity"
+        response = await real_async(self, request)
+        stream = _AsyncRecording(response.stream, tape, call, response)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_httpx_stream(httpx, stream, sync=False),
+            extensions=response.extensions,
+            request=request,
+        )
+
+    sync_cls.handle_request = handle_request
+    async_cls.handle_async_request = handle_async_request
+
+
+_STREAM_CLASSES: dict[tuple[int, bool], type] = {}
+
+
+def _httpx_stream(httpx: Any, inner: Any, sync: bool) -> Any:
+    """``inner`` as the byte stream class httpx expects (sync or async)."""
+    key = (id(httpx), sync)
+    if key not in _STREAM_CLASSES:
+        base = httpx.SyncByteStream if sync else httpx.AsyncByteStream
+
+        class Stream(base):  # type: ignore[misc,valid-type]
+            def __init__(self, inner: Any) -> None:
+                self.inner = inner
+
+            def __iter__(self) -> Iterator[bytes]:
+                return iter(self.inner)
+
+            def close(self) -> None:
+                self.inner.close()
+
+            def __aiter__(self) -> AsyncIterator[bytes]:
+                return self.inner.__aiter__()
+
+            async def aclose(self) -> None:
+                await self.inner.aclose()
+
+        _STREAM_CLASSES[key] = Stream
+    return _STREAM_CLASSES[key](inner)
+
+
+def _httpx_replayed(httpx: Any, tape: tp.Tape, call: tp.Call, request: Any, sync: bool) -> Any:
+    response = call.recorded["response"] if call.recorded else tp.miss_response(call.miss or "")
+    tape.finish(call, response)
+    chunks = tp.response_chunks(response)
+    return httpx.Response(
+        int(response.get("status", 200)),
+        headers=dict(response.get("headers", {})),
+        stream=_httpx_stream(httpx, _Chunks(chunks), sync),
+        request=request,
+    )
+
+
+class _Chunks:
+    """Recorded chunks, served one by one (sync or async)."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.chunks)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+
+    def close(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+class _Recording:
+    """A live response's stream, recorded as it is read; the exchange is complete at close
+    (a reader that stops early, as lk-eval's judge does once it has a verdict, records what
+    it read: a replay then stops at the same place)."""
+
+    def __init__(self, inner: Any, tape: tp.Tape, call: tp.Call, response: Any) -> None:
+        self.inner = inner
+        self.tape = tape
+        self.call = call
+        self.status = response.status_code
+        self.headers = response.headers
+        self.recorder = tp.ChunkRecorder()
+        self.done = False
+
+    def complete(self) -> None:
+        if not self.done:
+            self.done = True
+            self.tape.finish(
+                self.call, tp.response_record(self.status, self.headers, self.recorder)
+            )
+
+
+class _SyncRecording(_Recording):
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.inner:
+            self.recorder.add(chunk)
+            yield chunk
+
+    def close(self) -> None:
+        try:
+            self.inner.close()
+        finally:
+            self.complete()
+
+
+class _AsyncRecording(_Recording):
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.inner:
+            self.recorder.add(chunk)
+            yield chunk
+
+    async def aclose(self) -> None:
+        try:
+            await self.inner.aclose()
+        finally:
+            self.complete()
+
+
+def _aiohttp_body(session: Any, kwargs: dict[str, Any]) -> tuple[bytes, str]:
+    """The body ``ClientSession._request`` will send, for matching (not sent from here)."""
+    if kwargs.get("json") is not None:
+        serialize = getattr(session, "_json_serialize", json.dumps)
+        return str(serialize(kwargs["json"])).encode(), "application/json"
+    data = kwargs.get("data")
+    if data is None:
+        return b"", ""
+    if isinstance(data, bytes):
+        return data, ""
+    if isinstance(data, str):
+        return data.encode(), ""
+    if isinstance(data, dict):
+        return urllib.parse.urlencode(data).encode(), "application/x-www-form-urlencoded"
+    return _opaque(data), ""
+
+
+def _opaque(body: object) -> bytes:
+    """A body that is a stream (a generator, a file, a form) as a stable stand-in for matching:
+    its type, never its object address."""
+    return f"<{type(body).__name__} body>".encode()
+
+
+def _patch_aiohttp(aiohttp: Any, resolve: Resolve) -> None:
+    session_cls = aiohttp.ClientSession
+    real = session_cls._request
+
+    async def _request(self: Any, method: str, str_or_url: Any, **kwargs: Any) -> Any:
+        tape = resolve()
+        headers = {str(k).lower(): str(v) for k, v in dict(kwargs.get("headers") or {}).items()}
+        if tape is None or "upgrade" in headers:  # websockets are not HTTP exchanges
+            return await real(self, method, str_or_url, **kwargs)
+        url = self._build_url(str_or_url)
+        if kwargs.get("params"):
+            url = url.extend_query(kwargs["params"])
+        body, content_type = _aiohttp_body(self, kwargs)
+        call = tape.begin(method, str(url), body, headers.get("content-type", content_type))
+        if not call.live:
+            response = (
+                call.recorded["response"] if call.recorded else tp.miss_response(call.miss or "")
+            )
+        else:
+            live = await real(self, method, str_or_url, **kwargs)
+            try:
+                recorder = tp.ChunkRecorder()
+                recorder.add(await live.read())
+                response = tp.response_record(live.status, live.headers, recorder, decoded=True)
+            finally:
+                live.release()
+        tape.finish(call, response)
+        return _AiohttpResponse(aiohttp, method, url, response)
+
+    session_cls._request = _request
+
+
+class _AiohttpResponse:
+    """What an aiohttp caller reads of a response, served from a recorded one (in record mode
+    too, so a tool sees the same object either way): status, headers, the body by ``read``,
+    ``text``, ``json`` or the ``content`` stream, ``raise_for_status``, and the context manager."""
+
+    def __init__(self, aiohttp: Any, method: str, url: Any, response: dict[str, Any]) -> None:
+        from multidict import CIMultiDict, CIMultiDictProxy
+
+        self._aiohttp = aiohttp
+        self.method = method.upper()
+        self.url = self.real_url = url
+        self.status = int(response.get("status", 200))
+        self.reason = _REASONS.get(self.status, "")
+        self.headers = CIMultiDictProxy(CIMultiDict(response.get("headers", {})))
+        self._chunks = tp.response_chunks(response)
+        self._body = b"".join(self._chunks)
+        self.history: tuple[Any, ...] = ()
+        self.closed = True
+        self.connection = None
+        self.request_info = aiohttp.RequestInfo(
+            url, self.method, CIMultiDictProxy(CIMultiDict()), url
+        )
+        self._content: Any = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status < 400
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "application/octet-stream").split(";")[0].strip()
+
+    @property
+    def charset(self) -> str | None:
+        match = re.search(r"charset=([\w-]+)", self.headers.get("content-type", ""))
+        return match.group(1) if match else None
+
+    @property
+    def content_length(self) -> int:
+        return len(self._body)
+
+    @property
+    def content(self) -> Any:
+        if self._content is None:
+            import asyncio
+
+            reader = self._aiohttp.StreamReader(
+                _NoProtocol(), 2**30, loop=asyncio.get_running_loop()
+            )
+            for chunk in self._chunks:
+                reader.feed_data(chunk)
+            reader.feed_eof()
+            self._content = reader
+        return self._content
+
+    async def read(self) -> bytes:
+        return self._body
+
+    async def text(self, encoding: str | None = None, errors: str = "strict") -> str:
+        return self._body.decode(encoding or self.charset or "utf-8", errors)
+
+    async def json(self, *, loads: Callable[[str], Any] = json.loads, **_: Any) -> Any:
+        text = self._body.decode(self.charset or "utf-8").strip()
+        return loads(text) if text else None
+
+    def get_encoding(self) -> str:
+        return self.charset or "utf-8"
+
+    def raise_for_status(self) -> None:
+        if self.status >= 400:
+            raise self._aiohttp.ClientResponseError(
+                self.request_info,
+                self.history,
+                status=self.status,
+                message=self.reason,
+                headers=self.headers,
+            )
+
+    def release(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    async def wait_for_close(self) -> None:
+        pass
+
+    async def __aenter__(self) -> _AiohttpResponse:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+
+class _NoProtocol:
+    """The protocol a fed ``StreamReader`` asks to pause and resume: nothing to pause."""
+
+    _reading_paused = False
+
+    def pause_reading(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def resume_reading(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+_REASONS = {200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request", 404: "Not Found"}
+
+
+def _patch_requests(adapters: Any, resolve: Resolve) -> None:
+    adapter_cls = adapters.HTTPAdapter
+    real = adapter_cls.send
+
+    def send(self: Any, request: Any, **kwargs: Any) -> Any:
+        tape = resolve()
+        if tape is None:
+            return real(self, request, **kwargs)
+        body = request.body or b""
+        if isinstance(body, str):
+            body = body.encode()
+        elif not isinstance(body, bytes):
+            body = _opaque(body)
+        call = tape.begin(
+            request.method, request.url, body, request.headers.get("content-type", "")
+        )
+        if not call.live:
+            response = (
+                call.recorded["response"] if call.recorded else tp.miss_response(call.miss or "")
+            )
+        else:
+            request.headers["accept-encoding"] = "identity"
+            live = real(self, request, **kwargs)
+            recorder = tp.ChunkRecorder()
+            recorder.add(live.content)
+            live.close()
+            response = tp.response_record(live.status_code, live.headers, recorder, decoded=True)
+        tape.finish(call, response)
+        return _requests_response(request, response)
+
+    adapter_cls.send = send
+
+
+def _requests_response(request: Any, response: dict[str, Any]) -> Any:
+    """A ``requests.Response`` from a recorded one (in record mode too, as for aiohttp)."""
+    import requests
+    from requests.structures import CaseInsensitiveDict
+    from requests.utils import get_encoding_from_headers
+
+    out = requests.Response()
+    out.status_code = int(response.get("status", 200))
+    out.headers = CaseInsensitiveDict(response.get("headers", {}))
+    out._content = b"".join(tp.response_chunks(response))
+    out._content_consumed = True
+    out.raw = io.BytesIO(out._content)
+    out.url = request.url
+    out.request = request
+    out.reason = _REASONS.get(out.status_code, "")
+    out.encoding = get_encoding_from_headers(out.headers)
+    return out
+
+
+# --- the agent's side -----------------------------------------------------------------------------
+
+
+class JsonLines:
+    """The agent's events, appended to its tape's out file one line each (flushed: lk-eval
+    reads the file while the agent runs, and after it was killed)."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        line = json.dumps(event, ensure_ascii=False, sort_keys=True) + "\n"
+        with self._lock, open(self._path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+
+
+def install_from_env(environ: Any = None) -> tp.Tape | None:
+    """In the agent process: the tape lk-eval handed over (``LKEVAL_TAPE``), installed on
+    every HTTP client library; None when record/replay is off."""
+    env = os.environ if environ is None else environ
+    path, out = env.get(tp.TAPE_ENV), env.get(tp.TAPE_OUT_ENV)
+    if not path or not out:
+        return None
+    with open(path, encoding="utf-8") as fh:
+        spec = json.load(fh)
+    sink = JsonLines(out)
+    tape = tp.Tape(
+        tp.CLIENT_AGENT,
+        str(spec.get("mode", "record")),
+        list(spec.get("exchanges", ())),
+        tp.Rules.from_json(spec.get("rules")),
+        sink,
+    )
+    sink({"installed": install(lambda: tape)})  # lk-eval refuses an attempt without this line
+    return tape
+
+
+__all__ = ["JsonLines", "install", "install_from_env", "uninstall"]
