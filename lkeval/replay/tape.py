@@ -24,7 +24,6 @@ as the chunks the transport delivered, so SSE parsers see the same stream on rep
 from __future__ import annotations
 
 import base64
-import codecs
 import contextlib
 import hashlib
 import json
@@ -246,11 +245,11 @@ def _header_items(headers: Any) -> list[tuple[str, str]]:
 
 
 class ChunkRecorder:
-    """A response body as the chunks its transport delivered, kept as text where it is UTF-8
-    (a multi-byte character split between chunks moves to the next one), else base64."""
+    """A response body as the chunks its transport delivered, boundaries exact: as text when
+    every chunk is UTF-8 on its own, else (a binary body, or a chunk that splits a multi-byte
+    character) as base64, so a replay delivers the very same chunks."""
 
     def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")()
         self.chunks: list[str] = []
         self.raw: list[bytes] = []
         self.binary = False
@@ -261,23 +260,15 @@ class ChunkRecorder:
         self.size += len(chunk)
         if not self.binary:
             try:
-                text = self._decoder.decode(chunk)
+                self.chunks.append(chunk.decode("utf-8"))
             except UnicodeDecodeError:
                 self.binary = True
-                return
-            if text:
-                self.chunks.append(text)
 
     def record(self) -> dict[str, Any]:
         """``{"chunks": [...]}`` or ``{"base64_chunks": [...]}``."""
         if not self.binary:
-            try:
-                tail = self._decoder.decode(b"", final=True)
-            except UnicodeDecodeError:
-                self.binary = True
-            else:
-                return {"chunks": self.chunks + ([tail] if tail else [])}
-        return {"base64_chunks": [base64.b64encode(c).decode("ascii") for c in self.raw]}
+            return {"chunks": [c for c in self.chunks if c]}
+        return {"base64_chunks": [base64.b64encode(c).decode("ascii") for c in self.raw if c]}
 
 
 def response_chunks(response: dict[str, Any]) -> list[bytes]:
