@@ -95,12 +95,14 @@ def _servers(ports: tuple[int, int] = (0, 0)) -> Iterator[tuple[LLMServer, Threa
         rooms.server_close()
 
 
-def _run(tmp_path: Path, agent: Path, env: dict[str, str], name: str, *flags: str) -> Any:
+def _run(
+    tmp_path: Path, agent: Path, env: dict[str, str], name: str, *flags: str, timeout: float = 240
+) -> Any:
     results = tmp_path / name / "results.json"
     argv = run_argv(agent, tmp_path / "scenarios.yaml", results)
     argv += ["--caller-model", "caller", "--judge-model", "judge", "--no-github"]
     argv += ["--cassettes", str(tmp_path / "cassettes"), *flags]
-    proc = run_lkeval(argv, env, cwd=tmp_path)
+    proc = run_lkeval(argv, env, timeout=timeout, cwd=tmp_path)
     return proc, (read_json(results) if results.exists() else None)
 
 
