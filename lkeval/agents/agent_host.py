@@ -147,9 +147,13 @@ def sibling(name: str) -> Any:
     loaded = sys.modules.get(f"_lkeval_{name}")
     if loaded is not None:
         return loaded
-    spec = importlib.util.spec_from_file_location(
-        f"_lkeval_{name}", os.path.join(HOST_DIR, f"{name}.py")
-    )
+    return load_by_path(f"_lkeval_{name}", os.path.join(HOST_DIR, f"{name}.py"))
+
+
+def load_by_path(module_name: str, path: str) -> Any:
+    """Execute the file at ``path`` as the module ``module_name`` (registered in
+    ``sys.modules`` first, as an import would, so that it can find itself)."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -488,14 +492,7 @@ def start_tape() -> None:
     when lk-eval was told its calls are replayed or recorded."""
     if not os.environ.get("LKEVAL_TAPE"):
         return
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_lkeval_transports", TAPE_FILE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    module.install_from_env()
+    load_by_path("_lkeval_transports", TAPE_FILE).install_from_env()
 
 
 def limit_memory() -> None:
