@@ -398,3 +398,25 @@ def test_livekit_openai_llm_consumes_tool_call(srv: LLMServer) -> None:
     text, calls = asyncio.run(run(ctx))
     assert text == "It is sunny there." and calls == []
     assert srv.requests[0].body["stream_options"] == {"include_usage": True}
+
+
+def test_a_client_that_resets_its_connection_leaves_stderr_quiet(
+    srv: LLMServer, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A cancelled ask resets its connection; a real server logs nothing, and a traceback from
+    ours would land on the stderr that tests read as lk-eval's own."""
+    import socket
+    import struct
+
+    for _ in range(3):
+        sock = socket.create_connection(("127.0.0.1", srv.port))
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\n")
+        # SO_LINGER with a zero timeout turns close() into a TCP reset.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+    sock = socket.create_connection(("127.0.0.1", srv.port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()  # reset before the request line: the readline() that failed in CI
+    assert ask(srv, USER)  # the server still answers after the resets
+    time.sleep(0.2)  # the handler threads have seen their resets
+    assert "Traceback" not in capfd.readouterr().err
