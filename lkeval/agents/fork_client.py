@@ -146,6 +146,7 @@ class ForkServer:
         self.unsupported: str | None = None
         self.dead_reason: str | None = None
         self.ready_seconds = 0.0
+        self._started = time.monotonic()
         self._reader = threading.Thread(
             target=self._read_loop, name="lkeval-fork-server", daemon=True
         )
@@ -165,10 +166,34 @@ class ForkServer:
     ) -> ForkServer:
         """Start the server and wait until it has preloaded (blocking: ~1-3 s of its CPU).
 
+        :meth:`begin` then :meth:`wait_ready`; see there. Raises :class:`ForkServerError` with
+        the reason when warm starts cannot work.
+        """
+        server = cls.begin(
+            python, env, cwd=cwd, agent=agent, log_path=log_path, log_is_raw=log_is_raw
+        )
+        server.wait_ready(ready_timeout)
+        return server
+
+    @classmethod
+    def begin(
+        cls,
+        python: str,
+        env: Mapping[str, str],
+        *,
+        cwd: Path | None = None,
+        agent: Path | None = None,
+        log_path: Path | None = None,
+        log_is_raw: bool = False,
+    ) -> ForkServer:
+        """Start the server without waiting for its preload: the caller does other work
+        meanwhile (the run's judge preflight) and then calls :meth:`wait_ready`, or
+        :meth:`kill` when it no longer needs it.
+
         ``env`` is the environment a cold agent would get: import-time code in the preloaded
         framework sees the same values. ``agent`` is only read (never imported) for the
         ``livekit.plugins`` it uses, which the server preloads.
-        Raises :class:`ForkServerError` with the reason when warm starts cannot work.
+        Raises :class:`ForkServerError` when the interpreter cannot be started.
         """
         ours, theirs = socket.socketpair()  # control channels travel to the server over it
         argv = [python, str(SERVER_SCRIPT), "--fd-channel", str(theirs.fileno())]
@@ -202,25 +227,38 @@ class ForkServer:
         LAUNCHER_PIDS.add(proc.pid)  # not an orphan to sweep
         try:
             server = cls(proc, stderr, env, ours)
-            ready = server._ready.wait(ready_timeout)
-        except BaseException:  # lk-eval interrupted while the server preloads: it goes now,
-            _kill_group(proc.pid)  # not seconds after lk-eval has exited
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(5)
-            for resource in (ours, stderr, proc.stdin):
-                with contextlib.suppress(OSError):
-                    if resource is not None:
-                        resource.close()
+        except BaseException:
+            _discard(proc, ours, stderr)
+            raise
+        server._started = started
+        return server
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Wait until the server has preloaded; raise :class:`ForkServerError` (the server
+        closed) when it cannot start agents. Interrupted meanwhile (a signal raising in this
+        thread), the server is killed before the exception goes on: it goes now, not seconds
+        after lk-eval has exited."""
+        try:
+            ready = self._ready.wait(timeout)
+        except BaseException:
+            self.kill()
             raise
         if not ready:
-            server.close()
-            raise ForkServerError(f"the fork server was not ready within {ready_timeout:g}s")
-        if server.unsupported or server.dead_reason:
-            reason = server.unsupported or server.dead_reason or ""
-            server.close()
+            self.close()
+            raise ForkServerError(f"the fork server was not ready within {timeout:g}s")
+        if self.unsupported or self.dead_reason:
+            reason = self.unsupported or self.dead_reason or ""
+            self.close()
             raise ForkServerError(reason)
-        server.ready_seconds = time.monotonic() - started
-        return server
+        self.ready_seconds = time.monotonic() - self._started
+
+    def kill(self) -> None:
+        """Stop the server at once (SIGKILL to its process group), whatever it is doing: for
+        a run that stops before it needs agents, or is interrupted. Idempotent."""
+        with self._lock:
+            self.dead_reason = self.dead_reason or "the fork server was stopped"
+        _discard(self._proc, self._fd_channel, self._stderr)
+        self._reader.join(5)
 
     @property
     def pid(self) -> int:
@@ -393,6 +431,17 @@ def _hand_over(
         return True
     except RuntimeError:
         return False
+
+
+def _discard(proc: subprocess.Popen[bytes], *resources: Any) -> None:
+    """Kill a server's process group, reap it, and close what lk-eval holds of it."""
+    _kill_group(proc.pid)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(5)
+    for resource in (*resources, proc.stdin):
+        with contextlib.suppress(OSError):
+            if resource is not None:
+                resource.close()
 
 
 def _kill_group(pid: int) -> None:

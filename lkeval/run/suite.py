@@ -33,7 +33,7 @@ from typing import Protocol, TextIO
 from lkeval import __version__, defaults
 from lkeval.agents.agent_host import SUPPORTED_RANGE
 from lkeval.agents.interface import Launcher
-from lkeval.agents.launch import open_launcher
+from lkeval.agents.launch import StartingLauncher, begin_launcher
 from lkeval.agents.orphans import adopt_orphans, kill_all_now
 from lkeval.agents.process import AgentLaunch, agent_env, publish_pending_logs
 from lkeval.errors import ExitCode, OutputError, UsageError
@@ -97,8 +97,8 @@ class Writers(Protocol):
         ...
 
 
-LauncherOpener = Callable[..., tuple[Launcher, str]]
-""":func:`lkeval.agents.launch.open_launcher`'s signature: (launcher, the line saying which)."""
+LauncherOpener = Callable[..., StartingLauncher]
+""":func:`lkeval.agents.launch.begin_launcher`'s signature: the launcher on its way."""
 EvaluatorFactory = Callable[[Sequence[Scenario], Path], "RunEvaluator | None"]
 """(selected scenarios, logs dir) → the evaluator they need; raises on bad credentials."""
 
@@ -113,7 +113,7 @@ class Collaborators:
     writers: Writers
     commit: Callable[[], tuple[str | None, str | None]] = lambda: (None, None)
     """(sha, branch) the results record."""
-    launcher: LauncherOpener = open_launcher
+    launcher: LauncherOpener = begin_launcher
 
 
 class Suite:
@@ -162,10 +162,32 @@ class Suite:
         if not plan.selected:  # check_selection: the suite has some, so this shard has none
             return self._empty_shard(plan)
         adopt_orphans()  # what a crashed agent leaves behind comes to us, stopped at the end
+        rules = _cassette_rules(settings)  # a bad rules file is exit 2 before anything runs
+        # Agents (and the fork server) write their raw logs here (private, 0700), never into
+        # the results dir: logs/ only gets masked copies. A SIGKILL of lk-eval leaves it behind.
+        raw_logs = Path(tempfile.mkdtemp(prefix="lkeval-raw-logs-"))
+        starting: StartingLauncher | None = None
+        try:
+            # the fork server preloads while the checks below and the judge preflight run;
+            # whatever stops the run before its first agent kills it (nothing boots)
+            starting = self._begin_launcher(raw_logs)
+            return self._check_and_execute(plan, rules, starting, raw_logs)
+        finally:
+            with self._signals.deferred():
+                if starting is not None:
+                    starting.cancel()  # nothing to do once the engine took the launcher
+                shutil.rmtree(raw_logs, ignore_errors=True)
+
+    def _check_and_execute(
+        self, plan: Plan, rules: Rules | None, starting: StartingLauncher, raw_logs: Path
+    ) -> int:
+        """The checks that need the network (baseline, credentials, the judge preflight),
+        then the engine and the results."""
+        settings, parts = self.settings, self.parts
+        options = settings.engine
         # a bad baseline is exit 2 now, not after the run; its judge calibrations go to the
         # stopping rule (lkeval.results.calibration)
         calibrated = parts.writers.check_baseline()
-        rules = _cassette_rules(settings)  # a bad rules file is exit 2 before anything runs
         evaluator = self._evaluator = parts.evaluator(plan.selected, settings.logs_dir)
         self._cassettes = _open_cassettes(settings, rules, evaluator)
         # the first lines name the caller and judge; a judge that cannot give a verdict stops
@@ -181,7 +203,7 @@ class Suite:
         )
         with parts.writers.lock(settings.results_path.parent):
             self._clock = (dt.datetime.now(dt.timezone.utc), time.monotonic())
-            scenario_results, stopped_by = self.execute(plan, evaluator)
+            scenario_results, stopped_by = self.execute(plan, evaluator, starting, raw_logs)
             return self._write_and_finish(self._results(scenario_results, stopped_by), stopped_by)
 
     def _preflight(self, evaluator: RunEvaluator | None) -> JudgeCheck | None:
@@ -266,12 +288,22 @@ class Suite:
             return ExitCode.for_signal(stopped_by)
         return exit_code
 
-    def execute(
-        self, plan: Plan, evaluator: RunEvaluator | None
-    ) -> tuple[list[ScenarioResult], signal.Signals | None]:
-        """Start the launcher, run the engine until done or a signal; (results, signal)."""
+    def _begin_launcher(self, raw_logs: Path) -> StartingLauncher:
+        """Start the run's launcher (the fork server begins its preload) without waiting."""
+        launch = self._agent_launch()
+        return self.parts.launcher(
+            launch.python,
+            agent_env(launch),
+            agent=launch.agent,
+            cwd=launch.cwd,
+            cold_start=self.settings.cold_start,
+            log_path=raw_logs / "fork-server.log",
+            log_is_raw=True,
+        )
+
+    def _agent_launch(self) -> AgentLaunch:
         settings = self.settings
-        launch = AgentLaunch(
+        return AgentLaunch(
             agent=Path(settings.agent).resolve(),
             python=settings.python,
             env=dict(settings.env),
@@ -279,31 +311,29 @@ class Suite:
             log_limit_mib=settings.agent_log_limit,
             inference_class=settings.inference_class,
         )
-        # Agents (and the fork server) write their raw logs here (private, 0700), never into
-        # the results dir: logs/ only gets masked copies. A SIGKILL of lk-eval leaves it behind.
-        raw_logs: Path | None = None
+
+    def execute(
+        self,
+        plan: Plan,
+        evaluator: RunEvaluator | None,
+        starting: StartingLauncher,
+        raw_logs: Path,
+    ) -> tuple[list[ScenarioResult], signal.Signals | None]:
+        """Take the launcher once it is ready, run the engine until done or a signal;
+        (results, signal). The launcher is closed and the agents' logs published (masked)
+        before this returns."""
         launcher: Launcher | None = None
         try:
-            raw_logs = Path(tempfile.mkdtemp(prefix="lkeval-raw-logs-"))
-            launcher, start_line = self.parts.launcher(
-                launch.python,
-                agent_env(launch),
-                agent=launch.agent,
-                cwd=launch.cwd,
-                cold_start=settings.cold_start,
-                log_path=raw_logs / "fork-server.log",
-                log_is_raw=True,
-            )
+            launcher, start_line = starting.result()
+            launch = self._agent_launch()
             return self._run_engine(plan, evaluator, launch, launcher, start_line, raw_logs)
         finally:
             with self._signals.deferred():  # the clean-up runs to its end whatever comes
                 if launcher is not None:
                     launcher.close()
-                if raw_logs is not None:
-                    # Agents killed on an interrupt: their logs are masked here, or never
-                    # reach logs/ (the fork server's too).
-                    publish_pending_logs(raw_logs, settings.logs_dir)
-                    shutil.rmtree(raw_logs, ignore_errors=True)
+                # Agents killed on an interrupt: their logs are masked here, or never
+                # reach logs/ (the fork server's too).
+                publish_pending_logs(raw_logs, self.settings.logs_dir)
 
     def _run_engine(
         self,
