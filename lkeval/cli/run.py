@@ -30,8 +30,10 @@ from lkeval.publish.files import ResultsDirLock, check_writable, write_text
 from lkeval.publish.github.checkout import recorded_commit
 from lkeval.publish.github.context import read_context
 from lkeval.publish.github.fork import (
+    empty_secrets,
     fork_error,
     fork_replay_notice,
+    missing_secret_words,
     not_run_reason,
     not_run_results,
 )
@@ -83,17 +85,36 @@ def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
             token=report.github_token,
         )
         out.write(restored + "\n")
+    withheld = empty_secrets(os.environ)
+    if withheld and _fork_with_cassettes(options):
+        # a key the workflow passes arrived empty: the agent's too, so nothing goes live
+        return _replay_fork(options, missing_secret_words(os.environ, withheld), out, stream)
     try:
         return suite.run()
     except MissingCredentialsError as exc:
         if suite.plan is None or not (report.github and read_context().fork):
             raise
-        if options.cassettes and not options.no_credentials:
-            # what replays in full is evaluated; the rest needs a live LLM (docs/replay.md)
-            out.write(fork_replay_notice(str(exc)) + "\n")
-            keyless = dataclasses.replace(options, cassette_mode="replay", no_credentials=True)
-            return run_main(keyless, stream)
+        if _fork_with_cassettes(options):
+            return _replay_fork(options, str(exc), out, stream)
         return _fork_without_secrets(options, suite, exc, out)
+
+
+def _fork_with_cassettes(options: RunOptions) -> bool:
+    """A fork's pull request run with cassettes, not yet switched to replaying them."""
+    return (
+        bool(options.cassettes)
+        and not options.no_credentials
+        and options.report.github
+        and read_context().fork
+    )
+
+
+def _replay_fork(options: RunOptions, detail: str, out: TextIO, stream: TextIO | None) -> int:
+    """A fork's PR without secrets, from its cassettes alone: what replays in full is
+    evaluated, the rest is "not run: needs a live LLM" (docs/replay.md)."""
+    out.write(fork_replay_notice(detail) + "\n")
+    keyless = dataclasses.replace(options, cassette_mode="replay", no_credentials=True)
+    return run_main(keyless, stream)
 
 
 def suite_settings(options: RunOptions) -> SuiteSettings:

@@ -48,6 +48,8 @@ ACTIVE: contextvars.ContextVar[AttemptTapes | None] = contextvars.ContextVar(
     "lkeval_replay_active", default=None
 )
 CLIENT: contextvars.ContextVar[str] = contextvars.ContextVar("lkeval_replay_client", default="")
+RULES_IDENTITY = "cassette_rules"
+"""The scrub rules' digest in a cassette's ``recorded_with`` (empty: no rules)."""
 
 
 def _own_tape() -> Tape | None:
@@ -115,7 +117,9 @@ class Cassettes:
         self.directory = directory
         self.mode = mode
         self.rules = rules
-        self.identity = dict(identity or {})
+        #: What a cassette must have been recorded with to be replayed (docs/replay.md): the
+        #: caller's and judge's models, lk-eval's prompts, and the scrub rules.
+        self.identity = {**(identity or {}), RULES_IDENTITY: rules.digest()}
         #: The run's private directory (0700), where the agents' tape files go.
         self.scratch = scratch or directory
         self.prices = prices or PriceTable()
@@ -181,6 +185,7 @@ class AttemptTapes:
                 [] if self.refused else self.cassette.of(client),
                 self.owner.rules,
                 self._events.setdefault(client, []).append,
+                self.refused,
             )
         return self._tapes[client]
 

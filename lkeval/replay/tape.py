@@ -100,6 +100,16 @@ class Rules:
             "ignore_patterns": [p.pattern for p in self.patterns],
         }
 
+    def digest(self) -> str:
+        """What the rules are, in a cassette's ``recorded_with`` ("" for none): a rule changes
+        which requests match, so a cassette recorded under other rules is not replayed (a
+        wider rule could make a changed request match a stale recording)."""
+        data = self.to_json()
+        if not any(data.values()):
+            return ""
+        text = json.dumps(data, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
     def text(self, value: str) -> str:
         """``value`` with every pattern's matches replaced."""
         for pattern in self.patterns:
@@ -332,8 +342,12 @@ class Tape:
         recorded: list[dict[str, Any]],
         rules: Rules,
         sink: Callable[[dict[str, Any]], None],
+        refused: str = "",
     ) -> None:
         self.client = client
+        #: Why the cassette was not used ("" when it was): what a miss says when there is
+        #: nothing to replay because of it (another judge model, another format version).
+        self.refused = refused
         self.mode = mode
         self.rules = rules
         self._recorded = list(recorded)
@@ -397,7 +411,7 @@ class Tape:
         """The first differing field against the nearest recorded request, with a short diff."""
         unused = [i for i, used in enumerate(self._used) if not used]
         if not self._recorded:
-            return "nothing was recorded for this client"
+            return self.refused or "nothing was recorded for this client"
         if not unused:
             return f"the recording has no more calls (it made {len(self._recorded)})"
         now = canonical(request, self.rules)

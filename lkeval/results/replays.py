@@ -72,7 +72,12 @@ def replay_text(scenario: ScenarioResult, limit: int = 300) -> str:
         MISSED: f"replay miss at {where}" if where else "replay miss",
         LIVE: f"live from {where}" if where else "live",
     }[state]
-    return one_line(f"{head}: {record.reason}" if record.reason else head, limit)
+    reason = record.reason
+    if record.live_from_call is not None:  # the tape's reason names the call too: once is enough
+        reason = reason.removeprefix(
+            f"replay miss at {record.client}'s call {record.live_from_call}: "
+        )
+    return one_line(f"{head}: {reason}" if reason else head, limit)
 
 
 def _where(record: Replay, possessive: bool = False) -> str:

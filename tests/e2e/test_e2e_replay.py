@@ -9,115 +9,22 @@ servers back records the new episode.
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
 
 import pytest
-from conftest import HOTEL, hotel_env, read_json, run_argv, run_lkeval
-
-from lkeval.testing.llm_server import LLMServer
+from conftest import hotel_env, read_json
+from replay_agent import SCENARIOS, Rooms, conversation, replay_agent, servers
+from replay_agent import run_with_cassettes as _run
 
 pytestmark = pytest.mark.e2e
-
-SCENARIOS = """\
-name: Hotel replay
-scenarios:
-  - id: check-double
-    label: Checks double room availability
-    instructions: You want to know whether a double room is free for two nights.
-    agent_expectations: The agent checks availability and tells the guest.
-    turns:
-      - user: Is a double room free for two nights?
-        expect:
-          - function_call: {name: check_availability}
-          - function_call_output: {is_error: false, output_contains: free}
-  - id: talk-and-book
-    label: Guest books a room by talking to the desk
-    instructions: |
-      You are Ada, calling Hotel Example. Ask whether a double room is free for two
-      nights, then book it for yourself. Hang up once it is booked.
-    agent_expectations: The agent checks availability and books a double room for Ada.
-"""
-TOOL_OVER_HTTP = """\
-    @function_tool
-    async def check_availability(self, room_type: str, nights: int) -> str:
-        \"\"\"Check whether a room type is free for a number of nights.\"\"\"
-        import aiohttp
-
-        url = os.environ["ROOMS_URL"]
-        async with aiohttp.ClientSession() as http:
-            async with http.get(url, params={"type": room_type, "nights": nights}) as resp:
-                free = (await resp.json())["free"]
-        return f"{free} {room_type} room(s) free for {nights} night(s)"
-"""
-
-
-def _agent(tmp_path: Path) -> Path:
-    """The example agent with its availability tool asking the rooms server over HTTP."""
-    source = (HOTEL / "agent.py").read_text(encoding="utf-8")
-    start = source.index("    @function_tool\n    async def check_availability")
-    end = source.index("    @function_tool\n    async def transfer_to_booking")
-    path = tmp_path / "agent.py"
-    path.write_text(source[:start] + TOOL_OVER_HTTP + "\n" + source[end:], encoding="utf-8")
-    return path
-
-
-class _Rooms(BaseHTTPRequestHandler):
-    asked: ClassVar[list[str]] = []
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        _Rooms.asked.append(self.path)
-        body = json.dumps({"free": 1}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
-@contextmanager
-def _servers(ports: tuple[int, int] = (0, 0)) -> Iterator[tuple[LLMServer, ThreadingHTTPServer]]:
-    rooms = ThreadingHTTPServer(("127.0.0.1", ports[1]), _Rooms)
-    threading.Thread(target=rooms.serve_forever, daemon=True).start()
-    try:
-        with LLMServer.from_file(HOTEL / "llm_rules.yaml", port=ports[0]) as llm:
-            yield llm, rooms
-    finally:
-        rooms.shutdown()
-        rooms.server_close()
-
-
-def _run(
-    tmp_path: Path, agent: Path, env: dict[str, str], name: str, *flags: str, timeout: float = 240
-) -> Any:
-    results = tmp_path / name / "results.json"
-    argv = run_argv(agent, tmp_path / "scenarios.yaml", results)
-    argv += ["--caller-model", "caller", "--judge-model", "judge", "--no-github"]
-    argv += ["--cassettes", str(tmp_path / "cassettes"), *flags]
-    proc = run_lkeval(argv, env, timeout=timeout, cwd=tmp_path)
-    return proc, (read_json(results) if results.exists() else None)
-
-
-def _conversation(results: Any) -> list[Any]:
-    """What must be byte-identical: each attempt's transcript, checks, verdicts and status."""
-    keep = ("status", "reason", "transcript", "expectations", "verdicts", "end_reason")
-    return [{k: a[k] for k in keep} for s in results["scenarios"] for a in s["attempts"]]
 
 
 def test_record_stop_every_server_replay_edit_and_go_live(tmp_path: Path) -> None:
     """Warm starts here; cold ones replay in the test below (and record in the canary test)."""
     (tmp_path / "scenarios.yaml").write_text(SCENARIOS, encoding="utf-8")
-    agent = _agent(tmp_path)
+    agent = replay_agent(tmp_path)
     cold: list[str] = []
-    with _servers() as (llm, rooms):
+    with servers() as (llm, rooms):
         ports = (llm.port, rooms.server_address[1])
         env = hotel_env(
             llm,
@@ -127,7 +34,7 @@ def test_record_stop_every_server_replay_edit_and_go_live(tmp_path: Path) -> Non
         )
         recorded, first = _run(tmp_path, agent, env, "record", "--cassette-mode", "record", *cold)
         assert recorded.returncode == 0, recorded.stdout + recorded.stderr
-        assert _Rooms.asked, "the tool really asked the rooms server"
+        assert Rooms.asked, "the tool really asked the rooms server"
     cassettes = sorted(p.name for p in (tmp_path / "cassettes").iterdir())
     assert cassettes == ["_preflight.json", "check-double.json", "talk-and-book.json"]
     assert all(a["replay"]["mode"] == "recorded" for s in first["scenarios"] for a in s["attempts"])
@@ -135,7 +42,7 @@ def test_record_stop_every_server_replay_edit_and_go_live(tmp_path: Path) -> Non
     # every server is gone: replay alone answers
     replayed, again = _run(tmp_path, agent, env, "replay", "--cassette-mode", "replay", *cold)
     assert replayed.returncode == recorded.returncode, replayed.stdout + replayed.stderr
-    assert _conversation(again) == _conversation(first)
+    assert conversation(again) == conversation(first)
     for scenario in again["scenarios"]:
         (attempt,) = scenario["attempts"]
         assert attempt["replay"]["mode"] == "replayed", attempt["replay"]
@@ -162,7 +69,7 @@ def test_record_stop_every_server_replay_edit_and_go_live(tmp_path: Path) -> Non
         assert sent.startswith('"…') and "Hotel Example. Always check availability" in sent
 
     # auto with the servers back: live from that call, and the cassette is the new episode
-    with _servers(ports) as (llm, _):
+    with servers(ports) as (llm, _):
         went_live, live = _run(tmp_path, agent, env, "auto", *cold)
         assert went_live.returncode == 0, went_live.stdout + went_live.stderr
         assert llm.requests, "the agent's LLM was called live"
@@ -177,7 +84,7 @@ def test_record_stop_every_server_replay_edit_and_go_live(tmp_path: Path) -> Non
     assert "Always check availability" in system["content"]
     replayed, latest = _run(tmp_path, agent, env, "again", "--cassette-mode", "replay", *cold)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
-    assert _conversation(latest) == _conversation(live)
+    assert conversation(latest) == conversation(live)
 
 
 def test_twenty_replays_are_byte_identical_at_concurrency_1_and_4_warm_and_cold(
@@ -189,8 +96,8 @@ def test_twenty_replays_are_byte_identical_at_concurrency_1_and_4_warm_and_cold(
     one = SCENARIOS.split("  - id: talk-and-book")[0].split("scenarios:\n", 1)[1]
     copies = "".join(one.replace("id: check-double", f"id: check-{n:02d}") for n in range(20))
     (tmp_path / "scenarios.yaml").write_text(f"name: Twenty\nscenarios:\n{copies}")
-    agent = _agent(tmp_path)
-    with _servers() as (llm, rooms):
+    agent = replay_agent(tmp_path)
+    with servers() as (llm, rooms):
         env = hotel_env(
             llm,
             ROOMS_URL=f"http://127.0.0.1:{rooms.server_address[1]}/rooms",
@@ -199,8 +106,8 @@ def test_twenty_replays_are_byte_identical_at_concurrency_1_and_4_warm_and_cold(
         )
         recorded, first = _run(tmp_path, agent, env, "record", "--concurrency", "4")
         assert recorded.returncode == 0, recorded.stdout + recorded.stderr
-    assert len(_conversation(first)) == 20
-    assert all(a["verdicts"] for a in _conversation(first)), "each one was judged"
+    assert len(conversation(first)) == 20
+    assert all(a["verdicts"] for a in conversation(first)), "each one was judged"
     for flags in (
         ["--concurrency", "1"],
         ["--concurrency", "4"],
@@ -211,6 +118,6 @@ def test_twenty_replays_are_byte_identical_at_concurrency_1_and_4_warm_and_cold(
             tmp_path, agent, env, "-".join(flags), "--cassette-mode", "replay", *flags
         )
         assert proc.returncode == recorded.returncode, proc.stdout + proc.stderr
-        assert _conversation(again) == _conversation(first), flags
+        assert conversation(again) == conversation(first), flags
         modes = {a["replay"]["mode"] for s in again["scenarios"] for a in s["attempts"]}
         assert modes == {"replayed"}, flags

@@ -11,7 +11,7 @@ import pytest
 
 from lkeval.replay import cassette as cs
 from lkeval.replay.session import Cassettes, ReplayConfigError, load_rules
-from lkeval.replay.tape import Rules, request_record
+from lkeval.replay.tape import Rules, Tape, request_record
 from lkeval.results.model import Attempt, Usage
 from lkeval.results.pricing import PriceTable
 from lkeval.text.masking import register_secret
@@ -155,6 +155,56 @@ def test_a_cassette_of_other_models_or_prompts_is_not_replayed(
     replay = _cassettes(tmp_path, "replay", identity).open("s", 1)
     attempt = replay.finish(Attempt("error"))
     assert attempt.status == "error" and attempt.reason.startswith(reason)
+    judged = _cassettes(tmp_path, "replay", identity).open("s", 1)
+    call = judged.tape("judge").begin("POST", "http://llm/v1/chat/completions", b"{}")
+    assert call.miss == f"replay miss at judge's call 1: {judged.refused}"  # the why
+    assert judged.finish(Attempt("passed")).status == "error"
+
+
+def _cassettes_with(tmp_path: Path, mode: str, rules: Rules) -> Cassettes:
+    return Cassettes(tmp_path / "tapes", mode, rules, IDENTITY, scratch=tmp_path / "scratch")
+
+
+def test_a_cassette_recorded_under_other_scrub_rules_is_not_replayed(tmp_path: Path) -> None:
+    """A wider rule makes a changed request match a stale recording: the agent's prompt went
+    from kind to rude, a rule added alongside scrubs the difference, and the recorded (kind)
+    conversation and verdict would be replayed for the rude agent. The rules are part of what
+    a cassette was recorded with, so it is refused instead."""
+    _recorded(tmp_path, [_exchange(1, "Be kind to the guest.")], [])
+    wide = Rules(patterns=[r"Be \w+"])
+    rude = json.dumps(
+        {"model": "gpt-x", "messages": [{"role": "user", "content": "Be rude to the guest."}]}
+    ).encode()
+    recorded = cs.read_cassette(tmp_path / "tapes" / "s.json")
+    assert isinstance(recorded, cs.Cassette)
+    stale = Tape("agent", "replay", recorded.of("agent"), wide, lambda e: None)
+    assert stale.begin("POST", "http://llm/v1/chat/completions", rude).recorded is not None
+    for mode in ("replay", "auto"):
+        tapes = _cassettes_with(tmp_path, mode, wide).open("s", 1)
+        assert tapes.refused.startswith("recorded with cassette rules '(none)', this run uses ")
+        tapes.agent_env()
+        spec = json.loads(tapes.agent_in.read_text())
+        assert spec["exchanges"] == [], "nothing recorded is handed to the agent"
+    attempt = _cassettes_with(tmp_path, "replay", wide).open("s", 1).finish(Attempt("passed"))
+    assert attempt.status == "error" and "cassette rules" in attempt.reason
+
+
+def test_the_same_rules_replay_and_their_digest_is_recorded(tmp_path: Path) -> None:
+    rules = Rules(["metadata.session"], [r"\d{4}-\d{2}-\d{2}"])
+    assert rules.digest() == Rules(["metadata.session"], [r"\d{4}-\d{2}-\d{2}"]).digest()
+    assert rules.digest() != Rules(["metadata.session"]).digest() and Rules().digest() == ""
+    tapes = _cassettes_with(tmp_path, "record", rules).open("s", 1)
+    tapes.agent_env()
+    _agent_says(tapes, {"exchange": {**_exchange(1, "hi"), "replayed": False}})
+    assert tapes.finish(Attempt("passed")).status == "passed"
+    written = json.loads((tmp_path / "tapes" / "s.json").read_text())
+    assert written["recorded_with"]["cassette_rules"] == rules.digest()
+    assert _cassettes_with(tmp_path, "replay", rules).open("s", 1).refused == ""
+    assert (
+        _cassettes_with(tmp_path, "replay", Rules())
+        .open("s", 1)
+        .refused.startswith("recorded with cassette rules")
+    )
 
 
 def test_another_format_version_or_no_cassette_is_said(tmp_path: Path) -> None:

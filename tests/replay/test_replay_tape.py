@@ -7,6 +7,8 @@ import asyncio
 import json
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -114,13 +116,24 @@ def _both_ways(server: ThreadingHTTPServer, use: Callable[[str], Any]) -> tuple[
     return live, again
 
 
-def test_httpx_sync_json(server: ThreadingHTTPServer) -> None:
+@pytest.mark.parametrize("module", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_httpx_sync_json(server: ThreadingHTTPServer, module: Any) -> None:
     def use(base: str) -> Any:
-        with httpx.Client() as client:
+        with module.Client() as client:
             return client.post(f"{base}/a?x=1", json={"q": "hi"}).json()
 
     live, again = _both_ways(server, use)
     assert live == again == {"path": "/a?x=1", "got": '{"q":"hi"}'}
+
+
+@pytest.mark.parametrize("module", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_httpx_sync_streaming_keeps_the_chunks(server: ThreadingHTTPServer, module: Any) -> None:
+    def use(base: str) -> Any:
+        with module.Client() as client, client.stream("POST", f"{base}/sse", json={}) as resp:
+            return [chunk for chunk in resp.iter_raw()]
+
+    live, again = _both_ways(server, use)
+    assert b"".join(live) == b"".join(SSE) and again == live
 
 
 @pytest.mark.parametrize("module", [httpx, httpx2], ids=["httpx", "httpx2"])
@@ -165,6 +178,51 @@ def test_requests(server: ThreadingHTTPServer) -> None:
 
     live, again = _both_ways(server, use)
     assert live == again and live[0]["got"] == "guest=Ann"
+
+
+def test_requests_streaming_sse(server: ThreadingHTTPServer) -> None:
+    """requests reads a stream whole (docs/replay.md): the lines an SSE reader gets are the
+    same either way."""
+
+    def use(base: str) -> Any:
+        with requests.post(f"{base}/sse", json={"stream": True}, stream=True, timeout=5) as resp:
+            return [line for line in resp.iter_lines() if line]
+
+    live, again = _both_ways(server, use)
+    assert live == again and live[-1] == b"data: [DONE]"
+
+
+def test_an_unrecorded_client_goes_live_and_its_answer_is_matched_downstream(
+    server: ThreadingHTTPServer,
+) -> None:
+    """urllib (like http.client, gRPC and websockets) is not recorded: in every mode it goes
+    to the network, never to the cassette. With its server gone on replay it fails as the
+    network fails, and what it returned reaches the conversation only through the agent's
+    next LLM request, which is matched: a miss, never a silent pass."""
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+
+    def turn() -> Any:
+        try:
+            with urllib.request.urlopen(f"{base}/rooms", timeout=5) as resp:
+                tool = resp.read().decode()
+        except urllib.error.URLError as exc:
+            tool = f"error: {exc.reason}"
+        with httpx.Client() as client:
+            return client.post(f"{base}/v1/chat", json={"tool_output": tool})
+
+    try:
+        _, events = _tape("record", [])
+        assert turn().status_code == 200
+        recorded = _exchanges(events)
+        assert [e["request"]["url"] for e in recorded] == [f"{base}/v1/chat"]  # not /rooms
+        server.shutdown()
+        server.server_close()
+        tape, events = _tape("replay", recorded)
+        answer = turn()
+    finally:
+        ACTIVE.tape = None
+    assert answer.status_code == 400 and "lk-eval replay miss" in answer.text
+    assert tape.missed and "body.tool_output: recorded" in tape.reason, tape.reason
 
 
 def test_cassettes_keep_no_cookie_or_volatile_header(server: ThreadingHTTPServer) -> None:

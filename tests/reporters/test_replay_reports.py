@@ -57,6 +57,9 @@ def test_each_scenario_is_replayed_live_from_call_k_or_a_miss_with_its_reason() 
     assert [scenario_state(s) for s in by_id.values()] == [REPLAYED, REPLAYED, LIVE, LIVE, MISSED]
     assert replay_short(by_id["changed"]) == "live from agent call 3"
     assert replay_text(by_id["changed"]) == f"live from the agent's call 3: {DIFF}"
+    # the reason as the tape words it names the call itself: said once, not twice
+    tape_worded = replace(PARTIAL, reason=f"replay miss at agent's call 3: {DIFF}")
+    assert replay_text(with_replay(FAILED, tape_worded)) == f"live from the agent's call 3: {DIFF}"
     # one attempt replayed, the other had no cassette: the scenario was earned live
     assert replay_short(by_id["half new"]) == "live (recorded)"
     assert replay_text(by_id["half new"]) == "live: no cassette for this attempt"

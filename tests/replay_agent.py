@@ -1,0 +1,122 @@
+"""What the record/replay e2e tests share: the example hotel agent with its availability tool
+asking a local rooms server over HTTP (aiohttp), the servers it needs, and one ``lkeval run``
+with cassettes.
+
+Used by tests/e2e/test_e2e_replay.py (record, stop every server, replay, edit, go live) and
+tests/e2e/test_e2e_replay_keyless.py (no keys: a laptop reproducing a CI failure, a fork's
+pull request, the Action's container, another interpreter).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+from conftest import HOTEL, read_json, run_argv, run_lkeval
+
+from lkeval.testing.llm_server import LLMServer
+
+SCENARIOS = """\
+name: Hotel replay
+scenarios:
+  - id: check-double
+    label: Checks double room availability
+    instructions: You want to know whether a double room is free for two nights.
+    agent_expectations: The agent checks availability and tells the guest.
+    turns:
+      - user: Is a double room free for two nights?
+        expect:
+          - function_call: {name: check_availability}
+          - function_call_output: {is_error: false, output_contains: free}
+  - id: talk-and-book
+    label: Guest books a room by talking to the desk
+    instructions: |
+      You are Ada, calling Hotel Example. Ask whether a double room is free for two
+      nights, then book it for yourself. Hang up once it is booked.
+    agent_expectations: The agent checks availability and books a double room for Ada.
+"""
+TOOL_OVER_HTTP = """\
+    @function_tool
+    async def check_availability(self, room_type: str, nights: int) -> str:
+        \"\"\"Check whether a room type is free for a number of nights.\"\"\"
+        import aiohttp
+
+        url = os.environ["ROOMS_URL"]
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url, params={"type": room_type, "nights": nights}) as resp:
+                free = (await resp.json())["free"]
+        return f"{free} {room_type} room(s) free for {nights} night(s)"
+"""
+
+
+def replay_agent(directory: Path) -> Path:
+    """The example agent with its availability tool asking the rooms server over HTTP."""
+    source = (HOTEL / "agent.py").read_text(encoding="utf-8")
+    start = source.index("    @function_tool\n    async def check_availability")
+    end = source.index("    @function_tool\n    async def transfer_to_booking")
+    path = directory / "agent.py"
+    path.write_text(source[:start] + TOOL_OVER_HTTP + "\n" + source[end:], encoding="utf-8")
+    return path
+
+
+class Rooms(BaseHTTPRequestHandler):
+    """The tool's server: says one room is free, and keeps what it was asked."""
+
+    asked: ClassVar[list[str]] = []
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        Rooms.asked.append(self.path)
+        body = json.dumps({"free": 1}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@contextmanager
+def servers(ports: tuple[int, int] = (0, 0)) -> Iterator[tuple[LLMServer, ThreadingHTTPServer]]:
+    """The LLM server (agent, caller, judge) and the rooms server, stopped on exit."""
+    rooms = ThreadingHTTPServer(("127.0.0.1", ports[1]), Rooms)
+    threading.Thread(target=rooms.serve_forever, daemon=True).start()
+    try:
+        with LLMServer.from_file(HOTEL / "llm_rules.yaml", port=ports[0]) as llm:
+            yield llm, rooms
+    finally:
+        rooms.shutdown()
+        rooms.server_close()
+
+
+def run_with_cassettes(
+    tmp_path: Path,
+    agent: Path,
+    env: dict[str, str],
+    name: str,
+    *flags: str,
+    scenarios: Path | None = None,
+    cassettes: Path | None = None,
+    github: bool = False,
+    timeout: float = 240,
+) -> Any:
+    """``lkeval run`` with cassettes: (the process, its results.json or None)."""
+    results = tmp_path / name / "results.json"
+    argv = run_argv(agent, scenarios or tmp_path / "scenarios.yaml", results)
+    argv += ["--caller-model", "caller", "--judge-model", "judge"]
+    argv += [] if github else ["--no-github"]
+    argv += ["--cassettes", str(cassettes or tmp_path / "cassettes"), *flags]
+    proc = run_lkeval(argv, env, timeout=timeout, cwd=tmp_path)
+    return proc, (read_json(results) if results.exists() else None)
+
+
+def conversation(results: Any) -> list[Any]:
+    """What must be byte-identical: each attempt's transcript, checks, verdicts and status."""
+    keep = ("status", "reason", "transcript", "expectations", "verdicts", "end_reason")
+    return [{k: a[k] for k in keep} for s in results["scenarios"] for a in s["attempts"]]
