@@ -7,7 +7,10 @@ concurrency (and once at lk-eval's default, no ``--concurrency``) it prints the 
 whole process, the per-turn p50/p95 as a multiple of the LLM's latency (each turn is one LLM
 answer, so 1.00x is a turn with no overhead at all), the peak PSS of lk-eval's whole process
 tree (lk-eval, the fork server, every agent; sampled every 0.5 s from /proc) and the number of
-agent processes alive at the peak. Verdicts must be the same everywhere (all pass).
+agent processes alive at the peak, and the CPU the whole tree used (user + system, from the
+children's rusage once lk-eval has exited: agents are reaped by the fork server, the fork
+server by lk-eval), per LLM answer and as a share of the machine's cores over the wall time,
+which says whether the suite was CPU-bound. Verdicts must be the same everywhere (all pass).
 
     python bench/concurrency.py [--scenarios 40] [--delay 1] [--concurrency 2,4,8,16,32]
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -121,6 +125,7 @@ def run_suite(
     ]
     if concurrency:
         args += ["--concurrency", str(concurrency)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "lkeval", *args],
@@ -133,6 +138,8 @@ def run_suite(
     memory = PeakMemory(proc.pid)
     out, _ = proc.communicate()
     wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     memory.stop()
     if not results.is_file():
         raise RuntimeError(f"lkeval run failed ({proc.returncode}):\n{out}")
@@ -146,6 +153,9 @@ def run_suite(
         "pss_mib": memory.peak_kib / 1024,
         "procs": memory.peak_procs,
         "failed": len(failed),
+        "cpu": cpu,
+        "cpu_per_answer": cpu / (len(data["scenarios"]) * (TURNS + 1)),
+        "busy": cpu / (wall * (os.cpu_count() or 1)),
         "concurrency": float(data["metadata"].get("concurrency") or 0),
     }
 
@@ -174,7 +184,9 @@ def main() -> int:
                 print(
                     f"  c={label:>7s}: wall {r['wall']:6.1f}s  turn p50 {r['p50']:.2f}x p95 "
                     f"{r['p95']:.2f}x of the LLM  peak PSS {r['pss_mib']:6.0f} MiB in "
-                    f"{r['procs']:.0f} processes  load {os.getloadavg()[0]:.1f}"
+                    f"{r['procs']:.0f} processes  CPU {r['cpu']:.0f} s "
+                    f"({r['cpu_per_answer'] * 1000:.0f} ms per LLM answer, "
+                    f"{r['busy']:.0%} of the cores)  load {os.getloadavg()[0]:.1f}"
                     + (f"  {r['failed']:.0f} NOT PASSED" if r["failed"] else ""),
                     flush=True,
                 )
