@@ -4,10 +4,11 @@
     through the real ``lkeval run``. The error's moment is read from the agent's own raw log
     (lk-eval keeps it in a private temp dir until the agent stops; the bench gives lk-eval its
     own TMPDIR and polls it every 10 ms); the result's moment is when lk-eval prints the
-    scenario's line. Goal: <= 5 s (not the 90 s turn timeout).
+    scenario's line. Goal: <= 5 s (not the 90 s turn timeout). One attempt per scenario
+    (``--repeat 1``): the fatal error of the first attempt is timed to that attempt's result.
 (b) A 100-scenario suite whose agent LLM is dead: wall time of the whole ``lkeval run`` with
-    the default ``--max-errors``, and, with ``--compare``, with ``--max-errors 0`` (every
-    scenario booted and failed). Goal: <= 30 s.
+    the defaults (``--max-errors``, and the sequential test's attempts), and, with
+    ``--compare``, with ``--max-errors 0`` (every scenario booted and failed). Goal: <= 30 s.
 
 Agents are tests/agents/broken_agent.py, breakage chosen per scenario (userdata); no LLM but the
 dead one is involved (scripted scenarios).
@@ -115,6 +116,8 @@ def fatal_latency(repeat: int) -> dict[str, list[float]]:
                 "1",
                 "--max-errors",
                 "0",
+                "--repeat",  # one attempt: the sequential default plays a failing scenario
+                "1",  # 3 times, and its line comes after the last (the first error's 3x)
             )
             assert proc.stdout is not None
             for line in proc.stdout:
