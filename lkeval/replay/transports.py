@@ -1,44 +1,46 @@
 """The HTTP client libraries' transports, patched to record and replay through a tape.
 
 Standard library only, like :mod:`lkeval.replay.tape`: the agent host loads this file by path
-into the agent's interpreter (``install_from_env``), and it loads its sibling ``tape.py`` the
-same way; lk-eval's own process imports both as modules. Whichever of httpx, httpx2 (the
-OpenAI SDK's), aiohttp and requests are importable are patched once per process at the one
-place each sends a request (``HTTPTransport.handle_request``,
+into the agent's interpreter (``install_from_env``), and it loads its siblings ``tape.py`` and
+``served.py`` the same way; lk-eval's own process imports them as modules. Whichever of
+httpx, httpx2 (the OpenAI SDK's), aiohttp and requests are importable are patched once per
+process at the one place each sends a request (``HTTPTransport.handle_request``,
 ``AsyncHTTPTransport.handle_async_request``, ``ClientSession._request``, ``HTTPAdapter.send``);
 each request asks the registered resolvers for its tape and passes through untouched when none
 claims it. Streams stay streams for httpx; aiohttp and requests responses are read whole and
-served from the record (in record mode too, so a tool sees the same object either way).
+served from the record (:mod:`lkeval.replay.served`; in record mode too, so a tool sees the
+same object either way).
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
-import re
 import threading
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 if __package__:  # imported as lkeval.replay.transports (lk-eval's own process, tests)
+    from . import served
     from . import tape as tp
-else:  # loaded by path in the agent's interpreter: its sibling too, under a private name
+else:  # loaded by path in the agent's interpreter: its siblings too, under private names
     import importlib.util
     import sys
 
-    def _load_tape() -> Any:
+    def _sibling(name: str) -> Any:
         here = os.path.dirname(os.path.abspath(__file__))
-        spec = importlib.util.spec_from_file_location("_lkeval_tape", os.path.join(here, "tape.py"))
+        path = os.path.join(here, f"{name}.py")
+        spec = importlib.util.spec_from_file_location(f"_lkeval_{name}", path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
         return module
 
-    tp = _load_tape()
+    tp = _sibling("tape")
+    served = _sibling("served")
 
 Resolve = Callable[[], "tp.Tape | None"]
 _RESOLVERS = "_lkeval_tape_resolvers"
@@ -316,118 +318,10 @@ def _patch_aiohttp(aiohttp: Any, resolve: Resolve) -> None:
             finally:
                 live.release()
         tape.finish(call, response)
-        return _AiohttpResponse(aiohttp, method, url, response)
+        chunks = tp.response_chunks(response)
+        return served.AiohttpResponse(aiohttp, method, url, response, chunks)
 
     session_cls._request = _request
-
-
-class _AiohttpResponse:
-    """What an aiohttp caller reads of a response, served from a recorded one (in record mode
-    too, so a tool sees the same object either way): status, headers, the body by ``read``,
-    ``text``, ``json`` or the ``content`` stream, ``raise_for_status``, and the context manager."""
-
-    def __init__(self, aiohttp: Any, method: str, url: Any, response: dict[str, Any]) -> None:
-        from multidict import CIMultiDict, CIMultiDictProxy
-
-        self._aiohttp = aiohttp
-        self.method = method.upper()
-        self.url = self.real_url = url
-        self.status = int(response.get("status", 200))
-        self.reason = _REASONS.get(self.status, "")
-        self.headers = CIMultiDictProxy(CIMultiDict(response.get("headers", {})))
-        self._chunks = tp.response_chunks(response)
-        self._body = b"".join(self._chunks)
-        self.history: tuple[Any, ...] = ()
-        self.closed = True
-        self.connection = None
-        self.request_info = aiohttp.RequestInfo(
-            url, self.method, CIMultiDictProxy(CIMultiDict()), url
-        )
-        self._content: Any = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status < 400
-
-    @property
-    def content_type(self) -> str:
-        return self.headers.get("content-type", "application/octet-stream").split(";")[0].strip()
-
-    @property
-    def charset(self) -> str | None:
-        match = re.search(r"charset=([\w-]+)", self.headers.get("content-type", ""))
-        return match.group(1) if match else None
-
-    @property
-    def content_length(self) -> int:
-        return len(self._body)
-
-    @property
-    def content(self) -> Any:
-        if self._content is None:
-            import asyncio
-
-            reader = self._aiohttp.StreamReader(
-                _NoProtocol(), 2**30, loop=asyncio.get_running_loop()
-            )
-            for chunk in self._chunks:
-                reader.feed_data(chunk)
-            reader.feed_eof()
-            self._content = reader
-        return self._content
-
-    async def read(self) -> bytes:
-        return self._body
-
-    async def text(self, encoding: str | None = None, errors: str = "strict") -> str:
-        return self._body.decode(encoding or self.charset or "utf-8", errors)
-
-    async def json(self, *, loads: Callable[[str], Any] = json.loads, **_: Any) -> Any:
-        text = self._body.decode(self.charset or "utf-8").strip()
-        return loads(text) if text else None
-
-    def get_encoding(self) -> str:
-        return self.charset or "utf-8"
-
-    def raise_for_status(self) -> None:
-        if self.status >= 400:
-            raise self._aiohttp.ClientResponseError(
-                self.request_info,
-                self.history,
-                status=self.status,
-                message=self.reason,
-                headers=self.headers,
-            )
-
-    def release(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    async def wait_for_close(self) -> None:
-        pass
-
-    async def __aenter__(self) -> _AiohttpResponse:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        pass
-
-
-class _NoProtocol:
-    """The protocol a fed ``StreamReader`` asks to pause and resume: nothing to pause."""
-
-    _reading_paused = False
-
-    def pause_reading(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def resume_reading(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-
-_REASONS = {200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request", 404: "Not Found"}
 
 
 def _patch_requests(adapters: Any, resolve: Resolve) -> None:
@@ -458,28 +352,9 @@ def _patch_requests(adapters: Any, resolve: Resolve) -> None:
             live.close()
             response = tp.response_record(live.status_code, live.headers, recorder, decoded=True)
         tape.finish(call, response)
-        return _requests_response(request, response)
+        return served.requests_response(request, response, tp.response_chunks(response))
 
     adapter_cls.send = send
-
-
-def _requests_response(request: Any, response: dict[str, Any]) -> Any:
-    """A ``requests.Response`` from a recorded one (in record mode too, as for aiohttp)."""
-    import requests
-    from requests.structures import CaseInsensitiveDict
-    from requests.utils import get_encoding_from_headers
-
-    out = requests.Response()
-    out.status_code = int(response.get("status", 200))
-    out.headers = CaseInsensitiveDict(response.get("headers", {}))
-    out._content = b"".join(tp.response_chunks(response))
-    out._content_consumed = True
-    out.raw = io.BytesIO(out._content)
-    out.url = request.url
-    out.request = request
-    out.reason = _REASONS.get(out.status_code, "")
-    out.encoding = get_encoding_from_headers(out.headers)
-    return out
 
 
 # --- the agent's side -----------------------------------------------------------------------------

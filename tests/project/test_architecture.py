@@ -34,6 +34,7 @@ STANDALONE = (
     "agents/agent_host.py",
     "agents/fork_server.py",
     "agents/fork_child.py",
+    "replay/served.py",
     "replay/tape.py",
     "replay/transports.py",
 )
