@@ -1,41 +1,32 @@
 """How far the gate can be trusted with a noisy judge: false blocks of a stable agent, and the
 catch rate of a real regression, through the real CLI.
 
-    python bench/verdict_trust.py [--runs 10] [--scenarios 20] [--flip 0.1] [--agent-fail 0.05]
-                                  [--fail-rate 0.9] [--only NAME]
+    python bench/verdict_trust.py [--runs 10] [--minutes M] [--scenarios 20] [--flip 0.1]
+        [--agent-fail 0.05] [--fail-rate 0.9] [--regressed 10] [--only NAME] [--random-flips]
 
 Setup (nothing reaches the internet): the local scripted LLM server plays the agent's LLM and
-the judge, and flips ``--flip`` of the judge's pass/fail verdicts at random (its
-``noisy_verdicts`` quirk). The agent (bench/agents/verdict_agent.py) fails ``--agent-fail`` of
-its conversations on its own (the issue's 5%), except in the ``--regressed`` scenarios of a
-regressed suite, where it is broken in ``--fail-rate`` of its conversations (several regressed
-scenarios per suite measure their rate faster; the catch rate is stated for one). Each
-conversation's truth is known, so besides the gate's exit code every verdict can be scored.
+the judge, and flips exactly ``--flip`` of the judge's pass/fail verdicts (its
+``noisy_verdicts`` quirk with ``exact``: of every 10 verdicts at 0.1 one, at a seeded random
+place, so each verdict is flipped with probability exactly 0.1 and the run's share is exact;
+``--random-flips``: each by chance, as before). The agent (bench/agents/verdict_agent.py)
+fails ``--agent-fail`` of its conversations on its own (the issue's 5%), except in the first
+``--regressed`` scenarios of a regressed suite, where it is broken in ``--fail-rate`` of its
+conversations (several regressed scenarios per suite measure their rate faster; the catch rate
+is stated for one). Each conversation's truth is known, so every verdict can be scored.
 
-For each configuration (the defaults: the sequential test; ``--repeat 1``, one attempt each as
-lk-eval did before it; and ``--repeat 3 --min-pass 2 --rejudge 2``) it runs the suite ``--runs``
-times with the stable agent and ``--runs`` times with the regressed one, and
-prints:
-
-* measured, per suite run: how often the gate blocked (with a 95% Clopper-Pearson interval);
-* measured, per conversation: how often a fine conversation was failed (``q``) and a broken
-  one's scenario run passed (``p``), pooled over every run of the configuration;
-* derived from those per-conversation rates (the suite rates are a function of them, repeat and
-  min-pass): the false-block rate of the 20-scenario suite and the catch rate, with the upper /
-  lower bound from the rates' 95% intervals, which is what bounds the figures with far fewer
-  CPU-seconds than thousands of suite runs would;
-* for the sequential test: whether the CLI decided every scenario exactly as the rule
-  prescribes (its recorded votes replayed: votes asked, attempts run, outcome); its exact
-  operating characteristics (``lkeval.results.sampling.operating``) at the stated rates, which
-  with that check prove the goals ("proven: YES" also needs each measured rate's 95% interval
-  to hold its stated value); the margins of rates within which the goals hold; and the same
-  figures at the measured rates, bounded at their 95% ends (the bench's own sampling noise);
-* LLM calls (agent, judge) per stable suite run, against ``--repeat 1`` (one plain pass);
-* the smallest ``--repeat N --min-pass M`` that would reach the goals (false blocks <= 1% of
-  suite runs, regressions caught >= 99%) at the measured rates.
+For each configuration (the defaults: the sequential test; ``--repeat 1``, one attempt each,
+the plain pass the cost is compared with; ``--repeat 3 --min-pass 2 --rejudge 2``) it runs
+the suite with the stable agent and with the regressed one, alternately, ``--runs`` times
+each or until ``--minutes`` are spent, and prints the direct suite counts, the per-attempt
+rates with 95% Clopper-Pearson intervals and, for the sequential test, the proof
+(:func:`report_sequential`): the CLI decided every scenario exactly as the shipped rule
+prescribes; the rates it saw, bounded; the rule's exact operating characteristics at the
+bounds (false blocks of the 20-scenario suite, the catch rate of a 90%- and a 50%-broken
+scenario); LLM calls per stable suite run against one plain pass, with a bound; "proven:
+yes/no" per goal; the conversations the bounds would need; and stricter rules' figures.
 
 CPU: every conversation is one forked agent (~0.5 CPU-s with lk-eval and the LLM server);
-`--runs 10` is 40 suite runs, 1,600 conversations, ~11 min wall at concurrency 4 here.
+the load average is printed at each configuration's start and end.
 """
 
 from __future__ import annotations
@@ -48,7 +39,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +55,10 @@ from lkeval.testing.llm_server import LLMServer  # noqa: E402
 
 AGENT = ROOT / "bench" / "agents" / "verdict_agent.py"
 MARK = "ZX-REGRESSED"
+DRAWS = "draws.log"  # the agent's own record of its conversations (VERDICT_AGENT_LOG)
 GOAL_FALSE_BLOCK = 0.01
 GOAL_CATCH = 0.99
+CANARY = "canary"
 
 
 def _verdict(value: str, why: str) -> dict[str, object]:
@@ -81,12 +75,19 @@ RULES: list[dict[str, Any]] = [
         "last_user": MARK,
         "tool_calls": [_verdict("fail", "The agent refused to help.")],
     },
-    # lk-eval's judge preflight: the known-bad canary (the agent refuses to help) fails
+    # lk-eval's judge preflight: the known-bad canary (the agent refuses to help) fails, the
+    # known-good one passes; their reasoning says "canary" so the bench tells them apart
     {
         "model": "judge",
         "has_tool": "submit_verdict",
         "last_user": "I can't help with that",
-        "tool_calls": [_verdict("fail", "The agent did not say when the shop opens.")],
+        "tool_calls": [_verdict("fail", f"{CANARY}: the agent did not say when it opens.")],
+    },
+    {
+        "model": "judge",
+        "has_tool": "submit_verdict",
+        "last_user": "shop opens",
+        "tool_calls": [_verdict("pass", f"{CANARY}: the agent said when the shop opens.")],
     },
     {
         "model": "judge",
@@ -126,11 +127,21 @@ class Tally:
     regressed_broken: int = 0
     attempts: int = 0
     calls: dict[str, int] = field(default_factory=dict)  # LLM requests by model
+    calls_per_run: list[int] = field(default_factory=list)  # LLM requests of each suite run
     # sequential runs: scenarios decided exactly as the rule prescribes (votes asked, attempts
     # run, outcome), and the first few that were not
     decided: int = 0
     as_prescribed: int = 0
     deviations: list[str] = field(default_factory=list)
+    # fidelity: what lk-eval recorded against what the agent and the judge did. Attempts
+    # checked, and those that differ from the agent's own record of its conversations (a
+    # conversation missing or extra, a broken one recorded fine or back) or ended in error;
+    # judge votes recorded, and those that differ from what the server answered
+    attempts_checked: int = 0
+    attempt_events: int = 0
+    votes_checked: int = 0
+    vote_events: int = 0
+    fidelity_notes: list[str] = field(default_factory=list)
 
 
 def suite(path: Path, n: int, regressed: int, fail_rate: float, agent_fail: float) -> None:
@@ -143,7 +154,7 @@ def suite(path: Path, n: int, regressed: int, fail_rate: float, agent_fail: floa
             f"  - id: SCN_trust{i:02d}",
             f"    label: Helps caller {i:02d}",
             "    agent_expectations: The agent offers to help with the booking.",
-            f"    userdata: {{fail_rate: {rate}}}",
+            f"    userdata: {{fail_rate: {rate}, scenario: SCN_trust{i:02d}}}",
             "    turns:",
             "      - user: Hello, can you help me with a booking?",
         ]
@@ -163,6 +174,7 @@ def run_suite(
         k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "OPENAI_", "LKEVAL_"))
     }
     env.update(OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="bench-key-not-secret")
+    env["VERDICT_AGENT_LOG"] = str(work / DRAWS)
     cmd = [
         sys.executable, "-m", "lkeval", "run", "--agent", str(AGENT),
         "--scenarios", str(scenarios), "--results", str(results), "--no-github",
@@ -254,6 +266,52 @@ def check_conformance(tally: Tally, raw: dict[str, object]) -> None:
         tally.as_prescribed += not why
         if why and len(tally.deviations) < 5:
             tally.deviations.append(f"{scenario.scenario_id}: {why}")
+
+
+def fidelity(
+    tally: Tally, work: Path, results: dict[str, Any], answers: list[tuple[str, str, str]]
+) -> None:
+    """Check one suite run's record against the agent's and the server's: every scenario's
+    attempts and broken ones equal the conversations the agent logged and the broken ones it
+    drew; an attempt in error is an event (a definite fail the rule's model has no room for);
+    the recorded judge votes, by the truth of their transcript, equal what the server sent
+    (the preflight's canary verdicts, told apart by their reasoning, left out)."""
+    logged: Counter[tuple[str, str]] = Counter()
+    draws = work / DRAWS
+    if draws.exists():
+        for line in draws.read_text(encoding="utf-8").splitlines():
+            sid, _, mode = line.partition(" ")
+            logged[(sid, mode)] += 1
+    recorded: Counter[tuple[str, str]] = Counter()
+    voted: Counter[tuple[str, str]] = Counter()
+    for scenario in results["scenarios"]:
+        sid = scenario["scenario_id"]
+        for attempt in scenario["attempts"]:
+            broken = any(MARK in (item.get("text") or "") for item in attempt["transcript"])
+            recorded[(sid, "broken" if broken else "fine")] += 1
+            tally.attempts_checked += 1
+            if attempt["status"] == "error":
+                tally.attempt_events += 1
+                note(tally, f"{sid}: an attempt ended in error")
+            for verdict in attempt["verdicts"]:
+                if verdict["source"] == "judge":
+                    for vote in verdict["votes"] or [verdict["verdict"]]:
+                        voted[("fail" if broken else "pass", vote)] += 1
+    for key in logged.keys() | recorded.keys():
+        if logged[key] != recorded[key]:
+            tally.attempt_events += abs(logged[key] - recorded[key])
+            note(tally, f"{key}: the agent had {logged[key]}, lk-eval recorded {recorded[key]}")
+    sent = Counter((o, v) for o, v, why in answers if not why.startswith(CANARY))
+    tally.votes_checked += sum(voted.values())
+    for key in sent.keys() | voted.keys():
+        if sent[key] != voted[key]:
+            tally.vote_events += abs(sent[key] - voted[key])
+            note(tally, f"votes {key}: the server sent {sent[key]}, lk-eval recorded {voted[key]}")
+
+
+def note(tally: Tally, line: str) -> None:
+    if len(tally.fidelity_notes) < 5:
+        tally.fidelity_notes.append(line)
 
 
 # --- statistics ------------------------------------------------------------------------------
@@ -363,63 +421,143 @@ def margin(ok: object, nominal: float) -> float:
     return lo
 
 
-def report_sequential(stable: Tally, regressed: Tally, args: argparse.Namespace) -> None:
-    """The sequential test's figures, and what proves the goals.
+def needed(rate_: float, bound: float, upper: bool) -> int:
+    """Conversations at which a measured ``rate_``'s 95% Clopper-Pearson end reaches ``bound``
+    (the upper end down to it when ``upper``, else the lower end up to it); 0 if never."""
+    if (upper and bound <= rate_) or (not upper and bound >= rate_):
+        return 0
+    n = 50
+    while n < 10**7:
+        low, high = clopper_pearson(round(rate_ * n), n)
+        if (upper and high <= bound) or (not upper and low >= bound):
+            return n
+        n = int(n * 1.1) + 1
+    return 0
 
-    The goals are stated at given rates (the judge flipping ``--flip``, the agent failing
-    ``--agent-fail`` of good conversations, a regression broken in ``--fail-rate``), which
-    this bench sets. At those rates the rule's exact operating characteristics give the
-    false-block and catch rates; they hold for the gate when (1) the CLI decided every
-    scenario exactly as the rule prescribes (checked on every scenario run: votes asked,
-    attempts run, outcome) and (2) the bench delivered the stated rates (each measured rate's
-    95% interval holds its nominal value). Sampling a suite run at a time cannot bound a 1%
-    rate any other way: measuring it directly takes ~300 clean suite runs, and plugging the
-    measured rates' 95% ends into the exact figures moves them by the bench's own sampling
-    noise (the 99% catch goal sits 0.16 points from its nominal rate, so no finite run
-    proves it that way). That plug-in figure and the margins are printed too.
+
+def mean_bound(values: list[float]) -> tuple[float, float]:
+    """Mean and its 95% upper bound (normal, over the runs)."""
+    n = len(values)
+    mean = sum(values) / max(1, n)
+    if n < 2:
+        return mean, float("inf")
+    var = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, mean + 1.96 * math.sqrt(var / n)
+
+
+def report_sequential(
+    stable: Tally, regressed: Tally, args: argparse.Namespace, plain: float | None
+) -> None:
+    """The sequential test's figures, each with its bound, and whether they prove the goals.
+
+    The proof has three parts. (1) The CLI decides every scenario exactly as the shipped rule
+    prescribes (every scenario run's recorded votes replayed through the rule: votes asked,
+    attempts run, outcome). (2) The rates the rule sees, measured per attempt through the
+    CLI: the judge's error is set exactly by the server (``exact``: each verdict is flipped
+    with probability exactly ``--flip``, and exactly that share of them is), and the recorded
+    votes are checked against it; the agent's breakage is the agent's own draw, measured with
+    a 95% Clopper-Pearson interval over every conversation. (3) The rule's exact operating
+    characteristics (``operating()``, dynamic programming over every path of votes) at the
+    end of each interval that is worse for the goal: a goal is proven when it holds there.
     """
     n, rule = args.scenarios, SequentialRule()
-    e, e_lo, e_hi = rate(stable.votes_wrong + regressed.votes_wrong, stable.votes + regressed.votes)
+    e_k = stable.votes_wrong + regressed.votes_wrong
+    e, e_lo, e_hi = rate(e_k, stable.votes + regressed.votes)
     a_k = stable.stable_broken + regressed.stable_broken
-    a, a_lo, a_hi = rate(a_k, stable.stable_conversations + regressed.stable_conversations)
-    r, r_lo, r_hi = rate(regressed.regressed_broken, regressed.regressed_conversations)
+    a_n = stable.stable_conversations + regressed.stable_conversations
+    a, a_lo, a_hi = rate(a_k, a_n)
+    r_n = regressed.regressed_conversations
+    r, r_lo, r_hi = rate(regressed.regressed_broken, r_n)
     decided = stable.decided + regressed.decided
     conform = stable.as_prescribed + regressed.as_prescribed
     print(
-        f"  the CLI's decisions: {conform} of {decided} sequential scenario runs decided "
+        f"  (1) the CLI's decisions: {conform} of {decided} sequential scenario runs decided "
         "exactly as the rule prescribes (votes asked, attempts run, outcome)"
     )
     for line in (stable.deviations + regressed.deviations)[:5]:
         print(f"    NOT as prescribed: {line}")
-    stated = [
-        ("judge votes wrong", e, e_lo, e_hi, args.flip),
-        ("stable conversations broken", a, a_lo, a_hi, args.agent_fail),
-        ("regressed ones broken", r, r_lo, r_hi, args.fail_rate),
-    ]
-    consistent = all(lo <= nominal <= hi for _, _, lo, hi, nominal in stated)
+    e_ok = e_lo <= args.flip <= e_hi
     print(
-        "  measured rates (95%): "
-        + "; ".join(
-            f"{what} {pct(x)} [{pct(lo)}..{pct(hi)}], stated {pct(nominal)}"
-            for what, x, lo, hi, nominal in stated
-        )
-        + f": {'consistent' if consistent else 'NOT consistent'} with the stated rates"
+        f"  (2) judge: recorded votes wrong {e_k}/{stable.votes + regressed.votes} = {pct(e)} "
+        f"[95% {pct(e_lo)}..{pct(e_hi)}]; the server flips exactly {pct(args.flip)} "
+        f"({'exact' if args.exact else 'RANDOM'} flipper): "
+        f"{'consistent' if e_ok else 'NOT consistent'}"
     )
+    print(
+        f"      agent: stable conversations broken {a_k}/{a_n} = {pct(a)} [95% {pct(a_lo)}.."
+        f"{pct(a_hi)}] (stated {pct(args.agent_fail)}); regressed ones broken "
+        f"{regressed.regressed_broken}/{r_n} = {pct(r)} [95% {pct(r_lo)}..{pct(r_hi)}] "
+        f"(stated {pct(args.fail_rate)})"
+    )
+    checked, events = (
+        stable.attempts_checked + regressed.attempts_checked,
+        (stable.attempt_events + regressed.attempt_events),
+    )
+    vchecked, vevents = (
+        stable.votes_checked + regressed.votes_checked,
+        (stable.vote_events + regressed.vote_events),
+    )
+    added = clopper_pearson(events, checked)[1]
+    vadded = clopper_pearson(vevents, vchecked)[1]
+    print(
+        f"      fidelity: {events} of {checked} attempts differ from the agent's own record or "
+        f"ended in error, {vevents} of {vchecked} votes from what the server sent: lk-eval "
+        f"adds at most {pct(added)} to an attempt's and {pct(vadded)} to a vote's error (95%)"
+    )
+    for line in (stable.fidelity_notes + regressed.fidelity_notes)[:5]:
+        print(f"    fidelity: {line}")
+    # the proof point: the stated rates (the agent draws with exactly that probability, the
+    # server flips each verdict with exactly that probability) worsened by what lk-eval can
+    # add at its 95% bound
+    fine_p = operating(rule, 1 - args.agent_fail - added, args.flip + vadded)
+    broken_p = operating(rule, 1 - args.fail_rate + added, args.flip + vadded)
+    half_p = operating(rule, 0.5, args.flip + vadded)
+    fb_p = rule_suite_blocks(fine_p.p_fail, n)
     fine_n = operating(rule, 1 - args.agent_fail, args.flip)
     broken_n = operating(rule, 1 - args.fail_rate, args.flip)
-    half_n = operating(rule, 0.5, args.flip)
     fb_n = rule_suite_blocks(fine_n.p_fail, n)
-    met = fb_n <= GOAL_FALSE_BLOCK and broken_n.p_fail >= GOAL_CATCH
+    # from the measured rates alone: each at its 95% end (the bench's sampling noise included)
+    fine_b = operating(rule, 1 - a_hi, e_hi)
+    broken_b = operating(rule, 1 - r_lo, e_hi)
+    fb_b = rule_suite_blocks(fine_b.p_fail, n)
+    fine_m, broken_m = operating(rule, 1 - a, e), operating(rule, 1 - r, e)
     print(
-        f"  exact at the stated rates, {n}-scenario suite: false blocks {pct(fb_n)} (goal <= 1%)"
-        f"; a {pct(args.fail_rate)}-broken scenario caught {pct(broken_n.p_fail)} (goal >= 99%)"
-        f"; a 50%-broken one {pct(half_n.p_fail)}; per fine scenario "
-        f"{fine_n.expected_attempts:.2f} attempts, {fine_n.expected_votes:.2f} judge votes"
+        f"  (3) {n}-scenario stable suite falsely blocked: exact at the stated rates {pct(fb_n)}"
+        f"; with lk-eval's added error at its bound <= {pct(fb_p)}; at the measured rates "
+        f"{pct(rule_suite_blocks(fine_m.p_fail, n))}, <= {pct(fb_b)} at their 95% ends "
+        "(goal <= 1%)"
     )
-    proven = met and consistent and decided > 0 and conform == decided
     print(
-        f"  goals at the stated rates: {'MET' if met else 'NOT met'}; proven for this CLI: "
-        f"{'YES' if proven else 'NO'} (every decision as prescribed, rates as stated)"
+        f"      {pct(args.fail_rate)}-broken scenario caught: exact at the stated rates "
+        f"{pct(broken_n.p_fail)}; with lk-eval's added error >= {pct(broken_p.p_fail)}; at the "
+        f"measured rates {pct(broken_m.p_fail)}, >= {pct(broken_b.p_fail)} at their 95% ends "
+        f"(goal >= 99%); 50%-broken: {pct(operating(rule, 0.5, args.flip).p_fail)} "
+        f"(>= {pct(half_p.p_fail)})"
+    )
+    calls = [float(c) for c in stable.calls_per_run]
+    mean, hi = mean_bound(calls)
+    exact_calls = n * (2 * fine_n.expected_attempts + fine_n.expected_votes)
+    ratio = f"{mean / plain:.2f}x (<= {hi / plain:.2f}x)" if plain else "(no plain pass run)"
+    print(
+        f"      LLM calls per stable suite run: {mean:.1f} (<= {hi:.1f}) over {len(calls)} runs"
+        f" = {ratio} one plain pass ({plain or 0:.1f}); exact at the stated rates: "
+        f"{exact_calls:.1f} + the preflight (goal <= 4.5x)"
+    )
+    as_rule = decided > 0 and conform == decided
+    proofs = {
+        "false blocks <= 1%": (fb_p <= GOAL_FALSE_BLOCK, fb_b <= GOAL_FALSE_BLOCK),
+        "caught >= 99%": (broken_p.p_fail >= GOAL_CATCH, broken_b.p_fail >= GOAL_CATCH),
+        "calls <= 4.5x": ((plain is not None and hi / plain <= 4.5),) * 2,
+    }
+    for goal, (held, alone) in proofs.items():
+        print(
+            f"      proven: {'yes' if held and as_rule else 'NO'}  {goal}  (from the measured "
+            f"rates alone: {'yes' if alone and as_rule else 'no'})"
+        )
+    everything = as_rule and all(held for held, _ in proofs.values())
+    print(
+        f"  proven (all, at the stated rates, every decision as the rule's, lk-eval's added "
+        f"error bounded): {'yes' if everything else 'NO'}"
     )
     err_max = margin(
         lambda x: goals_hold(rule, n, 1 - args.agent_fail, 1 - args.fail_rate, x), args.flip
@@ -427,37 +565,58 @@ def report_sequential(stable: Tally, regressed: Tally, args: argparse.Namespace)
     fail_max = margin(
         lambda x: goals_hold(rule, n, 1 - x, 1 - args.fail_rate, args.flip), args.agent_fail
     )
-    print(
-        f"  margins: both goals hold up to a judge erring {pct(err_max)} (agent at "
-        f"{pct(args.agent_fail)}), or an agent failing {pct(fail_max)} alone (judge at "
-        f"{pct(args.flip)})"
+    good_max = margin(
+        lambda x: operating(rule, x, args.flip).p_fail >= GOAL_CATCH, 1 - args.fail_rate
     )
-    fine, fine_bound = operating(rule, 1 - a, e), operating(rule, 1 - a_hi, e_hi)
-    broken, broken_bound = operating(rule, 1 - r, e), operating(rule, 1 - r_lo, e_hi)
-    half, half_bound = operating(rule, 0.5, e), operating(rule, 0.5, e_hi)
-    fb, fb_bound = rule_suite_blocks(fine.p_fail, n), rule_suite_blocks(fine_bound.p_fail, n)
     print(
-        f"  exact at the measured rates: false blocks {pct(fb)} (<= {pct(fb_bound)} at their "
-        f"95% ends); caught {pct(broken.p_fail)} (>= {pct(broken_bound.p_fail)}); 50%-broken "
-        f"{pct(half.p_fail)} (>= {pct(half_bound.p_fail)})"
+        f"  margins (exact): both goals hold up to a judge erring {pct(err_max)}, an agent "
+        f"failing {pct(fail_max)} of good conversations; the catch goal down to "
+        f"{pct(1 - good_max)} broken. Conversations to bound them at these rates: "
+        f"{needed(args.agent_fail, fail_max, True)} stable, "
+        f"{needed(1 - args.fail_rate, good_max, True)} regressed"
     )
-    ran = stable.attempts / max(1, stable.runs * n)
     print(
-        f"  attempts per fine scenario: measured {ran:.2f}, exact {fine.expected_attempts:.2f}; "
-        f"judge votes exact {fine.expected_votes:.2f}; per {pct(args.fail_rate)}-broken "
-        f"scenario {broken.expected_attempts:.2f}, 50%-broken {half.expected_attempts:.2f}"
+        f"  attempts per fine scenario: measured {stable.attempts / max(1, stable.runs * n):.2f},"
+        f" exact {fine_n.expected_attempts:.2f} ({fine_n.expected_votes:.2f} judge votes); "
+        f"per {pct(args.fail_rate)}-broken scenario {broken_n.expected_attempts:.2f}"
     )
+    alternatives(rule, args, r_lo, plain, stable)
 
 
-def report_calls(name: str, stable: Tally, plain: dict[str, int] | None, runs: int) -> None:
+def alternatives(
+    shipped: SequentialRule,
+    args: argparse.Namespace,
+    r_lo: float,
+    plain: float | None,
+    stable: Tally,
+) -> None:
+    """Stricter error rates: what they would prove at this run's bounds, and what they cost."""
+    base = plain or 0.0
+    preflight = base - args.scenarios * 3 if base else 0.0
+    print("  alternatives (exact at the stated rates; catch also at this run's bound):")
+    for alpha, beta in ((0.0005, 0.01), (0.0005, 0.005), (0.0003, 0.008), (0.0003, 0.004)):
+        rule = replace(shipped, alpha=alpha, beta=beta)
+        fine = operating(rule, 1 - args.agent_fail, args.flip)
+        broken = operating(rule, 1 - args.fail_rate, args.flip)
+        bound = operating(rule, 1 - r_lo, args.flip)
+        cost = args.scenarios * (2 * fine.expected_attempts + fine.expected_votes) + preflight
+        print(
+            f"    alpha {alpha}, beta {beta}: false blocks "
+            f"{pct(rule_suite_blocks(fine.p_fail, args.scenarios))}, caught "
+            f"{pct(broken.p_fail)} (>= {pct(bound.p_fail)}), {fine.expected_attempts:.2f} "
+            f"attempts, calls {cost / base if base else float('nan'):.2f}x"
+        )
+
+
+def report_calls(name: str, stable: Tally, plain: float | None) -> None:
     """LLM calls per stable suite run, by model, against one plain pass (``--repeat 1``)."""
-    per_run = {model: count / max(1, runs) for model, count in sorted(stable.calls.items())}
+    runs = max(1, stable.runs)
+    per_run = {model: count / runs for model, count in sorted(stable.calls.items())}
     total = sum(per_run.values())
     text = ", ".join(f"{model} {count:.1f}" for model, count in per_run.items())
     line = f"  LLM calls per stable suite run: {total:.1f} ({text})"
     if plain:
-        base = sum(plain.values()) / max(1, runs)
-        line += f" = {total / base:.2f}x one plain pass ({base:.1f})"
+        line += f" = {total / plain:.2f}x one plain pass ({plain:.1f})"
     print(line)
 
 
@@ -513,16 +672,70 @@ def report(name: str, flags: list[str], stable: Tally, regressed: Tally, n: int)
         )
 
 
+def load() -> str:
+    """The load average now (printed beside every figure: the machine is shared)."""
+    return "load " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def run_config(
+    name: str, flags: list[str], index: int, tmp: str, args: argparse.Namespace
+) -> dict[bool, Tally]:
+    """Suite runs of one configuration (stable and regressed alternately) until ``--runs``
+    pairs or ``--minutes`` are spent; the tallies by regressed."""
+    noisy = {"fraction": args.flip, "seed": args.seed + index, "exact": not args.random_flips}
+    tallies = {False: Tally(), True: Tally()}
+    runs = args.plain_runs if name == "repeat 1" else args.runs
+    deadline = time.monotonic() + 60 * args.minutes if args.minutes else math.inf
+    print(f"\n[{name}] started {time.strftime('%H:%M:%S', time.gmtime())} UTC, {load()}")
+    with LLMServer(RULES, quirks={"noisy_verdicts": noisy}) as llm:
+        for run in range(runs):
+            if time.monotonic() > deadline:
+                break
+            for regressed in (False, True):
+                tally, started = tallies[regressed], time.monotonic()
+                before = len(llm.requests)
+                flipper = llm.quirks.noisy_verdicts
+                assert flipper is not None
+                answered = len(flipper.answers)
+                work = Path(tmp) / f"{index}-{run}-{int(regressed)}"
+                code, results = run_suite(work, llm, flags, regressed, args)
+                fidelity(tally, work, results, flipper.answers[answered:])
+                tally.seconds += time.monotonic() - started
+                requests = llm.requests[before:]
+                tally.calls_per_run.append(len(requests))
+                for request in requests:
+                    model = str(request.body.get("model"))
+                    tally.calls[model] = tally.calls.get(model, 0) + 1
+                score(tally, code, results, args.regressed * regressed)
+        flipper = llm.quirks.noisy_verdicts
+        assert flipper is not None
+        print(
+            f"[{name}] ended {time.strftime('%H:%M:%S', time.gmtime())} UTC, {load()}; judge "
+            f"verdicts seen {flipper.seen}, flipped {flipper.flipped} "
+            f"({pct(flipper.flipped / max(1, flipper.seen))})"
+        )
+    if args.save:  # the raw counts, to recompute the figures without rerunning
+        raw = {name: {"stable": vars(tallies[False]), "regressed": vars(tallies[True])}}
+        with open(args.save, "a", encoding="utf-8") as file:
+            file.write(json.dumps(raw) + "\n")
+    return tallies
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10, help="suite runs per agent and config")
+    parser.add_argument("--plain-runs", type=int, default=3, help="suite runs of --repeat 1")
+    parser.add_argument("--minutes", type=float, default=0, help="stop a config after this")
     parser.add_argument("--scenarios", type=int, default=20)
     parser.add_argument("--flip", type=float, default=0.1, help="judge verdicts flipped")
+    parser.add_argument(
+        "--random-flips", action="store_true", help="flip each verdict by chance (not exactly)"
+    )
     parser.add_argument("--fail-rate", type=float, default=0.9, help="regressed conversations")
     parser.add_argument(
         "--agent-fail", type=float, default=0.05, help="conversations the agent fails alone"
     )
-    parser.add_argument("--regressed", type=int, default=5, help="regressed scenarios a suite")
+    parser.add_argument("--regressed", type=int, default=10, help="regressed scenarios a suite")
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
@@ -530,45 +743,27 @@ def main() -> int:
     )
     parser.add_argument("--save", metavar="FILE", help="append the raw counts (JSON lines)")
     args = parser.parse_args()
+    args.exact = not args.random_flips
     print(
-        f"verdict trust: {args.scenarios} scenarios, judge flips {pct(args.flip)}; regressed "
-        f"suite: {args.regressed} scenarios broken in {pct(args.fail_rate)} of their "
-        f"conversations; {args.runs} suite runs per agent and configuration"
+        f"verdict trust: {args.scenarios} scenarios, judge flips {pct(args.flip)} "
+        f"({'exactly' if args.exact else 'at random'}); agent fails {pct(args.agent_fail)} "
+        f"of good conversations; regressed suite: {args.regressed} scenarios broken in "
+        f"{pct(args.fail_rate)} of their conversations; up to {args.runs} suite runs per agent"
+        f" ({args.plain_runs} at --repeat 1){f', {args.minutes} min' if args.minutes else ''}"
     )
     configs = {name: CONFIGS[name] for name in args.only} if args.only else CONFIGS
     if "repeat 1" in configs:  # the plain pass first: the others' calls are compared to it
         configs = {"repeat 1": configs["repeat 1"], **configs}
-    plain: dict[str, int] | None = None
+    plain: float | None = None
     with tempfile.TemporaryDirectory(prefix="verdict-trust-") as tmp:
         for index, (name, flags) in enumerate(configs.items()):
-            quirks = {"noisy_verdicts": {"fraction": args.flip, "seed": args.seed + index}}
-            tallies = {False: Tally(), True: Tally()}
-            with LLMServer(RULES, quirks=quirks) as llm:
-                for run in range(args.runs):
-                    for regressed in (False, True):
-                        started = time.monotonic()
-                        work = Path(tmp) / f"{index}-{run}-{int(regressed)}"
-                        before = len(llm.requests)
-                        code, results = run_suite(work, llm, flags, regressed, args)
-                        tallies[regressed].seconds += time.monotonic() - started
-                        for request in llm.requests[before:]:
-                            model = str(request.body.get("model"))
-                            calls = tallies[regressed].calls
-                            calls[model] = calls.get(model, 0) + 1
-                        score(tallies[regressed], code, results, args.regressed * regressed)
-                noisy = llm.quirks.noisy_verdicts
-                assert noisy is not None
-                print(f"\n[{name}] judge verdicts seen {noisy.seen}, flipped {noisy.flipped}")
-            if args.save:  # the raw counts, to recompute the figures without rerunning
-                raw = {name: {"stable": vars(tallies[False]), "regressed": vars(tallies[True])}}
-                with open(args.save, "a", encoding="utf-8") as file:
-                    file.write(json.dumps(raw) + "\n")
+            tallies = run_config(name, flags, index, tmp, args)
             report(name, flags, tallies[False], tallies[True], args.scenarios)
             if "--repeat" not in flags:
-                report_sequential(tallies[False], tallies[True], args)
+                report_sequential(tallies[False], tallies[True], args, plain)
             if name == "repeat 1":
-                plain = dict(tallies[False].calls)
-            report_calls(name, tallies[False], plain, args.runs)
+                plain = mean_bound([float(c) for c in tallies[False].calls_per_run])[0]
+            report_calls(name, tallies[False], plain)
     return 0
 
 

@@ -12,9 +12,15 @@ file or ``LLMServer(quirks=...)``. Each reproduces something seen on a real serv
 - ``timings: true`` — llama.cpp's extra ``timings`` object on the last stream chunk and on a
   non-streamed completion (clients must ignore unknown fields).
 - ``delay: SECONDS`` — every answer waits this long first (a slow model), on top of a rule's own.
-- ``noisy_verdicts: {fraction, seed, tool, field}`` — a noisy judge: each verdict tool call's
-  ``pass``/``fail`` is flipped with probability ``fraction`` by a seeded generator, so a bench
-  can measure false-block and catch rates reproducibly.
+- ``noisy_verdicts: {fraction, seed, tool, field, exact}`` — a noisy judge: each verdict tool
+  call's ``pass``/``fail`` is flipped with probability ``fraction`` by a seeded generator, so a
+  bench can measure false-block and catch rates reproducibly. With ``exact: true`` it flips
+  exactly that share instead: the verdicts, in the order the server answers them, fall into
+  blocks (the smallest ``n <= 100`` with ``n * fraction`` whole, else 100) and each block flips
+  its share (rounded, the remainder carried to the next block) at seeded random places, so
+  after ``n`` verdicts ``flipped`` is ``n * fraction`` within one block's rounding (at 0.1: of
+  every 10 verdicts exactly one). A random flipper's share wanders (a 10% one flipped 7% of
+  641 verdicts in one bench run), and a bench that states the judge's error must deliver it.
 - ``required_tool_choice: as_text`` — llama.cpp with Qwen2.5 GGUFs (Hermes ``<tool_call>``
   template): ``tool_choice: "required"`` is accepted, but the model writes the call into the
   content as JSON (``tool_calls: []``) and then pads with newlines up to ``max_tokens``
@@ -63,18 +69,41 @@ _FLIPPED = {"pass": "fail", "fail": "pass"}
 
 
 class NoisyVerdicts:
-    """Flips ``fraction`` of the verdicts in calls to ``tool`` (seeded, thread-safe).
+    """Flips ``fraction`` of the verdicts in calls to ``tool`` (seeded, thread-safe): each with
+    that probability, or with ``exact`` exactly that share (see the module docstring).
 
-    ``seen`` and ``flipped`` count the verdicts it saw and changed, for a bench to report.
+    ``seen`` and ``flipped`` count the verdicts it saw and changed, for a bench to report;
+    ``answers`` lists each one's (verdict as the rules gave it, verdict sent, the call's
+    ``reasoning``), in the order answered, so a bench can check what a client recorded.
     """
 
     def __init__(
-        self, fraction: float, seed: int = 0, tool: str = "submit_verdict", key: str = "verdict"
+        self,
+        fraction: float,
+        seed: int = 0,
+        tool: str = "submit_verdict",
+        key: str = "verdict",
+        exact: bool = False,
     ) -> None:
         self.fraction, self.seed, self.tool, self.key = fraction, seed, tool, key
+        self.exact = exact
         self.seen = self.flipped = 0
+        self.answers: list[tuple[str, str, str]] = []
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
+        self._block = _block_size(fraction)
+        self._flips: set[int] = set()  # exact: the places flipped in the current block
+
+    def _draw(self) -> bool:
+        """Whether the verdict just seen (number ``seen``) is flipped; under the lock."""
+        if not self.exact:
+            return self._rng.random() < self.fraction
+        index, place = divmod(self.seen - 1, self._block)
+        if place == 0:  # a new block: its share, the previous blocks' rounding carried
+            size = self._block
+            share = round((index + 1) * size * self.fraction) - round(index * size * self.fraction)
+            self._flips = set(self._rng.sample(range(size), share))
+        return place in self._flips
 
     def apply(self, reply: Reply) -> Reply:
         """``reply`` with each eligible verdict flipped by chance; counts what it saw."""
@@ -90,14 +119,25 @@ class NoisyVerdicts:
             return call
         if not isinstance(args, dict) or args.get(self.key) not in _FLIPPED:
             return call
+        original = args[self.key]
         with self._lock:
             self.seen += 1
-            flip = self._rng.random() < self.fraction
+            flip = self._draw()
             self.flipped += flip
+            sent = _FLIPPED[original] if flip else original
+            self.answers.append((original, sent, str(args.get("reasoning", ""))))
         if not flip:
             return call
-        args[self.key] = _FLIPPED[args[self.key]]
+        args[self.key] = sent
         return ToolCall(call.name, json.dumps(args))
+
+
+def _block_size(fraction: float) -> int:
+    """The smallest block of verdicts of which ``fraction`` is a whole number (at most 100)."""
+    for size in range(1, 101):
+        if abs(size * fraction - round(size * fraction)) < 1e-9:
+            return size
+    return 100
 
 
 @dataclass
@@ -172,7 +212,7 @@ def _number(value: Any) -> bool:
 def _noisy(raw: Any, where: str) -> NoisyVerdicts:
     where = f"{where}: noisy_verdicts"
     _need(isinstance(raw, Mapping), where, "must be a mapping")
-    unknown = sorted(set(raw) - {"fraction", "seed", "tool", "field"})
+    unknown = sorted(set(raw) - {"fraction", "seed", "tool", "field", "exact"})
     _need(not unknown, where, f"unknown key(s) {', '.join(unknown)}")
     fraction = raw.get("fraction")
     _need(_number(fraction) and 0 <= fraction <= 1, where, "'fraction' must be 0..1")
@@ -180,11 +220,14 @@ def _noisy(raw: Any, where: str) -> NoisyVerdicts:
     _need(isinstance(seed, int) and not isinstance(seed, bool), where, "'seed' must be an int")
     for key in ("tool", "field"):
         _need(isinstance(raw.get(key, ""), str), where, f"{key!r} must be a string")
+    exact = raw.get("exact", False)
+    _need(isinstance(exact, bool), where, "'exact' must be true/false")
     return NoisyVerdicts(
         float(fraction),
         seed,
         raw.get("tool", "submit_verdict"),
         raw.get("field", "verdict"),
+        exact,
     )
 
 

@@ -22,8 +22,8 @@ import httpx
 import openai
 import pytest
 
-from lkeval.testing.llm_quirks import LLAMA_TOOL_CHOICE_WARNING
-from lkeval.testing.llm_rules import RuleError
+from lkeval.testing.llm_quirks import LLAMA_TOOL_CHOICE_WARNING, NoisyVerdicts
+from lkeval.testing.llm_rules import Reply, RuleError, ToolCall
 from lkeval.testing.llm_server import LLMServer
 
 USER = [{"role": "user", "content": "did the agent book the room?"}]
@@ -264,6 +264,30 @@ def test_noisy_judge_flips_a_seeded_fraction() -> None:
     assert 0 < runs[0].count("fail") < 40
     with LLMServer([{"tool_calls": [FAIL]}], quirks={"noisy_verdicts": {"fraction": 1}}) as s:
         assert _verdicts(s, 3) == ["pass"] * 3
+
+
+def test_exact_noisy_judge_flips_exactly_its_share() -> None:
+    """``exact``: of every 10 verdicts at 0.1 exactly one is flipped, at seeded places; a share
+    that no block up to 100 makes whole is carried on, so the total stays within one."""
+    quirks = {"noisy_verdicts": {"fraction": 0.1, "seed": 5, "exact": True}}
+    runs = []
+    for _ in range(2):
+        with LLMServer([{"tool_calls": [PASS]}], quirks=quirks) as server:
+            runs.append(_verdicts(server, 60))
+            assert server.quirks.noisy_verdicts is not None
+            assert server.quirks.noisy_verdicts.flipped == 6
+    assert runs[0] == runs[1]  # same seed, same places
+    assert [runs[0][i : i + 10].count("fail") for i in range(0, 60, 10)] == [1] * 6
+    assert runs[0] != ["pass"] * 9 + ["fail"]  # not a fixed place: seeded
+    odd = NoisyVerdicts(1 / 3, seed=2, exact=True)
+    call = ToolCall("submit_verdict", json.dumps(PASS["arguments"]))
+    flips = [odd.apply(Reply(text="", tool_calls=(call,))) for _ in range(250)]
+    assert odd.seen == 250 and abs(odd.flipped - 250 / 3) <= 1
+    assert sum("fail" in r.tool_calls[0].arguments for r in flips) == odd.flipped
+    assert odd.answers[0][0] == "pass" and odd.answers[0][2] == "booked"
+    assert sum(sent == "fail" for _, sent, _ in odd.answers) == odd.flipped
+    with pytest.raises(RuleError, match="'exact' must be true/false"):
+        LLMServer(quirks={"noisy_verdicts": {"fraction": 0.1, "exact": "yes"}})
 
 
 def test_quirks_in_a_rules_file_and_their_errors(tmp_path: Path) -> None:
