@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 
 RUN = "run"
 REPORT = "report"
-COMMANDS = (RUN, REPORT)
+CALIBRATE = "calibrate"
+COMMANDS = (RUN, REPORT, CALIBRATE)
+#: The commands that write reports (calibrate writes the results file back, nothing else).
+REPORTING = (RUN, REPORT)
+#: The inputs ``lkeval calibrate`` also takes: the judge, the scenarios and the results.
+JUDGING = (RUN, CALIBRATE)
 TRUE_WORDS = ("true", "True", "TRUE")
 FALSE_WORDS = ("false", "False", "FALSE")
 INSTALL_AUTO = "auto"
@@ -69,14 +74,14 @@ INPUTS: tuple[Input, ...] = (
     Input("working-directory", kind="setting", default=".", commands=COMMANDS),
     Input("install", kind="setting", default=INSTALL_AUTO),
     Input("agent", "--agent", required=True),
-    Input("scenarios", "--scenarios", kind="list", required=True),
+    Input("scenarios", "--scenarios", kind="list", required=True, commands=JUDGING),
     Input("caller-model", "--caller-model"),
     Input("caller-base-url", "--caller-base-url"),
-    Input("judge-model", "--judge-model"),
-    Input("judge-base-url", "--judge-base-url"),
+    Input("judge-model", "--judge-model", commands=JUDGING),
+    Input("judge-base-url", "--judge-base-url", commands=JUDGING),
     Input("judges", "--judges", kind="judges"),
     Input("rejudge", "--rejudge"),
-    Input("maybe-is-pass", "--maybe-is-pass", kind="bool", default="false"),
+    Input("maybe-is-pass", "--maybe-is-pass", kind="bool", default="false", commands=JUDGING),
     Input("allow-weak-judge", "--allow-weak-judge", kind="bool", default="false"),
     Input("repeat", "--repeat"),
     Input("min-pass", "--min-pass"),
@@ -92,26 +97,26 @@ INPUTS: tuple[Input, ...] = (
     Input("cassette-mode", "--cassette-mode"),
     Input("cassettes-from", "--cassettes-from", kind="github"),
     Input("results", "--results", default="lkeval-results/results.json", commands=COMMANDS),
-    Input("junit", "--junit", default="lkeval-results/junit.xml", commands=COMMANDS),
-    Input("markdown", "--markdown", commands=COMMANDS),
-    Input("baseline", "--baseline", kind="github", commands=COMMANDS),
-    Input("baseline-artifact", "--baseline-artifact", commands=COMMANDS),
-    Input("fail-on", "--fail-on", default="any", commands=COMMANDS),
-    Input("min-pass-rate", "--min-pass-rate", commands=COMMANDS),
-    Input("comment", "--comment", default="update", commands=COMMANDS),
-    Input("comment-id", "--comment-id", default="default", commands=COMMANDS),
-    Input("title", "--title", commands=COMMANDS),
-    Input("comment-author", "--comment-author", commands=COMMANDS),
+    Input("junit", "--junit", default="lkeval-results/junit.xml", commands=REPORTING),
+    Input("markdown", "--markdown", commands=REPORTING),
+    Input("baseline", "--baseline", kind="github", commands=REPORTING),
+    Input("baseline-artifact", "--baseline-artifact", commands=REPORTING),
+    Input("fail-on", "--fail-on", default="any", commands=REPORTING),
+    Input("min-pass-rate", "--min-pass-rate", commands=REPORTING),
+    Input("comment", "--comment", default="update", commands=REPORTING),
+    Input("comment-id", "--comment-id", default="default", commands=REPORTING),
+    Input("title", "--title", commands=REPORTING),
+    Input("comment-author", "--comment-author", commands=REPORTING),
     Input(
         "summary",
         "--summary",
         kind="bool",
         default="true",
-        commands=COMMANDS,
+        commands=REPORTING,
         off_flag="--no-summary",
     ),
-    Input("pr", "--pr", commands=COMMANDS),
-    Input("github-token", kind="secret", commands=COMMANDS),
+    Input("pr", "--pr", commands=REPORTING),
+    Input("github-token", kind="secret", commands=REPORTING),
     Input("extra-args", kind="extra", commands=COMMANDS),
 )
 INPUTS_BY_NAME = {i.name: i for i in INPUTS}
@@ -195,6 +200,11 @@ def flag_arguments(spec: Input, value: str) -> list[str]:
     raise AssertionError(f"unknown input kind {spec.kind!r}")
 
 
+def _either(words: tuple[str, ...]) -> str:
+    """``run``, ``run or report``, ``run, report or calibrate``."""
+    return " or ".join(filter(None, (", ".join(words[:-1]), words[-1])))
+
+
 def check_inputs(environ: Mapping[str, str], values: Mapping[str, str]) -> str:
     """The command, once every input fits it; :class:`InputError` for the first that does not."""
     for old, new in RENAMED.items():
@@ -206,11 +216,12 @@ def check_inputs(environ: Mapping[str, str], values: Mapping[str, str]) -> str:
             )
     command = values["command"]
     if command not in COMMANDS:
-        raise InputError("command", f"must be {' or '.join(COMMANDS)}, not {command!r}")
+        raise InputError("command", f"must be {_either(COMMANDS)}, not {command!r}")
     for spec in INPUTS:
         value = values[spec.name]
-        if command not in spec.commands and value != spec.default:
-            raise InputError(spec.name, f"applies to command: {RUN} only")
+        # the token's default is the runner's own token, always set: unused, never refused
+        if command not in spec.commands and value != spec.default and spec.kind != "secret":
+            raise InputError(spec.name, f"applies to command: {_either(spec.commands)} only")
         if spec.required and command in spec.commands and not value:
             raise InputError(spec.name, f"required with command: {command}")
     return command
@@ -239,7 +250,11 @@ def build_plan(environ: Mapping[str, str]) -> Plan:
             argv += split_words(spec.name, value)
         else:
             argv += flag_arguments(spec, value)
-    outputs = tuple(values[name] for name in ("results", "junit", "markdown") if values[name])
+    outputs = tuple(
+        values[name]
+        for name in ("results", "junit", "markdown")
+        if values[name] and command in INPUTS_BY_NAME[name].commands
+    )
     return Plan(
         command=command,
         working_directory=values["working-directory"] or ".",

@@ -314,12 +314,50 @@ def test_report_command_needs_no_agent_and_takes_the_report_inputs() -> None:
 @pytest.mark.parametrize("name", ["agent", "repeat", "install", "maybe-is-pass"])
 def test_report_command_refuses_inputs_of_run(name: str) -> None:
     value = "true" if name == "maybe-is-pass" else "x"
-    with pytest.raises(ep.InputError, match=f"input `{name}`: applies to command: run only"):
+    applies = "run or calibrate" if name == "maybe-is-pass" else "run"
+    with pytest.raises(ep.InputError, match=f"input `{name}`: applies to command: {applies} only"):
         ep.build_plan(inputs(command="report", **{name.replace("-", "_"): value}))
 
 
+def test_calibrate_command_takes_the_judge_scenarios_and_results_only() -> None:
+    """``command: calibrate`` becomes ``lkeval calibrate`` with the judge, the scenarios, the
+    results file (written back in place) and extra-args; the report inputs' defaults (JUnit,
+    comment...) are not passed, and setting one, or an agent, is refused by name."""
+    result = ep.build_plan(
+        inputs(
+            command="calibrate",
+            scenarios="evals/a.yaml evals/b.yaml",
+            judge_model="gpt-4.1-mini",
+            results="eval-results/results.json",
+            extra_args="--votes 5",
+        )
+    )
+    assert result.command == "calibrate"
+    assert list(result.argv) == [
+        "calibrate",
+        "--scenarios",
+        "evals/a.yaml",
+        "evals/b.yaml",
+        "--judge-model",
+        "gpt-4.1-mini",
+        "--results",
+        "eval-results/results.json",
+        "--votes",
+        "5",
+    ]
+    assert result.outputs == ("eval-results/results.json",)  # handed back; no JUnit listed
+    assert result.env == {}  # the runner's token (always set) is not handed to calibrate
+    token = inputs(command="calibrate", scenarios="s.yaml", github_token="ghs_runner")
+    assert "GITHUB_TOKEN" not in ep.build_plan(token).env
+    for name, value in (("agent", "agent.py"), ("junit", "j.xml"), ("comment", "off")):
+        with pytest.raises(ep.InputError, match=f"input `{name}`: applies to command: run"):
+            ep.build_plan(inputs(command="calibrate", scenarios="s.yaml", **{name: value}))
+    with pytest.raises(ep.InputError, match="input `scenarios`: required with command: calibrate"):
+        ep.build_plan(inputs(command="calibrate", scenarios=""))
+
+
 def test_unknown_command() -> None:
-    with pytest.raises(ep.InputError, match="input `command`: must be run or report"):
+    with pytest.raises(ep.InputError, match="input `command`: must be run, report or calibrate"):
         plan(command="merge")
 
 

@@ -103,7 +103,7 @@ def lkeval_argv_of(step: dict[str, Any]) -> list[str]:
 
 def test_the_action_steps_become_lkeval_commands_that_parse() -> None:
     parser = build_parser()
-    (run,) = action_steps(load("eval-pr.yml"))
+    (run,) = [s for s in action_steps(load("eval-pr.yml")) if "command" not in s["with"]]
     args = parser.parse_args(lkeval_argv_of(run))
     options = run_options(args, environ={})
     assert args.command == "run"
@@ -120,6 +120,97 @@ def test_the_action_steps_become_lkeval_commands_that_parse() -> None:
     assert (reporting.comment, reporting.fail_on, reporting.pr) == ("update", "never", 7)
     assert reporting.baseline == "github:"
     assert args.results == "eval-results/results.json" and reporting.file("junit") is None
+
+
+def calibrate_step(workflow: dict[str, Any]) -> dict[str, Any]:
+    (step,) = [s for s in action_steps(workflow) if s["with"].get("command") == "calibrate"]
+    return step
+
+
+def test_main_runs_calibrate_on_its_results_before_uploading_them() -> None:
+    """The recipe: on pushes to main only, after the run (also when its gate failed), on the
+    run's own results and scenarios, before the upload that `baseline: auto` fetches; its
+    failure never turns main red (uncalibrated results mean the default rule)."""
+    wf = load("eval-pr.yml")
+    eval_job = wf["jobs"]["eval"]["steps"]
+    calibrate = calibrate_step(wf)
+    (run,) = [s for s in action_steps(wf) if "command" not in s["with"]]
+    upload = next(s for s in eval_job if str(s.get("uses", "")).startswith("actions/upload"))
+    assert eval_job.index(run) < eval_job.index(calibrate) < eval_job.index(upload)
+    assert calibrate["if"] == "${{ !cancelled() && github.event_name == 'push' }}"
+    assert calibrate["continue-on-error"] is True
+    for name in ("scenarios", "results"):
+        assert calibrate["with"][name] == run["with"][name]
+    assert upload["with"]["path"].rstrip("/") == str(Path(calibrate["with"]["results"]).parent)
+    assert calibrate["env"] == run["env"]  # the same judge key: it measures the run's judge
+
+
+def test_the_calibrate_step_calibrates_mains_results_through_the_real_cli(
+    tmp_path: Path,
+) -> None:
+    """The recipe's step as the action runs it: its argv, through the real CLI, in a checkout
+    laid out as the workflow says, against a local judge that tells the booking from its
+    negative controls: the results file to be uploaded carries each scenario's calibration."""
+    from report_fixtures import BOOKING_TRANSCRIPT
+
+    from lkeval.results.fingerprint import scenario_digest
+    from lkeval.results.model import Verdict
+    from lkeval.scenarios.loader import load_or_raise
+    from lkeval.testing.llm_server import LLMServer
+
+    step = calibrate_step(load("eval-pr.yml"))
+    argv = lkeval_argv_of(step)
+    assert argv[0] == "calibrate" and "--junit" not in argv
+    assert build_parser().parse_args(argv).command == "calibrate"
+    scenarios = tmp_path / step["with"]["scenarios"]
+    scenarios.parent.mkdir(parents=True)
+    scenarios.write_text(
+        "name: Booking\nscenarios:\n  - id: SCN_book\n    label: Books two nights\n"
+        "    instructions: You want a room for two nights from March 3.\n"
+        "    agent_expectations: The agent books the room from 2025-03-03 and confirms it.\n",
+        encoding="utf-8",
+    )
+    scenario = load_or_raise([scenarios])[0][0].scenarios[0]
+    attempt = Attempt(
+        status="passed", transcript=BOOKING_TRANSCRIPT, verdicts=(Verdict("judge", "pass"),)
+    )
+    results = tmp_path / step["with"]["results"]
+    write_results(
+        RunResults(
+            RunMetadata(
+                lkeval_version="1.0.0",
+                livekit_agents_version="1.8.9",
+                agent="agent.py",
+                scenario_files=(step["with"]["scenarios"],),
+                started_at="2026-11-25T10:00:00+00:00",
+                finished_at="2026-11-25T10:00:01+00:00",
+                duration_seconds=1.0,
+                suite=SuiteFingerprint({scenario.id: scenario_digest(scenario)}),
+            ),
+            (ScenarioResult.of(scenario, "passed", "", attempts=(attempt,)),),
+        ),
+        results,
+    )
+    verdict = {"name": "submit_verdict", "arguments": {"reasoning": "r", "verdict": "pass"}}
+    booked = r"(?s)book_room\(\{\"check_in\": \"2025-03-03\".*agent: Booked!"
+    rules = [
+        {"last_user": booked, "tool_calls": [verdict]},
+        {"tool_calls": [{**verdict, "arguments": {"reasoning": "r", "verdict": "fail"}}]},
+    ]
+    with LLMServer(rules) as llm:
+        proc = subprocess.run(
+            [sys.executable, "-m", "lkeval", *argv],
+            cwd=tmp_path,
+            env=clean_env(OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="not-a-key"),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calibration = load_results(results).scenarios[0].calibration
+    assert calibration is not None
+    assert (calibration.false_passes, calibration.control_votes) == (0, 20)  # --votes 5
+    assert (calibration.false_fails, calibration.good_votes) == (0, 20)
 
 
 def test_no_workflow_uses_the_renamed_args_input() -> None:
