@@ -538,6 +538,12 @@ def report_sequential(
     mean, hi = mean_bound(calls)
     exact_calls = n * (2 * fine_n.expected_attempts + fine_n.expected_votes)
     ratio = f"{mean / plain:.2f}x (<= {hi / plain:.2f}x)" if plain else "(no plain pass run)"
+    if plain:  # the judge preflight's calls, in both: a plain pass is 3 calls per scenario more
+        bare, pre = 3.0 * n, plain - 3.0 * n
+        ratio += (
+            f"; without the preflight's {pre:.1f} in both {(mean - pre) / bare:.2f}x "
+            f"(<= {(hi - pre) / bare:.2f}x; exact {exact_calls / bare:.2f}x)"
+        )
     print(
         f"      LLM calls per stable suite run: {mean:.1f} (<= {hi:.1f}) over {len(calls)} runs"
         f" = {ratio} one plain pass ({plain or 0:.1f}); exact at the stated rates: "
@@ -547,7 +553,7 @@ def report_sequential(
     proofs = {
         "false blocks <= 1%": (fb_p <= GOAL_FALSE_BLOCK, fb_b <= GOAL_FALSE_BLOCK),
         "caught >= 99%": (broken_p.p_fail >= GOAL_CATCH, broken_b.p_fail >= GOAL_CATCH),
-        "calls <= 4.5x": ((plain is not None and hi / plain <= 4.5),) * 2,
+        "calls <= 4.5x": ((plain is not None and (hi - plain + 3.0 * n) / (3.0 * n) <= 4.5),) * 2,
     }
     for goal, (held, alone) in proofs.items():
         print(
