@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
+import struct
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from lkeval.testing.llm_server import LLMServer
@@ -80,6 +86,63 @@ def run_lkeval(
 
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def reset_connections(port: int) -> None:
+    """Reset connections to a loopback server the ways a cancelled client does: mid-request
+    (three times) and before sending anything. ``SO_LINGER`` with a zero timeout turns
+    ``close()`` into a TCP reset."""
+    linger = struct.pack("ii", 1, 0)
+    for partial in (b"POST /v1/chat/completions HTTP/1.1\r\n",) * 3 + (b"",):
+        sock = socket.create_connection(("127.0.0.1", port))
+        if partial:
+            sock.sendall(partial)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+        sock.close()
+
+
+def reset_then_ask(port: int, ask: Callable[[], object]) -> None:
+    """Reset connections to the server on ``port``, then ``ask`` it something (it must still
+    answer); returns once every handler that saw a reset is done, so the caller's stderr check
+    sees whatever they printed."""
+    before = set(threading.enumerate())
+    reset_connections(port)
+    assert ask(), "the server stopped answering after the resets"
+    # accepted in order, so every reset's handler has started by now: wait for those running
+    handlers = [t for t in threading.enumerate() if t not in before]
+    for thread in handlers:
+        thread.join(timeout=60)
+    assert not any(t.is_alive() for t in handlers)
+
+
+def alive(pids: Iterable[int]) -> set[int]:
+    """The processes among ``pids`` still running (a zombie has ended: only its parent's wait
+    is missing)."""
+    running = set()
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                running.add(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return running
+
+
+def assert_all_gone(pids: Iterable[int], timeout: float = 60) -> None:
+    """Wait until none of ``pids`` runs, or fail naming those left.
+
+    A SIGKILLed process ends when the kernel next schedules it, which on a loaded machine is
+    not "at once": the deadline is generous (the processes tested sleep for 10 minutes), so
+    only a process nobody stopped can reach it."""
+    pids = set(pids)
+    deadline = time.monotonic() + timeout
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = {}
+    for pid in alive(pids):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            left[pid] = " ".join(psutil.Process(pid).cmdline())[:120]
+    assert not left, f"still alive: {left}"
 
 
 @pytest.fixture

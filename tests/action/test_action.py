@@ -16,7 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -745,9 +745,28 @@ def test_sigterm_is_forwarded_and_the_exit_code_kept(tmp_path: Path) -> None:
     assert (tmp_path / "got-signal").read_text() == str(int(signal.SIGTERM))
 
 
+#: An install that would outlive any test: only a kill ends it before the reader gives up.
+ENDLESS_INSTALL = "exec sleep 900"
+
+
+def rest_of_output(proc: subprocess.Popen[str]) -> str:
+    """The output up to EOF, which comes only once no process holds the pipe (no orphan).
+
+    Read in a thread with a generous deadline, so an install left running (it sleeps 15
+    minutes) fails the test instead of hanging it."""
+    assert proc.stdout is not None
+    stdout, rest = proc.stdout, []
+    reader = threading.Thread(target=lambda: rest.append(stdout.read()), daemon=True)
+    reader.start()
+    reader.join(timeout=120)
+    assert not reader.is_alive(), "the install command outlived the entrypoint"
+    return rest[0]
+
+
 def test_sigterm_during_the_install_stops_it_and_nothing_runs(tmp_path: Path) -> None:
     env = container_env(
-        tmp_path, **inputs(agent="a.py", scenarios="s.yaml", install="echo started; exec sleep 30")
+        tmp_path,
+        **inputs(agent="a.py", scenarios="s.yaml", install=f"echo started; {ENDLESS_INSTALL}"),
     )
     proc = subprocess.Popen(
         [sys.executable, str(ENTRYPOINT)], env=env, cwd=tmp_path, stdout=subprocess.PIPE, text=True
@@ -755,11 +774,9 @@ def test_sigterm_during_the_install_stops_it_and_nothing_runs(tmp_path: Path) ->
     assert proc.stdout is not None
     while (line := proc.stdout.readline()).strip() != "started":  # the command's own output
         assert line, "the install command never started"
-    started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
-    rest = proc.stdout.read()
-    assert proc.wait(timeout=30) == 143
-    assert time.monotonic() - started < 10  # the sleep was killed, not waited for
+    rest = rest_of_output(proc)  # the sleep was killed, not waited for
+    assert proc.wait(timeout=120) == 143
     assert "interrupted by signal 15 while installing; nothing ran" in rest
     assert "lk-eval: lkeval run" not in rest
 
@@ -767,7 +784,7 @@ def test_sigterm_during_the_install_stops_it_and_nothing_runs(tmp_path: Path) ->
 def test_sigterm_as_the_install_starts_leaves_no_orphan(tmp_path: Path) -> None:
     # The signal lands while the install command is being spawned: it must still be stopped.
     env = container_env(
-        tmp_path, **inputs(agent="a.py", scenarios="s.yaml", install="exec sleep 30")
+        tmp_path, **inputs(agent="a.py", scenarios="s.yaml", install=ENDLESS_INSTALL)
     )
     proc = subprocess.Popen(
         [sys.executable, str(ENTRYPOINT)], env=env, cwd=tmp_path, stdout=subprocess.PIPE, text=True
@@ -775,11 +792,9 @@ def test_sigterm_as_the_install_starts_leaves_no_orphan(tmp_path: Path) -> None:
     assert proc.stdout is not None
     while not (line := proc.stdout.readline()).startswith("$ "):
         assert line, "the install command was never logged"
-    started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
-    rest = proc.stdout.read()  # EOF only once no process holds the pipe: no orphaned sleep
-    assert proc.wait(timeout=30) == 143
-    assert time.monotonic() - started < 10
+    rest = rest_of_output(proc)
+    assert proc.wait(timeout=120) == 143
     assert "nothing ran" in rest
 
 
@@ -908,7 +923,6 @@ def test_action_end_to_end_on_the_hotel_example(
             ),
         ),
     )
-    started = time.monotonic()
     proc = run_entrypoint(env, workspace, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
@@ -961,7 +975,6 @@ def test_action_end_to_end_on_the_hotel_example(
     assert "::error" not in proc.stdout  # quarantined failures are not annotated
     shown = [line for line in out.splitlines() if not line.startswith("::add-mask::")]
     assert not any(github.token in line for line in shown)  # masked everywhere it is shown
-    assert time.monotonic() - started < 240
 
 
 # --- drift: action.yml, entrypoint, docs, version ---------------------------------------------

@@ -135,8 +135,10 @@ def test_never_sends_a_frame_over_one_mebibyte_and_times_out_cleanly() -> None:
             await conn.request(pb.SessionRequest(run_input=pb.SessionRequest.RunInput(text="a")), 5)
         await task
         # the peer hanging up fails pending and later requests at once
+        closed = asyncio.Event()
+        conn.on_close(closed.set)
         writer.close()
-        await asyncio.sleep(0.1)
+        await asyncio.wait_for(closed.wait(), 60)  # the reader saw the end of the stream
         assert conn.closed_reason is not None
         with pytest.raises(ProtocolError, match="closed"):
             await conn.request(pb.SessionRequest(ping=pb.SessionRequest.Ping()), 5)

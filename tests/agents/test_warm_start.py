@@ -149,8 +149,8 @@ def test_cold_and_warm_runs_give_identical_results(
     assert veto.status == "failed" and "agent veto" in veto.reason and "Grace" in veto.reason
     log = Path(veto.attempts[0].log_path or "").read_text()
     assert "conversation_item_added" in log and "lk-eval: warm start failed" not in log
-    boots = [r.attempts[0].boot_seconds or 0 for r in warm.values() if r.attempts]
-    assert max(boots) < 5
+    # each warm boot is measured like a cold one (how fast it is is BENCHMARKS' business)
+    assert all(r.attempts[0].boot_seconds for r in warm.values() if r.attempts)
 
 
 @pytest.mark.e2e
@@ -198,9 +198,9 @@ def test_a_crashing_warm_agent_is_reported_like_a_cold_one(
     assert crash.attempts[0].log_tail
     raises = results["raises"]
     assert raises.status == "error"
+    # found in the log, not timed out: a boot timeout's reason names it and not the crash
     assert "crashed" in raises.reason and "boot timeout" not in raises.reason, raises.reason
     assert "entrypoint failed on purpose" in raises.reason
-    assert raises.attempts[0].duration_seconds < 30  # found in the log, not timed out
 
 
 def test_spawns_the_server_cannot_honour_are_refused(fork_server: RecordingServer) -> None:

@@ -16,7 +16,16 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from conftest import HOTEL, TEST_AGENTS, clean_env, hotel_env, read_json, run_argv, run_lkeval
+from conftest import (
+    HOTEL,
+    TEST_AGENTS,
+    assert_all_gone,
+    clean_env,
+    hotel_env,
+    read_json,
+    run_argv,
+    run_lkeval,
+)
 from livekit.agents import __version__ as livekit_agents_version
 
 from lkeval.testing.llm_server import LLMServer
@@ -158,7 +167,6 @@ def test_faulty_agents_are_errors_and_the_run_goes_on(tmp_path: Path) -> None:
     )
     results_path = tmp_path / "results.json"
     with LLMServer(rules) as llm:
-        started = time.monotonic()
         proc = run_lkeval(
             [
                 *run_argv(TEST_AGENTS / "faulty_agent.py", scenarios, results_path),
@@ -167,7 +175,6 @@ def test_faulty_agents_are_errors_and_the_run_goes_on(tmp_path: Path) -> None:
             ],
             clean_env(OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="k"),
         )
-        elapsed = time.monotonic() - started
     assert proc.returncode == 1, proc.stdout + proc.stderr
     by_id = _by_id(read_json(results_path))
     crash = by_id["crash"]
@@ -176,10 +183,9 @@ def test_faulty_agents_are_errors_and_the_run_goes_on(tmp_path: Path) -> None:
     assert crash["attempts"][0]["log_tail"]
     raises = by_id["raises"]
     assert raises["status"] == "error"
+    # found in the log, not timed out: a boot timeout's reason names it and not the crash
     assert "crashed" in raises["reason"] and "boot timeout" not in raises["reason"]
-    assert raises["attempts"][0]["duration_seconds"] < 30  # found in the log, not timed out
     assert by_id["tool-error"]["status"] == "passed", by_id["tool-error"]
-    assert elapsed < 90 * 3
 
 
 def test_import_error_means_nothing_could_run(tmp_path: Path) -> None:
@@ -210,17 +216,6 @@ def test_import_error_means_nothing_could_run(tmp_path: Path) -> None:
     assert result["status"] == "error"
     assert "lkeval_no_such_module" in result["reason"]
     assert result["scenario_id"] == "tests/anything"  # derived from group name + label
-
-
-def _alive(pids: list[int]) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
 
 
 @pytest.mark.parametrize("start", ["warm", "cold"])
@@ -287,8 +282,7 @@ def test_sigterm_writes_partial_results_and_leaves_no_agent(tmp_path: Path, star
     assert partial["reason"] == "interrupted" and Path(partial["log_path"]).is_file()
     assert any(i["text"] == "Hello." for i in partial["transcript"])  # its greeting
     assert results["metadata"]["start_mode"] == start
-    time.sleep(0.5)  # the last SIGKILLed group members are reaped by init
-    assert _alive(descendants) == []
+    assert_all_gone(descendants)  # the last SIGKILLed group members end when next scheduled
     assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("lkeval-*/slow.dispatch.json"))
 
 

@@ -6,7 +6,6 @@ markers in a scenario's instructions steer the caller and judge rules for that s
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -195,7 +194,6 @@ def test_missing_credentials_stop_before_any_agent_boots(tmp_path: Path) -> None
     from conftest import clean_env
 
     logs = tmp_path / "logs"
-    started = time.monotonic()
     proc = run_lkeval(
         [
             *run_argv(HOTEL / "agent.py", HOTEL / "scenarios.yaml", tmp_path / "r.json"),
@@ -207,5 +205,4 @@ def test_missing_credentials_stop_before_any_agent_boots(tmp_path: Path) -> None
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert "OPENAI_API_KEY" in proc.stderr or "LIVEKIT_API_KEY" in proc.stderr
-    assert not logs.exists() and not (tmp_path / "r.json").exists()
-    assert time.monotonic() - started < 30
+    assert not logs.exists() and not (tmp_path / "r.json").exists()  # no agent was started

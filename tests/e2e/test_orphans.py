@@ -24,7 +24,7 @@ from typing import Any
 import psutil
 import pytest
 import yaml
-from conftest import TEST_AGENTS, clean_env, run_argv
+from conftest import TEST_AGENTS, alive, assert_all_gone, clean_env, run_argv
 
 from lkeval.agents.fork_client import ForkServer
 from lkeval.agents.process import AgentLaunch, agent_env
@@ -70,25 +70,6 @@ def _wait_for_hang(pids_dir: Path, timeout: float = 120) -> tuple[int, int]:
             return int(agents[0].stem), int(grandchildren[0].stem)
         time.sleep(0.1)
     raise AssertionError("no agent reached its hung tool")
-
-
-def _alive(pids: set[int]) -> set[int]:
-    alive = set()
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.add(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
-
-
-def _assert_all_gone(pids: set[int], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while _alive(pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = {p: " ".join(psutil.Process(p).cmdline())[:120] for p in _alive(pids)}
-    assert not left, f"still alive: {left}"
 
 
 def _assert_nothing_left_behind(tmpdir: Path, logs: Path) -> None:
@@ -146,7 +127,7 @@ def test_no_agent_outlives_the_cli(
         (attempt,) = data["scenarios"][0]["attempts"]  # how its agent started, per attempt
         assert attempt["start_mode"] == start and data["metadata"]["start_mode"] == start
         assert attempt["cold_start_reason"] == ("--cold-start" if start == "cold" else "")
-    _assert_all_gone(started | {grandchild})
+    assert_all_gone(started | {grandchild})
     _assert_nothing_left_behind(tmpdir, results.parent / "logs")
 
 
@@ -203,7 +184,7 @@ def test_no_agent_outlives_an_exception_in_the_engines_process(
         if server is not None:
             server.close()
     assert seen
-    _assert_all_gone(seen)
+    assert_all_gone(seen)
     _assert_nothing_left_behind(tmpdir, logs)
 
 
@@ -233,7 +214,7 @@ def test_what_a_crashed_agent_left_behind_is_stopped_by_the_end_of_the_run(
     assert proc.returncode != 0 and "exited with code 3" in proc.stdout, proc.stdout + proc.stderr
     sleepers = {int(p.stem) for p in pids_dir.glob("*.grandchild")}
     assert len(sleepers) == 2, sleepers  # one per scenario
-    _assert_all_gone(sleepers, timeout=5)
+    assert_all_gone(sleepers)
 
 
 # --- a signal in every phase of a run (issue 19.4, 19.5) ------------------------------------
@@ -384,7 +365,7 @@ def test_a_signal_in_any_phase_ends_the_run_with_what_it_has(
     if phase in BEFORE_THE_ENGINE:
         assert scenario["reason"] == "not run (interrupted)", scenario
     assert "Held one" in junit.read_text()
-    assert not _alive(started), "still alive when lk-eval had exited"
+    assert not alive(started), "still alive when lk-eval had exited"
     assert list(tmpdir.iterdir()) == [], "temp files left behind"
 
 
@@ -438,7 +419,7 @@ def test_a_failed_preflight_stops_the_preloading_fork_server_and_boots_nothing(
                 assert time.monotonic() < deadline, "no preflight with a fork server starting"
                 time.sleep(0.05)
             fork_server = int(mark.read_text())
-            assert fork_server in _alive({fork_server})
+            assert fork_server in alive({fork_server})
         finally:
             llm.stop()  # the judge's hanging asks are dropped unanswered: the preflight fails
         out, err = cli.communicate(timeout=90)
@@ -451,7 +432,7 @@ def test_a_failed_preflight_stops_the_preloading_fork_server_and_boots_nothing(
     assert "warm starts" not in out and "[1/1]" not in out, out  # no launcher taken, no boot
     assert {r.body.get("model") for r in llm.requests} == {JUDGE}
     assert not results.exists()
-    assert not _alive({fork_server}), "the fork server outlived lk-eval"  # stopped, not left
+    assert not alive({fork_server}), "the fork server outlived lk-eval"  # stopped, not left
     assert list(tmpdir.iterdir()) == [], "temp files left behind"
     agent_files = list((results.parent / "logs").glob("*")) if results.parent.exists() else []
     assert agent_files == [], agent_files
