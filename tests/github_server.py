@@ -34,9 +34,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from lkeval.testing.llm_server import QuietHTTPServer
 
 MAX_BODY = 65_536
 
@@ -477,8 +479,9 @@ class _BlobHandler(BaseHTTPRequestHandler):
             pass  # the client stopped reading (a download over its size limit)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(QuietHTTPServer):
+    """Quiet when a client resets (a cancelled upload, a timed-out request), as GitHub is."""
+
     github: FakeGitHub
 
 

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from conftest import HOTEL, read_json, run_argv, run_lkeval
 
-from lkeval.testing.llm_server import LLMServer
+from lkeval.testing.llm_server import LLMServer, QuietHTTPServer
 
 SCENARIOS = """\
 name: Hotel replay
@@ -85,7 +85,7 @@ class Rooms(BaseHTTPRequestHandler):
 @contextmanager
 def servers(ports: tuple[int, int] = (0, 0)) -> Iterator[tuple[LLMServer, ThreadingHTTPServer]]:
     """The LLM server (agent, caller, judge) and the rooms server, stopped on exit."""
-    rooms = ThreadingHTTPServer(("127.0.0.1", ports[1]), Rooms)
+    rooms = QuietHTTPServer(("127.0.0.1", ports[1]), Rooms)
     threading.Thread(target=rooms.serve_forever, daemon=True).start()
     try:
         with LLMServer.from_file(HOTEL / "llm_rules.yaml", port=ports[0]) as llm:

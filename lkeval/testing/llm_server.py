@@ -41,7 +41,15 @@ from lkeval.testing import llm_wire as wire
 from lkeval.testing.llm_quirks import ServerQuirks, parse_quirks
 from lkeval.testing.llm_rules import Reply, RuleBook, RuleError, load_rules, read_rules_config
 
-__all__ = ["LLMServer", "RecordedRequest", "RuleError", "ServerQuirks", "load_rules", "main"]
+__all__ = [
+    "LLMServer",
+    "QuietHTTPServer",
+    "RecordedRequest",
+    "RuleError",
+    "ServerQuirks",
+    "load_rules",
+    "main",
+]
 
 HOST = "127.0.0.1"
 DEFAULT_MODEL = "lkeval-scripted"
@@ -59,18 +67,24 @@ class RecordedRequest:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False  # a hanging handler must never block stop()
-    owner: LLMServer
+class QuietHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server that, like a real one, logs nothing when a client resets.
+
+    A client that resets or drops its connection (a cancelled ask, a closed pool) is normal
+    traffic; socketserver would print a traceback to stderr, where a test's no-noise guard
+    reads it as lk-eval's. The test doubles of other services (GitHub, a rooms API) use it too.
+    """
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that resets or drops its connection (a cancelled ask, a closed pool) is
-        normal traffic for a real LLM server, which logs nothing; socketserver would print a
-        traceback to stderr, where a test's no-noise guard reads it as lk-eval's."""
+        """Quiet for a client's reset; anything else (a bug in a handler) still prints."""
         if isinstance(sys.exc_info()[1], ConnectionError):
             return
         super().handle_error(request, client_address)
+
+
+class _HTTPServer(QuietHTTPServer):
+    block_on_close = False  # a hanging handler must never block stop()
+    owner: LLMServer
 
 
 class _Handler(BaseHTTPRequestHandler):

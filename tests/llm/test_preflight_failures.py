@@ -11,6 +11,7 @@ canary's other asks would go on retrying while the run exits).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import threading
@@ -19,8 +20,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from conftest import HOTEL, hotel_env, run_argv, run_lkeval
+from conftest import HOTEL, hotel_env, reset_then_ask, run_argv, run_lkeval
 
 from lkeval.llm.config import LLMSpec, resolve_llm_spec
 from lkeval.llm.options import LLMEndpointOptions, LLMOptions
@@ -58,12 +60,26 @@ class RawServer:
                 conn, _ = self.sock.accept()
             except OSError:  # closed
                 return
-            with conn:
+            with conn, contextlib.suppress(ConnectionError):  # a client's reset: no traceback
                 conn.recv(65536)
                 conn.sendall(self.reply)
 
     def close(self) -> None:
         self.sock.close()
+
+
+def test_the_raw_server_is_quiet_and_still_serves_after_client_resets(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A reset would kill its one serving thread with a traceback on the stderr that the quiet
+    checks below read as lk-eval's."""
+    server = RawServer(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
+    try:
+        port = int(server.base_url.rsplit(":", 1)[1].removesuffix("/v1"))
+        reset_then_ask(port, lambda: httpx.get(server.base_url, timeout=30).status_code == 204)
+    finally:
+        server.close()
+    assert "Traceback" not in capfd.readouterr().err
 
 
 LLM_SERVER_CASES: dict[str, list[dict[str, Any]]] = {

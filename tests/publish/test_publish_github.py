@@ -10,7 +10,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import httpx
 import pytest
+from conftest import reset_then_ask
 from github_server import FakeGitHub, github_server
 from report_fixtures import (
     FAILED,
@@ -516,3 +518,13 @@ def test_a_judge_preflight_warning_is_an_annotation_and_an_output(
     assert actions.outputs()["judge-check"] == "ok"
     assert actions.report(capsys, passing()) == 0
     assert actions.outputs()["judge-check"] == ""
+
+
+def test_the_fake_github_is_quiet_when_a_client_resets(capfd: pytest.CaptureFixture[str]) -> None:
+    """A cancelled request resets its connection: GitHub logs nothing, and a traceback from the
+    fake (API or blob host) would land on the stderr a test reads as lk-eval's own."""
+    with github_server() as gh:
+        for url in (gh.base_url, gh.blob_url):
+            port = int(url.rsplit(":", 1)[1])
+            reset_then_ask(port, lambda url=url: httpx.get(f"{url}/nothing", timeout=30))
+    assert "Traceback" not in capfd.readouterr().err

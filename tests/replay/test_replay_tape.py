@@ -21,6 +21,7 @@ import requests
 
 from lkeval.replay import tape as tp
 from lkeval.replay import transports
+from lkeval.testing.llm_server import QuietHTTPServer
 
 SSE = [
     b'data: {"n": 1, "text": "caf\xc3',
@@ -61,7 +62,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server() -> Iterator[ThreadingHTTPServer]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    srv = QuietHTTPServer(("127.0.0.1", 0), _Handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     yield srv
     srv.shutdown()
