@@ -7,8 +7,8 @@ masker, whose secrets :mod:`lkeval_action.secrets` announced first.
 
 from __future__ import annotations
 
-from lkeval.text.commands import command
 from lkeval.text.masking import mask
+from lkeval.text.untrusted import command
 
 
 def workflow_command(name: str, message: str) -> str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from lkeval.text.commands import add_mask_commands
 from lkeval.text.masking import register_argv, register_environ
+from lkeval.text.untrusted import add_mask_commands
 
 #: The input lkeval's extra options come in (read raw when the inputs do not make a plan).
 EXTRA_ARGS_VARIABLE = "INPUT_EXTRA-ARGS"

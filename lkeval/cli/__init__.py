@@ -39,8 +39,8 @@ from lkeval.cli import run as run_command
 from lkeval.cli import validate as validate_command
 from lkeval.errors import ExitCode, LkevalError
 from lkeval.publish.github.action_inputs import for_action
-from lkeval.text.commands import add_mask_commands, inert_lines
 from lkeval.text.masking import mask, register_argv
+from lkeval.text.untrusted import add_mask_commands, inert_lines
 
 #: The subcommands, in ``--help`` order: each adds its parser and sets its ``handler``.
 COMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (

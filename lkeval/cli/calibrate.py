@@ -41,8 +41,8 @@ from lkeval.results.results_json import dump_results
 from lkeval.results.sampling import JUDGE_SOURCE
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.scenarios.model import Scenario
-from lkeval.text.commands import inert_line
 from lkeval.text.masking import mask_results
+from lkeval.text.untrusted import inert_line
 
 DEFAULT_VOTES = 10
 MAX_VOTES = 50

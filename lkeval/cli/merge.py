@@ -11,7 +11,7 @@ from lkeval.publish.files import write_text
 from lkeval.results.fingerprint import merge_problem, uncovered
 from lkeval.results.model import RunResults, load_results, run_inference_class
 from lkeval.results.results_json import dump_results
-from lkeval.text.commands import inert_line
+from lkeval.text.untrusted import inert_line
 
 
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -31,8 +31,8 @@ from lkeval.results.history import DEFAULT_WINDOW as DEFAULT_HISTORY_RUNS
 from lkeval.results.history import digests, rolled
 from lkeval.results.model import ResultsFileError, RunResults, load_results
 from lkeval.results.sampling import recheck, run_cost_line
-from lkeval.text.commands import inert_line
 from lkeval.text.masking import mask, mask_results
+from lkeval.text.untrusted import inert_line
 
 
 class BaselineError(ResultsFileError):

@@ -7,7 +7,7 @@ import sys
 
 from lkeval.errors import ExitCode
 from lkeval.scenarios.loader import load_scenario_files, summarize
-from lkeval.text.commands import inert_line, inert_lines
+from lkeval.text.untrusted import inert_line, inert_lines
 
 
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -34,9 +34,8 @@ from lkeval.results.wording import (
     seconds,
 )
 from lkeval.run.engine import ProgressObserver
-from lkeval.text.commands import command, inert, inert_line
 from lkeval.text.masking import mask, mask_results
-from lkeval.text.untrusted import terminal_text
+from lkeval.text.untrusted import command, inert, inert_line, terminal_text
 
 MARK = {"passed": "✓", "failed": "✗", "error": "!", "skipped": "-"}
 

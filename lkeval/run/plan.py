@@ -24,7 +24,7 @@ from lkeval.scenarios.bounds import runs_problem
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.scenarios.model import Scenario, min_pass_problem
 from lkeval.scenarios.selection import check_selection, select_shard
-from lkeval.text.commands import inert_line
+from lkeval.text.untrusted import inert_line
 
 
 @dataclass(frozen=True)

@@ -64,8 +64,8 @@ from lkeval.run.plan import Plan, SuiteSettings, build_plan
 from lkeval.run.revote import ask_again_with
 from lkeval.scenarios.model import Scenario
 from lkeval.scenarios.selection import shard_text
-from lkeval.text.commands import inert_line
 from lkeval.text.masking import mask_results, redact_argv
+from lkeval.text.untrusted import inert_line
 
 SUPPORTED_LIVEKIT_AGENTS = SUPPORTED_RANGE
 """The livekit-agents versions an agent may use (checked by the agent host at boot)."""

@@ -7,8 +7,8 @@ text applies them where it shows it and none has to reach up (or sideways) for t
 
 * ``masking``: the process's one :class:`~lkeval.text.masking.Masker` and ``clip``
   (mask first, then cut);
-* ``untrusted``: text for a terminal line, Markdown, a table cell or a code block;
-* ``commands``: GitHub workflow commands, and untrusted lines the runner cannot read as one.
+* ``untrusted``: text for a terminal line, Markdown, a table cell or a code block, and GitHub
+  workflow commands, with untrusted lines the runner cannot read as one.
 
 Standard library only: the Action's entrypoint imports it before anything is installed.
 """

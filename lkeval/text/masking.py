@@ -393,7 +393,7 @@ def _escaped_forms(secret: str) -> set[str]:
         json.dumps(secret, ensure_ascii=False)[1:-1],
         json.dumps(secret)[1:-1],
         secret.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"),
-        # ... and with ``##[`` broken, as lkeval.text.commands writes every command's text
+        # ... and with ``##[`` broken, as lkeval.text.untrusted writes every command's text
         secret.replace("%", "%25")
         .replace("\r", "%0D")
         .replace("\n", "%0A")

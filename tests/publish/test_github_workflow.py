@@ -22,8 +22,8 @@ from lkeval.publish.github.workflow import (
 )
 from lkeval.publish.progress import GitHubProgress, TerminalProgress, make_progress
 from lkeval.results.model import Attempt, TurnMetrics, Usage
-from lkeval.text.commands import add_mask_commands, command, escape_data, escape_property, inert
 from lkeval.text.masking import register_secret
+from lkeval.text.untrusted import add_mask_commands, command, escape_data, escape_property, inert
 
 
 def test_escapes() -> None:

@@ -7,9 +7,10 @@ import io
 import pytest
 from action_runner import legacy_markers, runner_commands
 
-from lkeval.text.commands import inert, inert_line
 from lkeval.text.untrusted import (
     LABEL_CHARS,
+    inert,
+    inert_line,
     label,
     md_cell,
     md_code_block,
@@ -159,7 +160,7 @@ def test_no_workflow_command_carries_an_unbroken_legacy_prefix() -> None:
     from report_fixtures import results_of, scenario
 
     from lkeval.publish.github.workflow import error_annotations, group
-    from lkeval.text.commands import command, warning
+    from lkeval.text.untrusted import command, warning
 
     hostile = "Crash ##[error]legacy, command: ##[group]x"
     lines = [

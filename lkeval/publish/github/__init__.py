@@ -27,7 +27,7 @@ from lkeval.publish.github.workflow import (
     group,
     write_outputs,
 )
-from lkeval.text.commands import add_mask_commands, command, escape_data, escape_property, warning
+from lkeval.text.untrusted import add_mask_commands, command, escape_data, escape_property, warning
 
 __all__ = [
     "COMMENT_MODES",

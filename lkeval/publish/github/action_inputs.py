@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from lkeval.text.commands import command
+from lkeval.text.untrusted import command
 
 INPUT_NAMES_VARIABLE = "LKEVAL_INPUT_NAMES"
 _OPTION = re.compile(r"(?:argument )?(?<![\w-])(--[A-Za-z0-9][A-Za-z0-9-]*)(?:/-[A-Za-z])?")

@@ -11,7 +11,7 @@ from lkeval.results.gate import GateOutcome
 from lkeval.results.metrics import suite_metrics
 from lkeval.results.model import RunResults
 from lkeval.results.wording import plain
-from lkeval.text.commands import command
+from lkeval.text.untrusted import command
 
 
 def budget_annotations(gate: GateOutcome, workspace: str | None) -> list[str]:

@@ -19,8 +19,8 @@ from lkeval import __version__
 from lkeval.results.model import RunMetadata, RunResults, ScenarioResult
 from lkeval.scenarios.model import Scenario
 from lkeval.scenarios.selection import Selection
-from lkeval.text.commands import command
 from lkeval.text.masking import redact_argv
+from lkeval.text.untrusted import command
 
 #: Where the docs explain how to evaluate a fork's PR.
 FORK_RECIPE = "docs/action.md#pull-requests-from-forks"

@@ -31,8 +31,8 @@ from lkeval.publish.github.workflow import (
 from lkeval.reporters import MarkdownReporter, Report
 from lkeval.results.gate import tally
 from lkeval.results.wording import plain
-from lkeval.text.commands import command, inert_line, warning
 from lkeval.text.masking import mask
+from lkeval.text.untrusted import command, inert_line, warning
 
 #: Room kept free below GitHub's hard limits, for the marker line and a later edit by hand.
 COMMENT_MARGIN = 1024

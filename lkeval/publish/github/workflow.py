@@ -2,7 +2,7 @@
 
 These are plain text conventions of the runner, so this module only formats and appends; it
 does no network I/O. The commands themselves, their escaping and untrusted text made inert
-are :mod:`lkeval.text.commands`.
+are :mod:`lkeval.text.untrusted`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from typing import TextIO
 
 from lkeval.results.model import RunResults, ScenarioResult
 from lkeval.results.wording import failure_reasons, outcome_line, plain
-from lkeval.text.commands import command
 from lkeval.text.masking import clip
-from lkeval.text.untrusted import terminal_text
+from lkeval.text.untrusted import command, terminal_text
 
 #: GitHub refuses a job summary over 1 MiB per step.
 MAX_SUMMARY_BYTES = 1024 * 1024
