@@ -29,7 +29,6 @@ from lkeval.reporters.interface import Report, Reporter
 from lkeval.results.baseline import ScenarioChange
 from lkeval.results.calibration import describe_calibration
 from lkeval.results.model import RunResults, ScenarioResult
-from lkeval.results.replays import replay_text, scenario_state
 from lkeval.results.wording import (
     attempt_to_show,
     failure_reasons,
@@ -37,6 +36,8 @@ from lkeval.results.wording import (
     outcome_line,
     plain,
     ran_attempts,
+    replay_text,
+    scenario_state,
 )
 from lkeval.text.masking import mask
 from lkeval.text.untrusted import label

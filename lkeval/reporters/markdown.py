@@ -39,16 +39,17 @@ from lkeval.reporters.markdown_parts import (
 from lkeval.results.baseline import ScenarioChange
 from lkeval.results.calibration import cannot_tell, describe_calibration
 from lkeval.results.model import RunResults, ScenarioResult
-from lkeval.results.replays import (
+from lkeval.results.sampling import run_cost_line
+from lkeval.results.wording import (
     LIVE,
     MISSED,
+    count,
     has_replays,
+    is_repeated,
     replay_line,
     replay_text,
     scenario_state,
 )
-from lkeval.results.sampling import run_cost_line
-from lkeval.results.wording import count, is_repeated
 from lkeval.text.masking import mask
 from lkeval.text.untrusted import LABEL_CHARS
 

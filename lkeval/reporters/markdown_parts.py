@@ -28,16 +28,18 @@ from lkeval.results.metrics import (
 )
 from lkeval.results.model import RunResults, ScenarioResult, Usage
 from lkeval.results.pricing import format_cost, total_cost
-from lkeval.results.replays import has_replays, replay_short, replay_text
 from lkeval.results.wording import (
     attempt_to_show,
     count,
     failure_reasons,
     format_transcript,
+    has_replays,
     is_repeated,
     one_line,
     plain,
     ran_attempts,
+    replay_short,
+    replay_text,
     seconds,
 )
 from lkeval.text.untrusted import LABEL_CHARS, REASON_CHARS, md_cell, md_code_block, md_text

@@ -69,7 +69,7 @@ class SuiteSettings:
     """``--cassette-rules FILE``: the user's scrub rules for matching requests."""
     no_credentials: bool = False
     """A fork's pull request without LLM credentials, replaying its cassettes: what did not
-    replay in full is "not run: needs a live LLM" (lkeval.results.replays.without_credentials)."""
+    replay in full is "not run: needs a live LLM" (lkeval.results.wording.without_credentials)."""
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ from lkeval.results.model import (
     run_start_mode,
 )
 from lkeval.results.pricing import PriceTable
-from lkeval.results.replays import without_credentials
+from lkeval.results.wording import without_credentials
 from lkeval.run.attempt import CONVERSATION_MODE, RunSettings
 from lkeval.run.collaborators import RunEvaluator
 from lkeval.run.engine import (

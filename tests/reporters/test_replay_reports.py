@@ -12,7 +12,7 @@ from report_fixtures import FAILED, PASSED, metadata
 from lkeval.reporters import JUnitReporter, MarkdownReporter, build_report
 from lkeval.results.gate import evaluate_gate
 from lkeval.results.model import Replay, RunResults, ScenarioResult
-from lkeval.results.replays import (
+from lkeval.results.wording import (
     LIVE,
     MISSED,
     REPLAYED,

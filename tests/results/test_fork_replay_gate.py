@@ -19,8 +19,8 @@ from lkeval.results.model import (
     ScenarioResult,
     load_results,
 )
-from lkeval.results.replays import without_credentials
 from lkeval.results.results_json import dump_results
+from lkeval.results.wording import without_credentials
 
 FULL = Replay("replayed", "a.json", calls_replayed=6)
 MISS = Replay(
