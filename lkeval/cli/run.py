@@ -41,7 +41,6 @@ from lkeval.publish.github.remote_baseline import FetchedBaseline, is_remote
 from lkeval.publish.github.restore_cassettes import restore_cassettes
 from lkeval.publish.progress import make_progress
 from lkeval.results.calibration import calibrated_errors
-from lkeval.results.fingerprint import verdict_options
 from lkeval.results.history import rolled, with_history
 from lkeval.results.model import RunResults
 from lkeval.results.results_json import dump_results
@@ -172,11 +171,11 @@ def _agent_env(options: RunOptions) -> tuple[tuple[str, str], ...]:
     return (*filled, *options.env)
 
 
-def run_verdict_options(options: RunOptions) -> tuple[tuple[str, str], ...]:
+def run_verdict_options(options: RunOptions) -> tuple[tuple[str, object], ...]:
     """The flags that change a verdict or the gate, recorded in the results' fingerprint:
     ``lkeval merge`` refuses shards run with different ones (``--shard`` aside)."""
     llm, report = options.llm, options.report
-    return verdict_options(
+    return tuple(
         {
             "--judge-model": llm.judge.model,
             "--caller-model": llm.caller.model,
@@ -199,7 +198,7 @@ def run_verdict_options(options: RunOptions) -> tuple[tuple[str, str], ...]:
             "--min-pass-rate": report.min_pass_rate,
             "--allow-nothing-to-check": report.allow_nothing_to_check,
             "--allow-all-quarantined": report.allow_all_quarantined,
-        }
+        }.items()
     )
 
 

@@ -14,7 +14,6 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from lkeval.results.model import RunMetadata, SuiteFingerprint
 from lkeval.scenarios.model import Scenario
@@ -30,12 +29,13 @@ def scenario_digest(scenario: Scenario) -> str:
 
 
 def suite_fingerprint(
-    suite: Sequence[Scenario], options: Iterable[tuple[str, str]]
+    suite: Sequence[Scenario], options: Iterable[tuple[str, object]]
 ) -> SuiteFingerprint:
-    """The fingerprint of the whole suite (before ``--shard`` cut it) and the run's options."""
+    """The fingerprint of the whole suite (before ``--shard`` cut it) and of the run's options
+    that change a verdict, each recorded as text, sorted by flag (stable across jobs)."""
     return SuiteFingerprint(
         scenarios={s.id: scenario_digest(s) for s in suite},
-        options=dict(options),
+        options={flag: _text(value) for flag, value in sorted(options, key=lambda o: o[0])},
     )
 
 
@@ -116,12 +116,7 @@ def uncovered(meta: RunMetadata, scenario_ids: Iterable[str]) -> list[str]:
     return [sid for sid in (meta.suite.scenarios if meta.suite else {}) if sid not in held]
 
 
-def verdict_options(values: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    """The options as recorded: each value as text, sorted by name (stable across jobs)."""
-    return tuple(sorted((key, _text(value)) for key, value in values.items()))
-
-
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if value is None:
         return "(default)"
     if isinstance(value, bool):
@@ -136,5 +131,4 @@ __all__ = [
     "scenario_digest",
     "suite_fingerprint",
     "uncovered",
-    "verdict_options",
 ]

@@ -59,8 +59,9 @@ class SuiteSettings:
     prices: tuple[tuple[str, tuple[float, float]], ...] = ()
     argv: tuple[str, ...] = ()
     """The command line, recorded with its secrets redacted."""
-    verdict_options: tuple[tuple[str, str], ...] = ()
-    """The options that change verdicts, as text (the results' suite fingerprint)."""
+    verdict_options: tuple[tuple[str, object], ...] = ()
+    """The options that change verdicts, by flag; the results' suite fingerprint records them
+    as text (:func:`lkeval.results.fingerprint.suite_fingerprint`)."""
     cassettes: Path | None = None
     """``--cassettes DIR``: one cassette per scenario attempt (None: record/replay is off)."""
     cassette_mode: str = defaults.CASSETTE_MODE

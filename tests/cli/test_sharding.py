@@ -131,6 +131,30 @@ def _metadata(
     )
 
 
+def test_the_fingerprint_records_the_verdict_options_as_text_by_flag() -> None:
+    """What ``lkeval merge`` compares: every option as text, in flag order, whatever order and
+    type the run handed them in (a job that lists them otherwise must still agree)."""
+    suite = suite_fingerprint(
+        [],
+        [
+            ("--repeat", None),
+            ("--maybe-is-pass", True),
+            ("--judges", ("task_completion", "tool_use")),
+            ("--tag", ()),
+            ("--judge-model", "gpt-4.1-mini"),
+            ("--min-pass-rate", 0.9),
+        ],
+    )
+    assert list(suite.options.items()) == [
+        ("--judge-model", "gpt-4.1-mini"),
+        ("--judges", '["task_completion", "tool_use"]'),
+        ("--maybe-is-pass", "true"),
+        ("--min-pass-rate", "0.9"),
+        ("--repeat", "(default)"),
+        ("--tag", "(none)"),
+    ]
+
+
 def test_merged_shards_equal_the_unsharded_results(
     scenarios: list[Scenario], tmp_path: Path
 ) -> None:
