@@ -3,8 +3,8 @@
 Their prompts are livekit's, unchanged (the vocabulary users know). What lk-eval adds: the
 transcript as a livekit ``ChatContext`` with the agent's own instructions in front (where
 ``task_completion`` looks for the agent's goal; without them it judges blind), and their LLM
-calls through :class:`~lkeval.llm.client.MeteredLLM` (lk-eval's timeout, retries, error
-messages, token counts).
+calls through :class:`MeteredLLM` (lk-eval's timeout, retries, error messages, token counts),
+below.
 """
 
 from __future__ import annotations
@@ -18,16 +18,28 @@ from livekit.agents.llm import (
     LLM,
     AgentConfigUpdate,
     AgentHandoff,
+    ChatChunk,
     ChatContext,
     ChatItem,
     ChatMessage,
+    ChoiceDelta,
+    CompletionUsage,
     FunctionCall,
     FunctionCallOutput,
     FunctionToolCall,
+    LLMStream,
+    Tool,
+    ToolChoice,
     ToolError,
 )
+from livekit.agents.types import (
+    DEFAULT_API_CONNECT_OPTIONS,
+    NOT_GIVEN,
+    APIConnectOptions,
+    NotGivenOr,
+)
 
-from lkeval.llm.client import LLMError, LLMReply, MeteredLLM
+from lkeval.llm.client import LLMError, LLMReply, call_llm
 from lkeval.llm.config import LLMSpec
 from lkeval.llm.judge import JUDGE_RETRIES, VERDICTS, JudgeError, parse_verdict
 from lkeval.results.model import TranscriptItem, Usage, Verdict
@@ -148,3 +160,115 @@ async def run_builtin_judges(
             raise outcome
         verdicts.append(outcome)
     return verdicts
+
+
+class MeteredLLM(LLM):
+    """A livekit ``LLM`` that sends every ``chat()`` through :func:`call_llm` and sums usage.
+
+    Lets code written against livekit's interface (the built-in judges of
+    ``livekit.agents.evals``) get lk-eval's retries, timeout and error messages, and lets
+    the engine count their tokens per scenario: create one per scenario, read ``usage``.
+    """
+
+    def __init__(
+        self,
+        inner: LLM,
+        spec: LLMSpec,
+        check: Callable[[LLMReply], LLMReply] | None = None,
+        retries: int = 0,
+    ) -> None:
+        """``check`` may turn a reply into the one the caller should see, or raise to have
+        the call asked again (up to ``retries`` times, then its last exception stands)."""
+        super().__init__()
+        self.inner = inner
+        self.spec = spec
+        self.usage = Usage()
+        self.check = check
+        self.retries = retries
+
+    @property
+    def model(self) -> str:
+        """The wrapped LLM's model (livekit's judges read it)."""
+        return self.inner.model
+
+    @property
+    def provider(self) -> str:
+        """The wrapped LLM's provider."""
+        return self.inner.provider
+
+    def chat(
+        self,
+        *,
+        chat_ctx: ChatContext,
+        tools: list[Tool] | None = None,
+        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
+        parallel_tool_calls: NotGivenOr[bool] = NOT_GIVEN,
+        tool_choice: NotGivenOr[ToolChoice] = NOT_GIVEN,
+        extra_kwargs: NotGivenOr[dict[str, Any]] = NOT_GIVEN,
+    ) -> LLMStream:
+        """Start a metered call; ``conn_options`` and ``extra_kwargs`` yield to the spec."""
+        return _MeteredStream(
+            self,
+            chat_ctx=chat_ctx,
+            tools=tools or [],
+            conn_options=conn_options,
+            tool_choice=tool_choice,
+        )
+
+
+class _MeteredStream(LLMStream):
+    """Runs :func:`call_llm` and replays its reply as chunks (one delta, one usage)."""
+
+    def __init__(
+        self,
+        owner: MeteredLLM,
+        *,
+        chat_ctx: ChatContext,
+        tools: list[Tool],
+        conn_options: APIConnectOptions,
+        tool_choice: NotGivenOr[ToolChoice],
+    ) -> None:
+        super().__init__(owner, chat_ctx=chat_ctx, tools=tools, conn_options=conn_options)
+        self._owner = owner
+        self._tool_choice = tool_choice
+
+    async def _run(self) -> None:
+        owner = self._owner
+        for attempt in range(owner.retries + 1):
+            reply = await call_llm(
+                owner.inner,
+                owner.spec,
+                self._chat_ctx,
+                tools=self._tools,
+                tool_choice=self._tool_choice,
+            )
+            owner.usage = owner.usage + reply.usage
+            if owner.check is None:
+                break
+            try:
+                reply = owner.check(reply)
+                break
+            except Exception:
+                if attempt == owner.retries:
+                    raise
+        self._event_ch.send_nowait(
+            ChatChunk(
+                id="lkeval-metered",
+                delta=ChoiceDelta(
+                    role="assistant",
+                    content=reply.text or None,
+                    tool_calls=list(reply.tool_calls),
+                ),
+            )
+        )
+        tokens_in, tokens_out = reply.usage.input_tokens, reply.usage.output_tokens
+        self._event_ch.send_nowait(
+            ChatChunk(
+                id="lkeval-metered",
+                usage=CompletionUsage(
+                    prompt_tokens=tokens_in,
+                    completion_tokens=tokens_out,
+                    total_tokens=tokens_in + tokens_out,
+                ),
+            )
+        )

@@ -20,8 +20,8 @@ Every LLM call lk-eval makes goes through :func:`call_llm`, so the policies live
 * every failure becomes :class:`LLMError` with one line naming the role, model, host and
   status, never the key (the provider's message is scrubbed of it, too).
 
-:class:`MeteredLLM` wraps an LLM with these policies behind livekit's own ``LLM`` interface,
-for code that calls ``llm.chat()`` itself (livekit.agents.evals' built-in judges).
+:class:`lkeval.llm.builtin_judges.MeteredLLM` wraps an LLM with these policies behind livekit's
+own ``LLM`` interface, for livekit.agents.evals' built-in judges (which call ``llm.chat()``).
 """
 
 from __future__ import annotations
@@ -39,18 +39,14 @@ from livekit.agents import APIConnectionError, APIError, APIStatusError, APITime
 from livekit.agents.inference import LLM as InferenceLLM
 from livekit.agents.llm import (
     LLM,
-    ChatChunk,
     ChatContext,
-    ChoiceDelta,
     CompletionUsage,
     FunctionToolCall,
-    LLMStream,
     Tool,
     ToolChoice,
     function_tool,
 )
 from livekit.agents.types import (
-    DEFAULT_API_CONNECT_OPTIONS,
     NOT_GIVEN,
     APIConnectOptions,
     NotGivenOr,
@@ -342,120 +338,3 @@ def make_tool(name: str, description: str, properties: dict[str, Any]) -> Tool:
         },
     }
     return function_tool(_never_called, raw_schema=schema)
-
-
-def forced(tool_name: str) -> ToolChoice:
-    """A ``tool_choice`` that makes the model call exactly this tool."""
-    return {"type": "function", "function": {"name": tool_name}}
-
-
-class MeteredLLM(LLM):
-    """A livekit ``LLM`` that sends every ``chat()`` through :func:`call_llm` and sums usage.
-
-    Lets code written against livekit's interface (the built-in judges of
-    ``livekit.agents.evals``) get lk-eval's retries, timeout and error messages, and lets
-    the engine count their tokens per scenario: create one per scenario, read ``usage``.
-    """
-
-    def __init__(
-        self,
-        inner: LLM,
-        spec: LLMSpec,
-        check: Callable[[LLMReply], LLMReply] | None = None,
-        retries: int = 0,
-    ) -> None:
-        """``check`` may turn a reply into the one the caller should see, or raise to have
-        the call asked again (up to ``retries`` times, then its last exception stands)."""
-        super().__init__()
-        self.inner = inner
-        self.spec = spec
-        self.usage = Usage()
-        self.check = check
-        self.retries = retries
-
-    @property
-    def model(self) -> str:
-        """The wrapped LLM's model (livekit's judges read it)."""
-        return self.inner.model
-
-    @property
-    def provider(self) -> str:
-        """The wrapped LLM's provider."""
-        return self.inner.provider
-
-    def chat(
-        self,
-        *,
-        chat_ctx: ChatContext,
-        tools: list[Tool] | None = None,
-        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
-        parallel_tool_calls: NotGivenOr[bool] = NOT_GIVEN,
-        tool_choice: NotGivenOr[ToolChoice] = NOT_GIVEN,
-        extra_kwargs: NotGivenOr[dict[str, Any]] = NOT_GIVEN,
-    ) -> LLMStream:
-        """Start a metered call; ``conn_options`` and ``extra_kwargs`` yield to the spec."""
-        return _MeteredStream(
-            self,
-            chat_ctx=chat_ctx,
-            tools=tools or [],
-            conn_options=conn_options,
-            tool_choice=tool_choice,
-        )
-
-
-class _MeteredStream(LLMStream):
-    """Runs :func:`call_llm` and replays its reply as chunks (one delta, one usage)."""
-
-    def __init__(
-        self,
-        owner: MeteredLLM,
-        *,
-        chat_ctx: ChatContext,
-        tools: list[Tool],
-        conn_options: APIConnectOptions,
-        tool_choice: NotGivenOr[ToolChoice],
-    ) -> None:
-        super().__init__(owner, chat_ctx=chat_ctx, tools=tools, conn_options=conn_options)
-        self._owner = owner
-        self._tool_choice = tool_choice
-
-    async def _run(self) -> None:
-        owner = self._owner
-        for attempt in range(owner.retries + 1):
-            reply = await call_llm(
-                owner.inner,
-                owner.spec,
-                self._chat_ctx,
-                tools=self._tools,
-                tool_choice=self._tool_choice,
-            )
-            owner.usage = owner.usage + reply.usage
-            if owner.check is None:
-                break
-            try:
-                reply = owner.check(reply)
-                break
-            except Exception:
-                if attempt == owner.retries:
-                    raise
-        self._event_ch.send_nowait(
-            ChatChunk(
-                id="lkeval-metered",
-                delta=ChoiceDelta(
-                    role="assistant",
-                    content=reply.text or None,
-                    tool_calls=list(reply.tool_calls),
-                ),
-            )
-        )
-        tokens_in, tokens_out = reply.usage.input_tokens, reply.usage.output_tokens
-        self._event_ch.send_nowait(
-            ChatChunk(
-                id="lkeval-metered",
-                usage=CompletionUsage(
-                    prompt_tokens=tokens_in,
-                    completion_tokens=tokens_out,
-                    total_tokens=tokens_in + tokens_out,
-                ),
-            )
-        )
