@@ -40,8 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as `python bench/judge_real_server.py` from a checkout
     sys.path.insert(0, str(ROOT))
 
-from lkeval.llm.backends import build_llm  # noqa: E402
-from lkeval.llm.client import LLMError  # noqa: E402
+from lkeval.llm.client import LLMError, build_llm  # noqa: E402
 from lkeval.llm.config import resolve_llm_spec  # noqa: E402
 from lkeval.llm.judge import JudgeError, judge_conversation  # noqa: E402
 from lkeval.llm.options import LLMEndpointOptions, LLMOptions  # noqa: E402

@@ -1,6 +1,9 @@
-"""One LLM request for the caller or the judge: timeout, retries, temperature, usage, errors.
+"""The caller's and the judge's LLM: built from its spec, and each request under one policy.
 
-Every LLM call lk-eval makes goes through :func:`call_llm`, so the policies live in one place:
+:func:`build_llm` makes the livekit ``LLM`` an :class:`~lkeval.llm.config.LLMSpec` names; this
+is the module that imports livekit (~1.5 s), so :mod:`lkeval.llm.config` can resolve and check
+a spec fast enough to fail before agents boot. Every LLM call lk-eval makes goes through
+:func:`call_llm`, so the policies live in one place:
 
 * temperature 0 where accepted: sent per request (not baked into the LLM) so that when a
   provider rejects it (some reasoning models answer 400) the request is repeated once without
@@ -9,7 +12,7 @@ Every LLM call lk-eval makes goes through :func:`call_llm`, so the policies live
   sending tokens is stopped at it as surely as a silent server, and the message says which
   (``still streaming after N s`` or ``no answer within N s``); retries on 408, 409, 429, 5xx,
   timeouts and dropped connections by the OpenAI SDK's own machinery (``max_retries`` on the
-  client that :func:`lkeval.llm.backends.build_llm` makes: exponential backoff with jitter,
+  client that :func:`build_llm` makes: exponential backoff with jitter,
   honouring
   ``Retry-After``/``retry-after-ms``), not by a loop of ours. LiveKit Inference is the one
   exception: livekit builds that client with ``max_retries=0`` and no way to change it, so
@@ -52,7 +55,7 @@ from livekit.agents.types import (
     NotGivenOr,
 )
 
-from lkeval.llm.config import LLMSpec, read_secret
+from lkeval.llm.config import LLMSpec, _env, check_credentials, read_secret
 from lkeval.replay.session import calls_of
 from lkeval.results.model import Usage
 
@@ -87,6 +90,41 @@ class _Failure:
     what: str
     retryable: bool
     status: int | None = None
+
+
+def build_llm(spec: LLMSpec, environ: Mapping[str, str] | None = None) -> LLM:
+    """A livekit ``LLM`` for the spec; the caller owns it and must ``await llm.aclose()``.
+
+    Temperature is not baked into the LLM: :func:`call_llm` sends it per request so it can drop
+    it for a provider that rejects it.
+    """
+    check_credentials(spec)
+    env = os.environ if environ is None else environ
+    if spec.backend == "inference":
+        from livekit.agents.inference import LLM as InferenceLLM
+        from livekit.agents.inference.llm import min_reasoning_effort
+
+        extra: dict[str, Any] = {}
+        if (effort := min_reasoning_effort(spec.model)) is not None:
+            extra["reasoning_effort"] = effort  # as JudgeGroup does: fastest, cheapest
+        return InferenceLLM(
+            spec.model,
+            base_url=spec.base_url,
+            api_key=_env(env, spec.api_key_env or ""),
+            api_secret=_env(env, spec.api_secret_env or ""),
+            extra_kwargs=extra,
+        )
+
+    from livekit.plugins import openai as lk_openai
+
+    return lk_openai.LLM(
+        model=spec.model,
+        base_url=spec.base_url,
+        # A keyless local server still needs a non-empty string for the OpenAI SDK.
+        api_key=read_secret(spec, env) or "lkeval-no-key",
+        # The SDK's own retry machinery: backoff with jitter, honours Retry-After.
+        max_retries=spec.max_retries,
+    )
 
 
 async def call_llm(

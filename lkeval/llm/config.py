@@ -2,7 +2,7 @@
 
 Kept free of ``livekit.agents`` imports at module level (importing it costs ~1.5 s): the CLI
 resolves and checks both LLMs before any agent boots, so a missing key fails in milliseconds
-with exit 2 instead of after the first scenario. Only :func:`lkeval.llm.backends.build_llm`
+with exit 2 instead of after the first scenario. Only :func:`lkeval.llm.client.build_llm`
 imports livekit.
 
 Two backends, chosen from the model string and base URL:

@@ -57,7 +57,7 @@ class LLMEvaluator:
 
     def _llm(self, spec: LLMSpec) -> Any:
         if spec.role not in self._llms:
-            from lkeval.llm.backends import build_llm
+            from lkeval.llm.client import build_llm
 
             self._llms[spec.role] = build_llm(spec, self._environ)
         return self._llms[spec.role]

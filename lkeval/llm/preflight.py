@@ -40,8 +40,7 @@ from typing import TypeVar
 
 from livekit.agents.llm import LLM
 
-from lkeval.llm.backends import build_llm
-from lkeval.llm.client import LLMError
+from lkeval.llm.client import LLMError, build_llm
 from lkeval.llm.config import LLMConfigError, LLMSpec
 from lkeval.llm.judge import JudgeError, judge_conversation, learn_verdict_form
 from lkeval.results.model import JudgeCheck, TranscriptItem, VerdictValue

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from lkeval.llm.backends import build_llm
 from lkeval.llm.caller import CallerTurn, SimulatedCaller, caller_flag
-from lkeval.llm.client import LLMError
+from lkeval.llm.client import LLMError, build_llm
 from lkeval.llm.config import LLMSpec, resolve_llm_spec
 from lkeval.llm.evaluator import LLMEvaluator
 from lkeval.llm.judge import combine_verdicts

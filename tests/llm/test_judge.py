@@ -17,9 +17,8 @@ from typing import Any, TypeVar
 import pytest
 from livekit.agents.llm import LLM
 
-from lkeval.llm.backends import build_llm
 from lkeval.llm.builtin_judges import run_builtin_judges
-from lkeval.llm.client import LLMError
+from lkeval.llm.client import LLMError, build_llm
 from lkeval.llm.config import LLMSpec, resolve_llm_spec
 from lkeval.llm.judge import (
     JUDGE_RETRIES,

@@ -15,7 +15,7 @@ import pytest
 
 from lkeval.cli.flags import add_llm_arguments
 from lkeval.cli.options import llm_options
-from lkeval.llm.backends import build_llm
+from lkeval.llm.client import build_llm
 from lkeval.llm.config import (
     LLMConfigError,
     LLMSpec,
