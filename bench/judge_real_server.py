@@ -41,9 +41,8 @@ if str(ROOT) not in sys.path:  # run as `python bench/judge_real_server.py` from
     sys.path.insert(0, str(ROOT))
 
 from lkeval.llm.client import LLMError, build_llm  # noqa: E402
-from lkeval.llm.config import resolve_llm_spec  # noqa: E402
+from lkeval.llm.config import LLMEndpointOptions, LLMOptions, resolve_llm_spec  # noqa: E402
 from lkeval.llm.judge import JudgeError, judge_conversation  # noqa: E402
-from lkeval.llm.options import LLMEndpointOptions, LLMOptions  # noqa: E402
 from lkeval.llm.preflight import (  # noqa: E402
     CANARY_EXPECTATIONS,
     CANARY_INSTRUCTIONS,

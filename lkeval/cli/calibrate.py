@@ -23,8 +23,8 @@ from lkeval.cli import options as opt
 from lkeval.cli.flags import add_llm_arguments
 from lkeval.errors import ConfigError, NothingToRunError
 from lkeval.llm.calibrate import calibrate_scenario
+from lkeval.llm.config import LLMOptions
 from lkeval.llm.evaluator import LLMEvaluator, build_evaluator
-from lkeval.llm.options import LLMOptions
 from lkeval.publish.files import write_text
 from lkeval.results.calibration import cannot_tell, describe_calibration
 from lkeval.results.consistency import status_problem

@@ -16,7 +16,7 @@ from typing import Any
 from lkeval import defaults
 from lkeval.cli import options as opt
 from lkeval.cli.options import ReportOptions, RunOptions
-from lkeval.llm.options import LLMOptions
+from lkeval.llm.config import LLMOptions
 from lkeval.publish.github.comments import COMMENT_MODES
 from lkeval.reporters import REPORTER_BY_NAME
 from lkeval.results.gate import FAIL_ON_CHOICES

@@ -20,8 +20,7 @@ from typing import TypeVar
 
 from lkeval import defaults
 from lkeval.errors import UsageError
-from lkeval.llm.config import parse_price
-from lkeval.llm.options import LLMEndpointOptions, LLMOptions
+from lkeval.llm.config import LLMEndpointOptions, LLMOptions, parse_price
 from lkeval.publish.github.comments import CommentMode, marker
 from lkeval.results.budgets import Budgets
 from lkeval.results.gate import FailOn

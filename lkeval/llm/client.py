@@ -55,7 +55,8 @@ from livekit.agents.types import (
     NotGivenOr,
 )
 
-from lkeval.llm.config import LLMSpec, _env, check_credentials, read_secret
+from lkeval.llm.config import LLMSpec, check_credentials, read_secret
+from lkeval.llm.endpoints import env_value
 from lkeval.replay.session import calls_of
 from lkeval.results.model import Usage
 
@@ -110,8 +111,8 @@ def build_llm(spec: LLMSpec, environ: Mapping[str, str] | None = None) -> LLM:
         return InferenceLLM(
             spec.model,
             base_url=spec.base_url,
-            api_key=_env(env, spec.api_key_env or ""),
-            api_secret=_env(env, spec.api_secret_env or ""),
+            api_key=env_value(env, spec.api_key_env or ""),
+            api_secret=env_value(env, spec.api_secret_env or ""),
             extra_kwargs=extra,
         )
 

@@ -1,5 +1,12 @@
 """Which LLM plays the caller and which one judges: flags, environment, credentials, prices.
 
+What the command line says about them is :class:`LLMOptions`: typed, frozen data built once at
+the top (:mod:`lkeval.cli.options`) and passed down, so nothing in ``lkeval.llm`` reads
+``argparse`` and every option is a named field grep can follow. ``None`` there means "not given
+on the command line": :func:`resolve_llm_spec` then reads the ``LKEVAL_<ROLE>_*`` variables and
+finally the defaults of :mod:`lkeval.defaults`. Where the servers are (URLs, keys by host) is
+:mod:`lkeval.llm.endpoints`.
+
 Kept free of ``livekit.agents`` imports at module level (importing it costs ~1.5 s): the CLI
 resolves and checks both LLMs before any agent boots, so a missing key fails in milliseconds
 with exit 2 instead of after the first scenario. Only :func:`lkeval.llm.client.build_llm`
@@ -20,22 +27,32 @@ that held the key, never its value.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from lkeval import defaults
 from lkeval.errors import ConfigError
-from lkeval.llm.options import LLMOptions
+from lkeval.llm.endpoints import (
+    OPENAI_DEFAULT_URL,
+    env_value,
+    inference_credentials,
+    inference_url,
+    is_local_host,
+    key_envs,
+    url_problem,
+    wants_inference,
+)
 from lkeval.scenarios.bounds import MAX_LLM_RETRIES, MAX_TIMEOUT_SECONDS
 from lkeval.scenarios.model import BUILTIN_JUDGES
 
 __all__ = [
     "BUILTIN_JUDGES",
     "LLMConfigError",
+    "LLMEndpointOptions",
+    "LLMOptions",
     "LLMSpec",
     "check_credentials",
     "read_secret",
@@ -44,16 +61,6 @@ __all__ = [
 
 Role = Literal["caller", "judge"]
 Backend = Literal["inference", "openai"]
-
-LIVEKIT_INFERENCE_DEFAULT_URL = "https://agent-gateway.livekit.cloud/v1"
-LIVEKIT_INFERENCE_STAGING_URL = "https://agent-gateway.staging.livekit.cloud/v1"
-OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
-# Values of --<role>-base-url that select LiveKit Inference even when OPENAI_BASE_URL is set
-# (it often is, for the agent under test).
-INFERENCE_BASE_URL_ALIASES = ("livekit", "inference")
-
-"""Not 0: with ``--repeat`` each run should sample another conversation (another phrasing,
-another path through the scenario), not replay one; the judge stays at 0."""
 
 MAX_TOKENS: dict[Role, int] = {"caller": 400, "judge": 600}
 """Cap of one reply: a caller says a sentence or two, a judge a short reasoning and a verdict.
@@ -65,15 +72,42 @@ without letting a padding model cost 1500 tokens a call.
 """
 VerdictForm = Literal["tool", "json_schema"]
 
-# Provider-specific key variables tried after LKEVAL_<ROLE>_API_KEY and before OPENAI_API_KEY,
-# so a team that already exports GROQ_API_KEY for its agent needs no extra secret.
-_PROVIDER_KEY_ENV = (
-    (".openai.azure.com", "AZURE_OPENAI_API_KEY"),
-    (".cognitiveservices.azure.com", "AZURE_OPENAI_API_KEY"),
-    (".services.ai.azure.com", "AZURE_OPENAI_API_KEY"),
-    ("api.groq.com", "GROQ_API_KEY"),
-    ("openrouter.ai", "OPENROUTER_API_KEY"),
-)
+
+@dataclass(frozen=True)
+class LLMEndpointOptions:
+    """``--<role>-model``, ``--<role>-base-url``, ``--<role>-price`` of one role."""
+
+    model: str | None = None
+    base_url: str | None = None
+    price: str | None = None
+
+
+@dataclass(frozen=True)
+class LLMOptions:
+    """The caller's and the judge's flags, and how judging is done."""
+
+    caller: LLMEndpointOptions = field(default_factory=LLMEndpointOptions)
+    judge: LLMEndpointOptions = field(default_factory=LLMEndpointOptions)
+    judges: tuple[str, ...] = ()
+    rejudge: int = 0
+    maybe_is_pass: bool = False
+    allow_weak_judge: bool = False
+    """Run on when the judge passes the known-bad canary (the preflight stops the run else)."""
+    max_turns: int = defaults.MAX_TURNS
+    retries: int | None = None
+    timeout: float | None = None
+    caller_temperature: float | None = None
+    """None: LKEVAL_CALLER_TEMPERATURE, else the default (the judge always uses 0)."""
+    prices: tuple[tuple[str, tuple[float, float]], ...] = ()
+    """``--price MODEL=IN,OUT`` overrides (USD per 1M tokens) of the genai-prices table."""
+
+    def endpoint(self, role: str) -> LLMEndpointOptions:
+        """The flags of ``role`` (``"caller"`` or ``"judge"``)."""
+        if role == "caller":
+            return self.caller
+        if role == "judge":
+            return self.judge
+        raise ValueError(f"unknown LLM role {role!r}")
 
 
 class LLMConfigError(ConfigError):
@@ -162,8 +196,8 @@ def _named(
     flags = options.endpoint(role)
     up = role.upper()
     return (
-        flags.model or _env(env, f"LKEVAL_{up}_MODEL"),
-        flags.base_url or _env(env, f"LKEVAL_{up}_BASE_URL"),
+        flags.model or env_value(env, f"LKEVAL_{up}_MODEL"),
+        flags.base_url or env_value(env, f"LKEVAL_{up}_BASE_URL"),
     )
 
 
@@ -173,32 +207,6 @@ def is_named(role: Role, options: LLMOptions, environ: Mapping[str, str]) -> boo
     return any(_named(role, options, environ))
 
 
-def _env(environ: Mapping[str, str], name: str) -> str | None:
-    value = environ.get(name, "").strip()
-    return value or None
-
-
-def _inference_credentials(environ: Mapping[str, str]) -> tuple[str | None, str | None]:
-    # The same precedence as livekit.agents.inference: the inference-specific pair first.
-    key = next(
-        (n for n in ("LIVEKIT_INFERENCE_API_KEY", "LIVEKIT_API_KEY") if _env(environ, n)), None
-    )
-    secret = next(
-        (n for n in ("LIVEKIT_INFERENCE_API_SECRET", "LIVEKIT_API_SECRET") if _env(environ, n)),
-        None,
-    )
-    return key, secret
-
-
-def _inference_url(environ: Mapping[str, str]) -> str:
-    # Mirrors livekit.agents.inference's default, so the spec names the host really called.
-    if url := _env(environ, "LIVEKIT_INFERENCE_URL"):
-        return url
-    if ".staging.livekit.cloud" in environ.get("LIVEKIT_URL", ""):
-        return LIVEKIT_INFERENCE_STAGING_URL
-    return LIVEKIT_INFERENCE_DEFAULT_URL
-
-
 def _check_url(url: str, source: str) -> str:
     """The URL without a trailing ``/``; :class:`LLMConfigError` naming ``source`` if malformed.
 
@@ -206,42 +214,13 @@ def _check_url(url: str, source: str) -> str:
     empty or non-numeric port (``http://127.0.0.1:/v1``), a port outside 1-65535, spaces. Such
     a URL would otherwise be retried as a refused connection for the whole retry budget.
     """
-    problem = _url_problem(url)
+    problem = url_problem(url)
     if problem:
         raise LLMConfigError(
             f"{source} {url!r} is not a usable http(s) URL ({problem}; "
             "e.g. http://localhost:11434/v1)"
         )
     return url.rstrip("/")
-
-
-def _url_problem(url: str) -> str:
-    """What is wrong with a base URL, or "" when nothing is."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        return "the scheme must be http or https"
-    if any(c.isspace() for c in url):
-        return "it contains whitespace"
-    if not parts.hostname:
-        return "no host"
-    hostport = parts.netloc.rpartition("@")[2]
-    if hostport.endswith(":"):
-        return "an empty port"
-    try:
-        port = parts.port
-    except ValueError:
-        return "the port is not a number from 1 to 65535"
-    if port == 0:
-        return "port 0"
-    return ""
-
-
-def _key_envs(role: Role, base_url: str) -> list[str]:
-    host = (urlsplit(base_url).hostname or "").lower()
-    names = [f"LKEVAL_{role.upper()}_API_KEY"]
-    names += [env for suffix, env in _PROVIDER_KEY_ENV if host.endswith(suffix)]
-    names.append("OPENAI_API_KEY")
-    return names
 
 
 def resolve_llm_spec(
@@ -294,23 +273,19 @@ def _base_url_setting(
     if flag:
         return flag, f"--{role}-base-url"
     for name in (f"LKEVAL_{role.upper()}_BASE_URL", "OPENAI_BASE_URL"):
-        if value := _env(env, name):
+        if value := env_value(env, name):
             return value, name
     return None, ""
-
-
-def _wants_inference(base: str | None) -> bool:
-    return bool(base and base.strip().lower() in INFERENCE_BASE_URL_ALIASES)
 
 
 def _default_model(role: Role, base: str | None, env: Mapping[str, str]) -> str:
     """No model given: LiveKit Inference when LiveKit credentials are there (the agent's own
     deployment usually has them), else OpenAI's same model."""
-    lk_key, lk_secret = _inference_credentials(env)
+    lk_key, lk_secret = inference_credentials(env)
     has_openai_key = bool(
-        _env(env, f"LKEVAL_{role.upper()}_API_KEY") or _env(env, "OPENAI_API_KEY")
+        env_value(env, f"LKEVAL_{role.upper()}_API_KEY") or env_value(env, "OPENAI_API_KEY")
     )
-    use_inference = _wants_inference(base) or (
+    use_inference = wants_inference(base) or (
         not base and bool((lk_key and lk_secret) or not has_openai_key)
     )
     return f"openai/{defaults.LLM_MODEL}" if use_inference else defaults.LLM_MODEL
@@ -320,18 +295,18 @@ def _endpoint(
     role: Role, model: str, base: str | None, base_source: str, env: Mapping[str, str]
 ) -> _Endpoint:
     """The backend, URL, model name and credential variables for a model and base URL."""
-    if _wants_inference(base) or (not base and "/" in model):
+    if wants_inference(base) or (not base and "/" in model):
         if "/" not in model:
             raise LLMConfigError(
                 f"{role} model {model!r}: LiveKit Inference models are written provider/model, "
                 f"e.g. openai/{defaults.LLM_MODEL}"
             )
-        url = _check_url(_inference_url(env), "LIVEKIT_INFERENCE_URL")
-        return _Endpoint("inference", url, model, *_inference_credentials(env))
+        url = _check_url(inference_url(env), "LIVEKIT_INFERENCE_URL")
+        return _Endpoint("inference", url, model, *inference_credentials(env))
     url = _check_url(base, base_source) if base else OPENAI_DEFAULT_URL
     if urlsplit(url).hostname == "api.openai.com":
         model = model.removeprefix("openai/")  # OpenAI itself has no provider prefix
-    key_env = next((n for n in _key_envs(role, url) if _env(env, n)), None)
+    key_env = next((n for n in key_envs(role, url) if env_value(env, n)), None)
     return _Endpoint("openai", url, model, key_env, None)
 
 
@@ -339,7 +314,7 @@ def _price(
     role: Role, flag: str | None, model: str, options: LLMOptions, env: Mapping[str, str]
 ) -> tuple[float, float] | None:
     """``--<role>-price`` / ``LKEVAL_<ROLE>_PRICE``, else the price table's."""
-    text = flag or _env(env, f"LKEVAL_{role.upper()}_PRICE")
+    text = flag or env_value(env, f"LKEVAL_{role.upper()}_PRICE")
     if not text:
         from lkeval.results.pricing import PriceTable
 
@@ -351,7 +326,7 @@ def _price(
 
 
 def _timeout(options: LLMOptions, env: Mapping[str, str]) -> float:
-    value: Any = options.timeout or _env(env, "LKEVAL_LLM_TIMEOUT") or defaults.LLM_TIMEOUT
+    value: Any = options.timeout or env_value(env, "LKEVAL_LLM_TIMEOUT") or defaults.LLM_TIMEOUT
     try:
         timeout = float(value)
         if not 0 < timeout <= MAX_TIMEOUT_SECONDS:  # nan, inf and 1e999 too
@@ -367,7 +342,7 @@ def _timeout(options: LLMOptions, env: Mapping[str, str]) -> float:
 def _retries(options: LLMOptions, env: Mapping[str, str]) -> int:
     value: Any = options.retries
     if value is None:
-        value = _env(env, "LKEVAL_LLM_RETRIES") or defaults.LLM_RETRIES
+        value = env_value(env, "LKEVAL_LLM_RETRIES") or defaults.LLM_RETRIES
     try:
         retries = int(value)
         if not 0 <= retries <= MAX_LLM_RETRIES:
@@ -386,7 +361,7 @@ def _temperature(role: Role, options: LLMOptions, env: Mapping[str, str]) -> flo
         return 0.0
     value: Any = options.caller_temperature
     if value is None:
-        value = _env(env, "LKEVAL_CALLER_TEMPERATURE")
+        value = env_value(env, "LKEVAL_CALLER_TEMPERATURE")
     if value is None:
         return defaults.CALLER_TEMPERATURE
     try:
@@ -398,20 +373,6 @@ def _temperature(role: Role, options: LLMOptions, env: Mapping[str, str]) -> flo
             f"--caller-temperature {value!r} is not a number from 0 to 2"
         ) from None
     return temperature
-
-
-def _is_local_host(host: str) -> bool:
-    """Loopback, private and single-label hosts (``ollama`` in Docker) may run without a key."""
-    host = host.lower()
-    if host in ("localhost",) or host.endswith((".local", ".internal", ".localhost")):
-        return True
-    if "." not in host and ":" not in host:
-        return True
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return ip.is_loopback or ip.is_private or ip.is_link_local
 
 
 def check_credentials(spec: LLMSpec) -> None:
@@ -440,16 +401,16 @@ def check_credentials(spec: LLMSpec) -> None:
                 (*missing, f"LKEVAL_{up}_API_KEY", "OPENAI_API_KEY"),
             )
         return
-    if spec.api_key_env is None and not _is_local_host(urlsplit(spec.base_url).hostname or ""):
-        names = " or ".join(_key_envs(spec.role, spec.base_url))
+    if spec.api_key_env is None and not is_local_host(urlsplit(spec.base_url).hostname or ""):
+        names = " or ".join(key_envs(spec.role, spec.base_url))
         raise MissingCredentialsError(
             f"{spec.role} LLM {spec.model} at {spec.host} needs an API key: set {names} "
             "(any value if the endpoint needs none)",
-            tuple(_key_envs(spec.role, spec.base_url)),
+            tuple(key_envs(spec.role, spec.base_url)),
         )
 
 
 def read_secret(spec: LLMSpec, environ: Mapping[str, str] | None = None) -> str | None:
     """The API key value, read at the last moment so it never sits in a spec or a log."""
     env = os.environ if environ is None else environ
-    return _env(env, spec.api_key_env) if spec.api_key_env else None
+    return env_value(env, spec.api_key_env) if spec.api_key_env else None

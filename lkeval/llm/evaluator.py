@@ -17,8 +17,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from lkeval.llm.config import LLMSpec, check_credentials, is_named, resolve_llm_spec
-from lkeval.llm.options import LLMOptions
+from lkeval.llm.config import LLMOptions, LLMSpec, check_credentials, is_named, resolve_llm_spec
 from lkeval.results.model import JudgeCheck, LLMInUse, TranscriptItem, Usage, Verdict
 from lkeval.run.collaborators import JudgingFailed
 from lkeval.run.expectations import IntentJudge

@@ -14,9 +14,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from lkeval.llm.config import MissingCredentialsError
+from lkeval.llm.config import LLMOptions, MissingCredentialsError
 from lkeval.llm.evaluator import build_evaluator
-from lkeval.llm.options import LLMOptions
 from lkeval.scenarios.model import Scenario
 
 PLACEHOLDER = "lkeval-replay-no-key"

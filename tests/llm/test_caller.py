@@ -11,10 +11,9 @@ import pytest
 
 from lkeval.llm.caller import CallerTurn, SimulatedCaller, caller_flag
 from lkeval.llm.client import LLMError, build_llm
-from lkeval.llm.config import LLMSpec, resolve_llm_spec
+from lkeval.llm.config import LLMEndpointOptions, LLMOptions, LLMSpec, resolve_llm_spec
 from lkeval.llm.evaluator import LLMEvaluator
 from lkeval.llm.judge import combine_verdicts
-from lkeval.llm.options import LLMEndpointOptions, LLMOptions
 from lkeval.results.model import TranscriptItem, Verdict
 from lkeval.scenarios.model import Scenario
 from lkeval.testing.llm_server import LLMServer

@@ -7,9 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from lkeval.llm.config import resolve_llm_spec
+from lkeval.llm.config import LLMEndpointOptions, LLMOptions, resolve_llm_spec
 from lkeval.llm.evaluator import LLMEvaluator
-from lkeval.llm.options import LLMEndpointOptions, LLMOptions
 from lkeval.results.model import TranscriptItem, Verdict
 from lkeval.run.collaborators import JudgingFailed
 from lkeval.scenarios.model import Scenario

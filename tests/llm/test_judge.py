@@ -19,7 +19,7 @@ from livekit.agents.llm import LLM
 
 from lkeval.llm.builtin_judges import run_builtin_judges
 from lkeval.llm.client import LLMError, build_llm
-from lkeval.llm.config import LLMSpec, resolve_llm_spec
+from lkeval.llm.config import LLMEndpointOptions, LLMOptions, LLMSpec, resolve_llm_spec
 from lkeval.llm.judge import (
     JUDGE_RETRIES,
     VERDICT_SCHEMA,
@@ -31,7 +31,6 @@ from lkeval.llm.judge import (
     render_transcript,
 )
 from lkeval.llm.logs import route_livekit_logs
-from lkeval.llm.options import LLMEndpointOptions, LLMOptions
 from lkeval.results.model import TranscriptItem, Usage, Verdict
 from lkeval.testing.llm_server import LLMServer
 

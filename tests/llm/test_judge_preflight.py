@@ -20,9 +20,8 @@ from conftest import HOTEL, hotel_env, run_argv, run_lkeval
 from report_fixtures import metadata, results_of, scenario
 
 from lkeval.errors import ExitCode, LkevalError
-from lkeval.llm.config import LLMSpec, resolve_llm_spec
+from lkeval.llm.config import LLMEndpointOptions, LLMOptions, LLMSpec, resolve_llm_spec
 from lkeval.llm.evaluator import LLMEvaluator
-from lkeval.llm.options import LLMEndpointOptions, LLMOptions
 from lkeval.llm.preflight import (
     CANARY_ASKS,
     CANARY_MAJORITY,

@@ -8,10 +8,9 @@ import pytest
 from lkeval.cli import build_parser
 from lkeval.cli.options import run_options
 from lkeval.cli.run import suite_settings
-from lkeval.llm.config import MissingCredentialsError
+from lkeval.llm.config import LLMEndpointOptions, LLMOptions, MissingCredentialsError
 from lkeval.llm.evaluator import build_evaluator
 from lkeval.llm.keyless import PLACEHOLDER, agent_placeholders, keyless_environ
-from lkeval.llm.options import LLMEndpointOptions, LLMOptions
 from lkeval.scenarios.model import Scenario
 
 SIMULATED = [  # played by the simulated caller: needs a caller and a judge

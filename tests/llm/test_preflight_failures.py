@@ -24,8 +24,7 @@ import httpx
 import pytest
 from conftest import HOTEL, hotel_env, reset_then_ask, run_argv, run_lkeval
 
-from lkeval.llm.config import LLMSpec, resolve_llm_spec
-from lkeval.llm.options import LLMEndpointOptions, LLMOptions
+from lkeval.llm.config import LLMEndpointOptions, LLMOptions, LLMSpec, resolve_llm_spec
 from lkeval.llm.preflight import JudgePreflightError, _ask_canary, preflight_judge
 from lkeval.testing.llm_server import LLMServer
 
