@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
-from conftest import HOTEL, read_json, run_argv, run_lkeval
+from conftest import HOTEL, hotel_env, read_json, run_argv, run_lkeval
 
 from lkeval.testing.llm_server import LLMServer, QuietHTTPServer
 
@@ -120,3 +120,41 @@ def conversation(results: Any) -> list[Any]:
     """What must be byte-identical: each attempt's transcript, checks, verdicts and status."""
     keep = ("status", "reason", "transcript", "expectations", "verdicts", "end_reason")
     return [{k: a[k] for k in keep} for s in results["scenarios"] for a in s["attempts"]]
+
+
+def replay_twenty(tmp_path: Path, runs: list[list[str]]) -> None:
+    """Record 20 conversations (the agent's tool over HTTP, each judged), then replay them with
+    each of ``runs``' flags and no server left to answer: every transcript, check, verdict and
+    the exit code as recorded."""
+    one = SCENARIOS.split("  - id: talk-and-book")[0].split("scenarios:\n", 1)[1]
+    copies = "".join(one.replace("id: check-double", f"id: check-{n:02d}") for n in range(20))
+    (tmp_path / "scenarios.yaml").write_text(f"name: Twenty\nscenarios:\n{copies}")
+    agent = replay_agent(tmp_path)
+    with servers() as (llm, rooms):
+        env = hotel_env(
+            llm,
+            ROOMS_URL=f"http://127.0.0.1:{rooms.server_address[1]}/rooms",
+            LKEVAL_CALLER_BASE_URL=llm.base_url,
+            LKEVAL_JUDGE_BASE_URL=llm.base_url,
+        )
+        recorded, first = run_with_cassettes(tmp_path, agent, env, "record", "--concurrency", "4")
+        assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    assert len(conversation(first)) == 20
+    assert all(a["verdicts"] for a in conversation(first)), "each one was judged"
+    for flags in runs:
+        # 20 cold boots one after another take ~1 min on a quiet machine, many on a loaded one:
+        # the timeout only guards against a hang, it is not a speed check.
+        proc, again = run_with_cassettes(
+            tmp_path,
+            agent,
+            env,
+            "-".join(flags),
+            "--cassette-mode",
+            "replay",
+            *flags,
+            timeout=900 if "--cold-start" in flags else 240,
+        )
+        assert proc.returncode == recorded.returncode, proc.stdout + proc.stderr
+        assert conversation(again) == conversation(first), flags
+        modes = {a["replay"]["mode"] for s in again["scenarios"] for a in s["attempts"]}
+        assert modes == {"replayed"}, flags

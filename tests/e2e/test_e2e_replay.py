@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 from conftest import hotel_env, read_json
-from replay_agent import SCENARIOS, Rooms, conversation, replay_agent, servers
+from replay_agent import SCENARIOS, Rooms, conversation, replay_agent, replay_twenty, servers
 from replay_agent import run_with_cassettes as _run
 
 pytestmark = pytest.mark.e2e
 
 
 def test_record_stop_every_server_replay_edit_and_go_live(tmp_path: Path) -> None:
-    """Warm starts here; cold ones replay in the test below (and record in the canary test)."""
+    """Warm starts here; cold ones replay in test_e2e_replay_cold.py (and record in the canary
+    test)."""
     (tmp_path / "scenarios.yaml").write_text(SCENARIOS, encoding="utf-8")
     agent = replay_agent(tmp_path)
     cold: list[str] = []
@@ -87,46 +88,9 @@ def test_record_stop_every_server_replay_edit_and_go_live(tmp_path: Path) -> Non
     assert conversation(latest) == conversation(live)
 
 
-def test_twenty_replays_are_byte_identical_at_concurrency_1_and_4_warm_and_cold(
-    tmp_path: Path,
-) -> None:
-    """20 recorded conversations (the agent's tool over HTTP, each judged) replayed at
-    concurrency 1 and 4, forked and cold: every transcript, check, verdict and the exit code
-    as recorded, with no server left to answer."""
-    one = SCENARIOS.split("  - id: talk-and-book")[0].split("scenarios:\n", 1)[1]
-    copies = "".join(one.replace("id: check-double", f"id: check-{n:02d}") for n in range(20))
-    (tmp_path / "scenarios.yaml").write_text(f"name: Twenty\nscenarios:\n{copies}")
-    agent = replay_agent(tmp_path)
-    with servers() as (llm, rooms):
-        env = hotel_env(
-            llm,
-            ROOMS_URL=f"http://127.0.0.1:{rooms.server_address[1]}/rooms",
-            LKEVAL_CALLER_BASE_URL=llm.base_url,
-            LKEVAL_JUDGE_BASE_URL=llm.base_url,
-        )
-        recorded, first = _run(tmp_path, agent, env, "record", "--concurrency", "4")
-        assert recorded.returncode == 0, recorded.stdout + recorded.stderr
-    assert len(conversation(first)) == 20
-    assert all(a["verdicts"] for a in conversation(first)), "each one was judged"
-    for flags in (
-        ["--concurrency", "1"],
-        ["--concurrency", "4"],
-        ["--concurrency", "1", "--cold-start"],
-        ["--concurrency", "4", "--cold-start"],
-    ):
-        # 20 cold boots one after another take ~1 min on a quiet machine, many on a loaded one:
-        # the timeout only guards against a hang, it is not a speed check.
-        proc, again = _run(
-            tmp_path,
-            agent,
-            env,
-            "-".join(flags),
-            "--cassette-mode",
-            "replay",
-            *flags,
-            timeout=900 if "--cold-start" in flags else 240,
-        )
-        assert proc.returncode == recorded.returncode, proc.stdout + proc.stderr
-        assert conversation(again) == conversation(first), flags
-        modes = {a["replay"]["mode"] for s in again["scenarios"] for a in s["attempts"]}
-        assert modes == {"replayed"}, flags
+def test_twenty_replays_are_byte_identical_at_concurrency_1_and_4_warm(tmp_path: Path) -> None:
+    """20 recorded conversations (the agent's tool over HTTP, each judged) replayed forked at
+    concurrency 1 and 4; the cold half is test_e2e_replay_cold.py, a module of its own so the
+    two halves run on two workers (each records its own twenty: the recording is the cheap
+    part, 20 cold boots one after another the dear one)."""
+    replay_twenty(tmp_path, [["--concurrency", "1"], ["--concurrency", "4"]])
