@@ -149,8 +149,7 @@ def test_cold_and_warm_runs_give_identical_results(
     assert veto.status == "failed" and "agent veto" in veto.reason and "Grace" in veto.reason
     log = Path(veto.attempts[0].log_path or "").read_text()
     assert "conversation_item_added" in log and "lk-eval: warm start failed" not in log
-    # each warm boot is measured like a cold one (how fast it is is BENCHMARKS' business)
-    assert all(r.attempts[0].boot_seconds for r in warm.values() if r.attempts)
+    # how fast the warm boots were is BENCHMARKS' business; that they were forked is above
 
 
 @pytest.mark.e2e
