@@ -16,7 +16,6 @@ from conftest import HOTEL, TEST_AGENTS, clean_env, run_argv, run_lkeval
 
 from lkeval.agents.cold import python_problem
 from lkeval.agents.process import AgentFailure, AgentLaunch, AgentProcess
-from lkeval.run.conversation import Conversation
 
 DISPATCH = '{"simulationRunId": "r", "jobId": "j", "scenario": {"id": "x"}}'
 
@@ -76,35 +75,3 @@ def test_an_entrypoint_without_credentials_shows_the_openai_error(
     failure = _boot_failure(TEST_AGENTS / "missing_key_agent.py", tmp_path, {})
     assert "job crashed" in failure.reason, failure.reason
     assert "openai.OpenAIError: " in failure.reason and "api_key" in failure.reason, failure.reason
-
-
-@pytest.mark.e2e
-def test_the_entrypoint_runs_before_prepared_and_the_session_only_after_go(
-    tmp_path: Path,
-) -> None:
-    """The job's own set-up (its entrypoint up to ``AgentSession.start``) is done while the
-    agent waits for its conversation slot; its session (greeting, timers, the console's
-    connection) starts only with ``go``."""
-    stage = tmp_path / "stage"
-    env = {"STAGE_MARK": str(stage), "OPENAI_API_KEY": "sk-held-not-a-secret"}
-    process = AgentProcess(
-        AgentLaunch(TEST_AGENTS / "held_agent.py", env=env), DISPATCH, tmp_path / "agent.log"
-    )
-
-    async def stages() -> tuple[str, bool, str, list[str]]:
-        try:
-            await process.prepare(90)
-            prepared = stage.read_text()
-            assert process._listener is not None
-            dialled = process._listener.accepted.done()
-            conn = await process.connect(90)
-            greeting, _ = await Conversation(conn, process, 30).wait_for_greeting(30)
-            await conn.close()
-            said = [i.text for i in greeting if i.kind == "message" and i.role == "assistant"]
-            return prepared, dialled, stage.read_text(), said
-        finally:
-            await process.stop(5)
-
-    prepared, dialled, after_go, greeting = asyncio.run(stages())
-    assert prepared == "entrypoint" and not dialled
-    assert after_go == "session" and greeting == ["Welcome to the held desk."]
