@@ -79,27 +79,3 @@ def begin_launcher(
     except ForkServerError as exc:
         return StartingLauncher(python, None, f"warm starts unavailable: {exc}")
     return StartingLauncher(python, server)
-
-
-def open_launcher(
-    python: str,
-    env: Mapping[str, str],
-    *,
-    agent: Path,
-    cwd: Path | None = None,
-    cold_start: bool = False,
-    log_path: Path | None = None,
-    log_is_raw: bool = False,
-) -> tuple[Launcher, str]:
-    """The run's launcher and the one line that says which start mode is used and why
-    (:func:`begin_launcher` waited for at once)."""
-    starting = begin_launcher(
-        python,
-        env,
-        agent=agent,
-        cwd=cwd,
-        cold_start=cold_start,
-        log_path=log_path,
-        log_is_raw=log_is_raw,
-    )
-    return starting.result()

@@ -31,7 +31,7 @@ from lkeval.agents.fork_client import (
     ForkServerError,
 )
 from lkeval.agents.interface import SpawnRequest
-from lkeval.agents.launch import open_launcher
+from lkeval.agents.launch import begin_launcher
 from lkeval.agents.plugins import agent_plugins
 from lkeval.agents.process import AgentLaunch, AgentProcess, agent_env
 from lkeval.results.model import (
@@ -393,7 +393,8 @@ def test_warm_starts_work_or_say_why_on_this_livekit_agents(
     """CI repeats this on the oldest supported livekit-agents: the fork server relies on
     private names, so on every version it must either work or decline with a reason."""
     launch = _hotel_launch(hotel_llm, None)
-    server, line = open_launcher(sys.executable, agent_env(launch), agent=HOTEL / "agent.py")
+    starting = begin_launcher(sys.executable, agent_env(launch), agent=HOTEL / "agent.py")
+    server, line = starting.result()
     if not isinstance(server, ForkServer):
         assert line.startswith("lk-eval: cold starts: warm starts unavailable: "), line
         assert "livekit-agents" in line or "fork" in line, line
