@@ -9,7 +9,19 @@ process). Per run, from the moment ``lkeval run`` is started:
   bench gives lk-eval its own TMPDIR and polls it every 5 ms);
 * ``first agent``: the agent's first LLM request, its greeting (the agent is up, connected
   and talking: its first pong is a few ms before it);
-* ``gate -> exit``: from the gate line on stdout to the process's exit.
+* ``gate -> exit``: from the gate line on stdout to the process's exit;
+* ``fork server``: the fork server is started (its log appears in lk-eval's TMPDIR).
+
+The floor, measured in the same rounds: how soon the example agent can make its first LLM
+request at all when nothing else runs first (no lk-eval start, no checks, no preflight), from
+this process, which has everything of its own imported already:
+
+* ``floor: cold``: one cold agent (lk-eval's agent host, which runs LiveKit's console) started
+  at 0, to its first LLM request: a bare console agent's own start-up;
+* ``floor: warm``: the fork server started at 0, then, once it is ready, one agent forked from
+  it, to its first LLM request: what lk-eval's warm path costs with nothing before it.
+
+``above floor`` is lk-eval's ``first agent`` minus the lower floor (medians).
 
 With ``--compare DIR`` the same runs alternate with another checkout (``git worktree add
 --detach DIR COMMIT``), whose ``lkeval`` is put first on ``PYTHONPATH``:
@@ -20,6 +32,7 @@ With ``--compare DIR`` the same runs alternate with another checkout (``git work
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import statistics
 import subprocess
@@ -32,7 +45,10 @@ from typing import Any
 
 import yaml
 from _common import HOTEL_AGENT, HOTEL_RULES, ROOT, hotel_env, machine
+from start_to_ready import one
 
+from lkeval.agents.fork_client import ForkServer
+from lkeval.agents.process import AgentLaunch, agent_env
 from lkeval.testing.llm_server import LLMServer, RecordedRequest
 
 SCENARIOS = {
@@ -65,10 +81,13 @@ class StampedServer(LLMServer):
         super()._record(request)
 
 
-def watch_spawn(tmpdir: Path, found: list[float], stop: threading.Event) -> None:
-    while not stop.is_set() and not found:
-        if any(tmpdir.glob("lkeval-raw-logs-*/first*.log")):
-            found.append(time.monotonic())
+def watch_spawn(tmpdir: Path, found: dict[str, float], stop: threading.Event) -> None:
+    """Note when the fork server's log and the first agent's log appear in lk-eval's TMPDIR."""
+    patterns = {"fork server": "fork-server.log", "spawn": "first*.log"}
+    while not stop.is_set() and len(found) < len(patterns):
+        for name, pattern in patterns.items():
+            if name not in found and any(tmpdir.glob(f"lkeval-raw-logs-*/{pattern}")):
+                found[name] = time.monotonic()
         time.sleep(0.005)
 
 
@@ -86,7 +105,7 @@ def one_run(server: StampedServer, tree: Path) -> dict[str, float]:
         argv = [sys.executable, "-m", "lkeval", "run", "--agent", str(HOTEL_AGENT)]
         argv += ["--scenarios", str(scenarios), "--results", str(work / "results.json")]
         argv += ["--repeat", "1", "--judge-model", "judge", "--no-github"]
-        spawned: list[float] = []
+        spawned: dict[str, float] = {}
         stop = threading.Event()
         watcher = threading.Thread(target=watch_spawn, args=(private, spawned, stop))
         server.stamps.clear()
@@ -104,15 +123,58 @@ def one_run(server: StampedServer, tree: Path) -> dict[str, float]:
         watcher.join()
     agent = [t for t, model in server.stamps if model == "hotel-agent"]
     judge = [t for t, model in server.stamps if model == "judge"]
-    if code != 0 or gate is None or not agent or not spawned:
+    if code != 0 or gate is None or not agent or "spawn" not in spawned:
         raise RuntimeError(f"run from {tree} failed: exit {code}, gate line {gate is not None}")
     return {
         "first judge ask": judge[0] - started,
-        "spawn": spawned[0] - started,
+        "fork server": spawned.get("fork server", exited) - started,
+        "spawn": spawned["spawn"] - started,
         "first agent": agent[0] - started,
         "gate -> exit": exited - gate,
         "wall": exited - started,
     }
+
+
+def first_request(server: StampedServer, started: float) -> float:
+    agent = [t for t, model in server.stamps if model == "hotel-agent"]
+    if not agent:
+        raise RuntimeError("the agent made no LLM request")
+    return agent[0] - started
+
+
+def floor_cold(server: StampedServer, work: Path) -> float:
+    """A cold agent started at 0: seconds to its first LLM request."""
+    launch = AgentLaunch(HOTEL_AGENT, env=hotel_env(server.base_url))
+    server.stamps.clear()
+    started = time.monotonic()
+    asyncio.run(one(launch, work, 0))
+    return first_request(server, started)
+
+
+def floor_warm(server: StampedServer, work: Path) -> float:
+    """The fork server started at 0, then one agent forked once it is ready: seconds to the
+    agent's first LLM request."""
+    base = AgentLaunch(HOTEL_AGENT, env=hotel_env(server.base_url))
+    server.stamps.clear()
+    started = time.monotonic()
+    fork_server = ForkServer.begin(sys.executable, agent_env(base), agent=HOTEL_AGENT)
+    try:
+        fork_server.wait_ready()
+        warm = AgentLaunch(HOTEL_AGENT, env=base.env, launcher=fork_server)
+        _, _, mode = asyncio.run(one(warm, work, 1))
+    finally:
+        fork_server.close()
+    if mode != "warm":
+        raise RuntimeError(f"the floor's agent started {mode}, not warm")
+    return first_request(server, started)
+
+
+def floors(server: StampedServer) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        return {
+            "floor: cold": floor_cold(server, Path(tmp)),
+            "floor: warm": floor_warm(server, Path(tmp)),
+        }
 
 
 def main() -> None:
@@ -121,7 +183,7 @@ def main() -> None:
     parser.add_argument("--compare", type=Path, help="another checkout, alternated with this")
     args = parser.parse_args()
     trees = {"this": ROOT} | ({"other": args.compare.resolve()} if args.compare else {})
-    figures: dict[str, dict[str, list[float]]] = {name: {} for name in trees}
+    figures: dict[str, dict[str, list[float]]] = {name: {} for name in [*trees, "floor"]}
     server = StampedServer(yaml.safe_load(HOTEL_RULES.read_text())["rules"])
     with server:
         for tree in trees.values():  # a warm-up each: page cache, .pyc files
@@ -131,14 +193,20 @@ def main() -> None:
             for name, tree in trees.items():
                 for key, value in one_run(server, tree).items():
                     figures[name].setdefault(key, []).append(value)
+            for key, value in floors(server).items():
+                figures["floor"].setdefault(key, []).append(value)
     print(machine())
-    for name, tree in trees.items():
-        print(f"{name} ({tree}):")
+    floor = min(statistics.median(v) for v in figures["floor"].values())
+    for name, where in [*trees.items(), ("floor", "the example agent alone, nothing before it")]:
+        print(f"{name} ({where}):")
         for key, values in figures[name].items():
             print(
                 f"    {key:16s} median {statistics.median(values):6.2f} s  "
                 f"(min {min(values):.2f}, max {max(values):.2f}, n={len(values)})"
             )
+        if name != "floor":
+            above = statistics.median(figures[name]["first agent"]) - floor
+            print(f"    {'above floor':16s} {above:+6.2f} s  (first agent minus the lower floor)")
 
 
 if __name__ == "__main__":
