@@ -5,10 +5,12 @@ HOST:PORT --control-fd N`` (by file path, so an agent venv without lk-eval can r
 imports nothing from lk-eval; ``--dispatch-file FILE`` instead of ``--control-fd`` runs at once).
 
 The control channel (a socket lk-eval hands over as fd N) does three things:
-- *Prepared, then go.* The host imports the user's module and starts the agent server (prewarm
-  included), says ``prepared``, and holds the console's job until lk-eval sends ``go`` with the
-  scenario. So no session, greeting or idle timer runs before its conversation can start,
-  however long the agent waits for a conversation slot: load cannot change the transcript.
+- *Prepared, then go.* lk-eval sends the scenario as soon as the host runs. The host imports
+  the user's module, starts the agent server (prewarm included) and runs the console's job up
+  to ``AgentSession.start`` (the entrypoint's own set-up), says ``prepared``, and holds the
+  session until lk-eval sends ``go``. So no session, greeting or idle timer runs before its
+  conversation can start, however long the agent waits for a conversation slot: load cannot
+  change the transcript.
 - *Dies with lk-eval.* End of file on the channel (lk-eval exited, even by SIGKILL) makes the
   host kill its whole process tree and itself. The host is a child subreaper, so descendants
   that called ``setsid`` and lost their parent stay in its tree and are found by walking
@@ -57,6 +59,8 @@ HOST_DIR = os.path.dirname(os.path.abspath(__file__))
 EXIT_UNSUPPORTED = 78
 UNSUPPORTED_MARKER = "lk-eval: unsupported livekit-agents"
 PREPARED = b'{"prepared": true}\n'
+# lk-eval's word that the scenario's conversation slot is open: the session may start.
+GO = b'{"go": true}\n'
 # Sent when the agent itself ends its session (see announce_ending).
 ENDING = b'{"ending": true}\n'
 # The agent's own directory (its working directory) that lk-eval prepared and cleans up.
@@ -112,8 +116,8 @@ def installed_version() -> str:
 def attach_dispatch(dispatch: str | Control) -> None:
     """Make every job this process launches carry the scenario as LiveKit's simulator does.
 
-    With a :class:`Control`, the job (the entrypoint, its session and timers) waits for
-    lk-eval's ``go``, which carries the scenario; the server itself is up by then.
+    With a :class:`Control`, the job waits for the scenario lk-eval sends right after the
+    spawn; its session waits for ``go`` (:func:`hold_session_start`).
     """
     from livekit.agents.ipc.proc_pool import ProcPool
     from livekit.agents.types import ATTRIBUTE_SIMULATOR_DISPATCH
@@ -124,10 +128,8 @@ def attach_dispatch(dispatch: str | Control) -> None:
         if isinstance(dispatch, Control):
             import asyncio
 
-            await ready_job_runner(self, info.job.id)
-            dispatch.announce_prepared()
             loop = asyncio.get_running_loop()
-            dispatch_json = await loop.run_in_executor(None, dispatch.wait_go)
+            dispatch_json = await loop.run_in_executor(None, dispatch.wait_scenario)
             if dispatch.mock_tools:
                 sibling("tool_mocks").install(dispatch.mock_tools)
         else:
@@ -136,6 +138,35 @@ def attach_dispatch(dispatch: str | Control) -> None:
         return await original(self, info)
 
     ProcPool.launch_job = launch_job  # type: ignore[method-assign]
+
+
+def hold_session_start(control: Control) -> None:
+    """Hold the agent's session until lk-eval's ``go``: the per-job work before it runs while
+    the agent waits for its conversation slot, the session itself only once the slot is open.
+
+    The job (its runner, context and the entrypoint up to ``AgentSession.start``: the user's
+    models and tools built, ``prewarm`` done) starts no session and no timer, so it runs before
+    ``prepared``. ``AgentSession.start`` is where the greeting, the idle and away timers and
+    the console's connection begin: the first call says ``prepared`` and waits for ``go``. So
+    how long an agent waits for a slot cannot change its transcript, and none of the per-job
+    work is inside the slot. (Mocks installed by ``tool_mocks`` wrap this from outside: an
+    unknown mocked tool fails the agent before ``prepared``.)
+    """
+    import asyncio
+    import functools
+
+    from livekit.agents import AgentSession
+
+    original: Callable[..., Any] = AgentSession.start
+
+    @functools.wraps(original)
+    async def start(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if control.hold():
+            control.announce_prepared()
+            await asyncio.get_running_loop().run_in_executor(None, control.wait_go)
+        return await original(self, *args, **kwargs)
+
+    AgentSession.start = start  # type: ignore[method-assign]
 
 
 def sibling(name: str) -> Any:
@@ -159,32 +190,6 @@ def load_by_path(module_name: str, path: str) -> Any:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
-
-
-async def ready_job_runner(pool: Any, job_id: str) -> None:
-    """Before ``prepared``: the per-job work that starts no session and no timer, so that it
-    runs while the agent waits for its conversation slot instead of inside it.
-
-    That is the job's runner (its thread, the process's OpenTelemetry resource detection, the
-    server's ``prewarm``), taken from the pool and put back for the job to take at once, and
-    the console's mock room (built once per process and cached by the framework). The job
-    itself (its context, entrypoint, session, greeting and timers) starts only with ``go``.
-    Private names of the pool, each optional: without them the job does this work after
-    ``go``, as before; a runner that fails to start is left for ``launch_job`` to report.
-    """
-    warm_mock_room()
-    acquire = getattr(pool, "_acquire_proc", None)
-    queue = getattr(pool, "_warmed_proc_queue", None)
-    if acquire is None or queue is None or not hasattr(pool, "_jobs_waiting_for_process"):
-        return
-    pool._jobs_waiting_for_process += 1
-    try:
-        runner = await acquire(job_id)
-    except Exception:
-        return
-    finally:
-        pool._jobs_waiting_for_process -= 1
-    queue.put_nowait(runner)
 
 
 def warm_mock_room() -> None:
@@ -272,7 +277,8 @@ def conditions_line(inference_class: str) -> bytes:
 
 
 class Control:
-    """The host's end of the control channel: ``prepared`` out, ``go`` in, end of file = die.
+    """The host's end of the control channel: the scenario and ``go`` in, ``prepared`` out,
+    end of file = die.
 
     A daemon thread reads the channel from the start (before the slow imports), so the host
     dies with lk-eval even while it is importing, waiting, or stuck in a hung tool.
@@ -281,9 +287,11 @@ class Control:
     def __init__(self, fd: int) -> None:
         self._sock = socket.socket(fileno=fd)
         self._sock.setblocking(True)
+        self._scenario = threading.Event()
         self._go = threading.Event()
+        self._held = False
         self._dispatch = ""
-        #: The scenario's ``mock_tools`` (tool name -> cases), sent with ``go``.
+        #: The scenario's ``mock_tools`` (tool name -> cases), sent with its dispatch.
         self.mock_tools: dict[str, Any] = {}
         self._ending_sent = False
         threading.Thread(target=self._watch, name="lkeval-control", daemon=True).start()
@@ -304,10 +312,19 @@ class Control:
     #: :func:`conditions_line`, sent with ``prepared``.
     conditions = b""
 
-    def wait_go(self) -> str:
-        """Block until lk-eval says go; returns the scenario's dispatch JSON."""
-        self._go.wait()
+    def wait_scenario(self) -> str:
+        """Block until lk-eval has sent the scenario; returns its dispatch JSON."""
+        self._scenario.wait()
         return self._dispatch
+
+    def hold(self) -> bool:
+        """True the first time only: the one session start that waits for ``go``."""
+        held, self._held = self._held, True
+        return not held
+
+    def wait_go(self) -> None:
+        """Block until lk-eval says go (the scenario's conversation slot is open)."""
+        self._go.wait()
 
     def _watch(self) -> None:
         buf = b""
@@ -322,10 +339,15 @@ class Control:
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
                 with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
-                    go = json.loads(line)
-                    self._dispatch = str(go["dispatch"])
-                    self.mock_tools = dict(go.get("mock_tools") or {})
-                    self._go.set()
+                    self._read(json.loads(line))
+
+    def _read(self, message: dict[str, Any]) -> None:
+        if "dispatch" in message:
+            self._dispatch = str(message["dispatch"])
+            self.mock_tools = dict(message.get("mock_tools") or {})
+            self._scenario.set()
+        if message.get("go") is True:
+            self._go.set()
 
 
 def become_subreaper() -> None:
@@ -474,6 +496,7 @@ def run(agent_path: str, connect_addr: str, dispatch: str | Control) -> int:
     if isinstance(dispatch, Control):
         dispatch.conditions = conditions_line(inference_class)
         announce_ending(dispatch)
+        hold_session_start(dispatch)
     attach_dispatch(dispatch)
     forget_host_dir()
     server = _discover_server(agent_path)

@@ -205,25 +205,29 @@ class AgentProcess:
         self.boot_seconds = time.monotonic() - started
 
     async def connect(self, boot_timeout: float) -> SessionConnection:
-        """Say go (with the scenario) and return the connection once the console dials in."""
+        """Say go and return the connection once the console dials in."""
         assert self._listener is not None and self._control is not None, "prepare() first"
         started = time.monotonic()
-        dispatch = self.dispatch
-        if isinstance(dispatch, Path):
-            dispatch = dispatch.read_text(encoding="utf-8")
-        message: dict[str, Any] = {"dispatch": dispatch}
-        if self.mock_tools:
-            message["mock_tools"] = self.mock_tools
-        go = (json.dumps(message) + "\n").encode()
         self._went = True
         with contextlib.suppress(OSError):  # the agent is gone: the race reports how it ended
-            await asyncio.get_running_loop().sock_sendall(self._control, go)
+            await asyncio.get_running_loop().sock_sendall(self._control, agent_host.GO)
         try:
             conn = await self._race("connect", self._listener.accepted, boot_timeout)
         finally:
             self._listener.stop()
         self.boot_seconds = (self.boot_seconds or 0.0) + time.monotonic() - started
         return conn
+
+    def _scenario_line(self) -> bytes:
+        """The scenario for the host's job (its dispatch and mocks), sent right after spawn:
+        the job runs up to its session's start before ``prepared``."""
+        dispatch = self.dispatch
+        if isinstance(dispatch, Path):
+            dispatch = dispatch.read_text(encoding="utf-8")
+        message: dict[str, Any] = {"dispatch": dispatch}
+        if self.mock_tools:
+            message["mock_tools"] = self.mock_tools
+        return (json.dumps(message) + "\n").encode()
 
     def ending_announced(self) -> bool:
         """Whether the agent has said it is ending its session (``{"ending": true}`` on the
@@ -290,6 +294,8 @@ class AgentProcess:
     async def _read_prepared(self) -> None:
         assert self._control is not None
         loop = asyncio.get_running_loop()
+        with contextlib.suppress(OSError):  # the agent is gone: the race reports how it ended
+            await loop.sock_sendall(self._control, self._scenario_line())
         received = b""
         while agent_host.PREPARED not in received:
             chunk = await loop.sock_recv(self._control, 4096)
@@ -317,7 +323,9 @@ class AgentProcess:
             if not reason.startswith(MOCK_TOOLS_REASON):
                 reason = f"agent failed to boot: {reason}"
             raise AgentFailure(reason, self.log_tail())
-        what = "prepare (import the agent, start its server)" if phase == "prepare" else "connect"
+        what = "connect"
+        if phase == "prepare":
+            what = "prepare (import the agent, start its server, run its entrypoint)"
         raise AgentFailure(
             f"agent did not {what} within {timeout:g}s (boot timeout)", self.log_tail()
         )
@@ -436,9 +444,11 @@ class AgentProcess:
         try:
             if proc is not None and proc.returncode is None:
                 tree = agent_host.process_tree(proc.pid)
-                if not self._went:  # no session yet, nothing to end gracefully: closing the
-                    self._release()  # control channel makes the host kill its tree at once
-                _signal_group(proc.pid, signal.SIGTERM)
+                # No session yet (its entrypoint crashed or hangs, or it waited for a slot that
+                # never came): nothing to end gracefully, so it is killed at once, and by us:
+                # closing the control channel would make the host delete its raw log as if
+                # lk-eval were gone, and the log of a crashed entrypoint would go unpublished.
+                _signal_group(proc.pid, signal.SIGTERM if self._went else signal.SIGKILL)
                 try:
                     await asyncio.wait_for(proc.wait(), grace)
                 except asyncio.TimeoutError:

@@ -156,10 +156,10 @@ class AgentSlots:
     small run; a few per core on a large one). Boots then overlap conversations instead of
     queueing behind them, while the number of live agents stays bounded (N + P): a prepared
     agent needs only cover a boot (~0.3 s warm), not a conversation, and agents booting at
-    once compete for the cores. A prepared agent has imported its code and started its
-    server but not its session: that starts when :meth:`_SlotHandle.converse` returns, so
-    waiting for a slot cannot change a transcript (no greeting, idle nudge or away timer runs
-    before its conversation can start)."""
+    once compete for the cores. A prepared agent has imported its code, started its server
+    and run its entrypoint up to its session's start, but not the session: that starts when
+    :meth:`_SlotHandle.converse` returns, so waiting for a slot cannot change a transcript
+    (no greeting, idle nudge or away timer runs before its conversation can start)."""
 
     def __init__(self, n: int, prepared: int | None = None) -> None:
         self._boot = asyncio.Semaphore(prepared if prepared is not None else n)

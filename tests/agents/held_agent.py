@@ -5,7 +5,9 @@
 - anything else (or unset): greets and echoes the caller, with no LLM.
 
 It writes its pid to ``HOLD_MARK`` when it starts holding, so a test knows the run is in that
-phase (no sleeps, no timing) before it signals lk-eval.
+phase (no sleeps, no timing) before it signals lk-eval. With ``STAGE_MARK`` it writes there
+which stage its job has reached: ``entrypoint`` (set up, about to start its session), then
+``session`` (its session started: the greeting is under way).
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ def _mark() -> None:
     Path(os.environ["HOLD_MARK"]).write_text(str(os.getpid()))
 
 
+def _stage(stage: str) -> None:
+    if os.environ.get("STAGE_MARK"):
+        Path(os.environ["STAGE_MARK"]).write_text(stage)
+
+
 if HOLD_AT == "boot" and os.environ.get("HOLD_MARK"):
     _mark()
     time.sleep(600)
@@ -37,6 +44,7 @@ class HeldAgent(Agent):
         super().__init__(instructions="You are a terse test agent. Repeat what you hear.")
 
     async def on_enter(self) -> None:
+        _stage("session")
         self.session.generate_reply(instructions="Greet the caller.")
 
     async def llm_node(
@@ -59,4 +67,5 @@ server = AgentServer()
 async def entrypoint(ctx: JobContext) -> None:
     # An LLM is configured (as in real agents) but llm_node above never calls it.
     session: AgentSession[None] = AgentSession(llm=openai.LLM(model="held-agent"))
+    _stage("entrypoint")
     await session.start(agent=HeldAgent(), room=ctx.room)

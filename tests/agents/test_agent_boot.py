@@ -7,15 +7,18 @@ A boot failure shows the agent's own exception line from its log, not only an ex
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import HOTEL, TEST_AGENTS, clean_env, run_argv, run_lkeval
 
 from lkeval.agents.cold import python_problem
 from lkeval.agents.process import AgentFailure, AgentLaunch, AgentProcess
+from lkeval.run.conversation import Conversation
 
 DISPATCH = '{"simulationRunId": "r", "jobId": "j", "scenario": {"id": "x"}}'
 
@@ -75,3 +78,72 @@ def test_an_entrypoint_without_credentials_shows_the_openai_error(
     failure = _boot_failure(TEST_AGENTS / "missing_key_agent.py", tmp_path, {})
     assert "job crashed" in failure.reason, failure.reason
     assert "openai.OpenAIError: " in failure.reason and "api_key" in failure.reason, failure.reason
+
+
+@pytest.mark.e2e
+def test_the_entrypoint_runs_before_prepared_and_the_session_only_after_go(
+    tmp_path: Path,
+) -> None:
+    """The job's own set-up (its entrypoint up to ``AgentSession.start``) is done while the
+    agent waits for its conversation slot; its session (greeting, timers, the console's
+    connection) starts only with ``go``."""
+    stage = tmp_path / "stage"
+    env = {"STAGE_MARK": str(stage), "OPENAI_API_KEY": "sk-held-not-a-secret"}
+    process = AgentProcess(
+        AgentLaunch(TEST_AGENTS / "held_agent.py", env=env), DISPATCH, tmp_path / "agent.log"
+    )
+
+    async def stages() -> tuple[str, bool, str, list[str]]:
+        try:
+            await process.prepare(90)
+            prepared = stage.read_text()
+            assert process._listener is not None
+            dialled = process._listener.accepted.done()
+            conn = await process.connect(90)
+            greeting, _ = await Conversation(conn, process, 30).wait_for_greeting(30)
+            await conn.close()
+            said = [i.text for i in greeting if i.kind == "message" and i.role == "assistant"]
+            return prepared, dialled, stage.read_text(), said
+        finally:
+            await process.stop(5)
+
+    prepared, dialled, after_go, greeting = asyncio.run(stages())
+    assert prepared == "entrypoint" and not dialled
+    assert after_go == "session" and greeting == ["Welcome to the held desk."]
+
+
+@pytest.mark.e2e
+def test_an_entrypoint_that_raises_or_hangs_is_an_error_with_its_log_published_masked(
+    tmp_path: Path,
+) -> None:
+    """The entrypoint runs while the agent is prepared, before its conversation slot: one that
+    raises, or never starts its session, is still its scenario's error with the reason it had
+    when it ran after "go", and its log, masked, is published for the report (stopping an
+    agent that never went must not make its host delete the raw log as if lk-eval were gone)."""
+    secret = "lkc-boot-0123456789abcdef01234567"
+    scenarios = tmp_path / "scenarios.yaml"
+    turn = {"user": "hello", "expect": [{"message": {}}]}
+    crash = {"id": "crash", "label": "Crash", "userdata": {"crash": True}, "turns": [turn]}
+    hang = {"id": "hang", "label": "Hang", "userdata": {"hang": True}, "boot_timeout": 20}
+    scenarios.write_text(
+        yaml.safe_dump({"name": "Boot", "scenarios": [crash, {**hang, "turns": [turn]}]})
+    )
+    results = tmp_path / "out" / "results.json"
+    env = clean_env(CANARY_API_KEY=secret, CANARY_NAMES="CANARY_API_KEY")
+    proc = run_lkeval(run_argv(TEST_AGENTS / "canary_agent.py", scenarios, results), env)
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # nothing could run
+    by_id = {s["scenario_id"]: s for s in json.loads(results.read_text())["scenarios"]}
+    assert by_id["crash"]["status"] == by_id["hang"]["status"] == "error", by_id
+    crashed, hung = by_id["crash"]["attempts"][0], by_id["hang"]["attempts"][0]
+    assert crashed["reason"] == (
+        "agent failed to boot: the agent's job crashed (its entrypoint raised): "
+        "RuntimeError: could not connect with ***"
+    )
+    assert hung["reason"].startswith("agent did not prepare") and "within 20s" in hung["reason"]
+    crash_log = Path(crashed["log_path"]).read_text()
+    assert "RuntimeError: could not connect with ***" in crash_log and "Traceback" in crash_log
+    assert "hanging with ***" in Path(hung["log_path"]).read_text()
+    for path in (tmp_path / "out").rglob("*"):
+        if path.is_file():
+            assert secret[4:16] not in path.read_text(errors="replace"), path
+    assert secret[4:16] not in proc.stdout + proc.stderr

@@ -324,12 +324,13 @@ def test_killing_the_fork_server_kills_its_children(tmp_path: Path) -> None:
         spawned = _read_event(server.stdout)
         assert spawned["event"] == "spawned", spawned
         pid = spawned["pid"]
+        control_ours.sendall(json.dumps({"dispatch": dispatch.read_text()}).encode() + b"\n")
         said = b""  # the host says which inference class applies, then that it is prepared
         while not said.endswith(b'{"prepared": true}\n'):
             chunk = control_ours.recv(64)
             assert chunk, said
-            said += chunk  # imported, waiting for go
-        control_ours.sendall(json.dumps({"dispatch": dispatch.read_text()}).encode() + b"\n")
+            said += chunk  # its job runs up to the session's start, waiting for go
+        control_ours.sendall(b'{"go": true}\n')
         conn, _ = listener.accept()  # the child is up and dialled in
         assert os.getsid(pid) == pid and os.getpgid(pid) == pid  # its own session and group
         assert Path(f"/proc/{pid}/cwd").resolve() == tmp_path.resolve()

@@ -266,7 +266,7 @@ def test_a_case_model_without_error_sends_its_output() -> None:
     assert MockCase(output=None).to_wire() == {"when": None, "output": None}
 
 
-def test_the_hosts_control_channel_reads_the_mocks_sent_with_go() -> None:
+def test_the_hosts_control_channel_reads_the_mocks_sent_with_the_scenario() -> None:
     import socket
 
     from lkeval.agents import agent_host
@@ -275,7 +275,7 @@ def test_the_hosts_control_channel_reads_the_mocks_sent_with_go() -> None:
     control = agent_host.Control(theirs.detach())
     wire = {"book_table": CASES}
     ours.sendall((json.dumps({"dispatch": "{}", "mock_tools": wire}) + "\n").encode())
-    assert control.wait_go() == "{}"
+    assert control.wait_scenario() == "{}"
     assert control.mock_tools == wire
     assert agent_host.sibling("tool_mocks") is tool_mocks
     ours.detach()  # closing it would make the host's watcher kill this process
