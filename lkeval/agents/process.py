@@ -7,10 +7,11 @@ log; an import error exits with rc 1; closing the socket does not stop the agent
 exit, the crash line in the log, and a timeout.
 
 Two phases, so that load cannot change a transcript (issue 10 item 7): :meth:`prepare` starts
-the agent host (through the run's launcher: forked or cold, see :mod:`lkeval.agents.interface`)
-and waits until it has imported the agent and started its server, but not its session; then
-:meth:`connect` says go (with the scenario) and waits for the console to dial in. Between the
-two the agent waits for a conversation slot with no session, greeting or idle timer running.
+the agent host (through the run's launcher: forked or cold, see :mod:`lkeval.agents.interface`),
+sends it the scenario and waits until it has imported the agent, started its server and run its
+entrypoint up to ``AgentSession.start``, but not its session; then :meth:`connect` says go and
+waits for the console to dial in. Between the two the agent waits for a conversation slot with
+no session, greeting or idle timer running.
 
 Each agent gets its own directory as working directory (the console's room is always
 ``console``, so per-room files would collide between parallel scenarios): links to the
@@ -134,7 +135,7 @@ class AgentProcess:
     """The agent process of one scenario, from spawn to a connected session to exit.
 
     ``dispatch`` is the scenario as LiveKit's ``SimulationDispatch`` JSON (or a file holding
-    it); the agent receives it with ``go``.
+    it); the agent receives it right after the spawn, its session starts with ``go``.
     """
 
     def __init__(
