@@ -17,17 +17,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import threading
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 if __package__:  # imported as lkeval.replay.transports (lk-eval's own process, tests)
     from . import served
     from . import tape as tp
 else:  # loaded by path in the agent's interpreter: its siblings too, under private names
     import importlib.util
-    import sys
 
     def _sibling(name: str) -> Any:
         here = os.path.dirname(os.path.abspath(__file__))
@@ -47,42 +47,139 @@ _RESOLVERS = "_lkeval_tape_resolvers"
 
 
 def install(resolve: Resolve) -> list[str]:
-    """Patch every importable HTTP client library (once per process) and register ``resolve``:
-    each request asks the registered resolvers for its tape, the first answer wins, and a
-    request none claims passes through untouched. Returns the libraries seen."""
-    patched = []
-    for name in ("httpx", "httpx2"):
-        with contextlib.suppress(ImportError):
-            module = __import__(name)
-            _register(module.AsyncHTTPTransport, resolve, _httpx_patcher(module))
-            patched.append(name)
-    with contextlib.suppress(ImportError):
-        import aiohttp
+    """Register ``resolve`` on every HTTP client library (once per process): each request asks
+    the registered resolvers for its tape, the first answer wins, and a request none claims
+    passes through untouched. Returns the libraries covered.
 
-        _register(aiohttp.ClientSession, resolve, lambda r: _patch_aiohttp(aiohttp, r))
-        patched.append("aiohttp")
-    with contextlib.suppress(ImportError):
-        import requests.adapters
-
-        adapters = requests.adapters
-        _register(adapters.HTTPAdapter, resolve, lambda r: _patch_requests(adapters, r))
-        patched.append("requests")
-    return patched
+    A library already imported is patched now; one that is not is patched the moment it is
+    imported (:class:`_PatchOnImport`), never imported here: the agent host installs the tape
+    before the agent's module is imported, and importing httpx for an agent that never uses it
+    (its ``__init__`` imports ``rich`` and ``click`` for httpx's command line) was 0.07 s of
+    the 0.39 s of CPU a replayed attempt's agent spent (``bench/replay_phases.py``)."""
+    covered = []
+    for name in _LIBRARIES:
+        module = sys.modules.get(name)
+        if module is not None:
+            _LIBRARIES[name](module, resolve)
+        elif _importable(name):
+            _PatchOnImport.arm(name, resolve)
+        else:
+            continue
+        covered.append(name.partition(".")[0])
+    return covered
 
 
 def uninstall(resolve: Resolve) -> None:
     """Stop asking ``resolve`` (the patches stay: they pass requests through)."""
-    for module_name, cls_name in (
-        ("httpx", "AsyncHTTPTransport"),
-        ("httpx2", "AsyncHTTPTransport"),
-        ("aiohttp", "ClientSession"),
-        ("requests.adapters", "HTTPAdapter"),
-    ):
-        with contextlib.suppress(ImportError, AttributeError, ValueError):
-            import importlib
-
-            cls = getattr(importlib.import_module(module_name), cls_name)
+    _PatchOnImport.disarm(resolve)
+    for module_name, cls_name in _PATCHED_CLASS.items():
+        with contextlib.suppress(AttributeError, ValueError):
+            cls = getattr(sys.modules.get(module_name), cls_name)
             cls.__dict__[_RESOLVERS].remove(resolve)
+
+
+def _httpx_library(module: Any, resolve: Resolve) -> None:
+    _register(module.AsyncHTTPTransport, resolve, _httpx_patcher(module))
+
+
+def _aiohttp_library(module: Any, resolve: Resolve) -> None:
+    _register(module.ClientSession, resolve, lambda r: _patch_aiohttp(module, r))
+
+
+def _requests_library(module: Any, resolve: Resolve) -> None:
+    _register(module.HTTPAdapter, resolve, lambda r: _patch_requests(module, r))
+
+
+# The module each library is patched in, and how; the class that holds its resolvers.
+_LIBRARIES: dict[str, Callable[[Any, Resolve], None]] = {
+    "httpx": _httpx_library,
+    "httpx2": _httpx_library,
+    "aiohttp": _aiohttp_library,
+    "requests.adapters": _requests_library,
+}
+_PATCHED_CLASS = {
+    "httpx": "AsyncHTTPTransport",
+    "httpx2": "AsyncHTTPTransport",
+    "aiohttp": "ClientSession",
+    "requests.adapters": "HTTPAdapter",
+}
+
+
+def _importable(name: str) -> bool:
+    """Whether the library's top-level package can be found (found, not imported)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name.partition(".")[0]) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class _PatchOnImport:
+    """A ``sys.meta_path`` finder that patches an armed library right after it is imported:
+    it finds the module through the other finders, and wraps the loader's ``exec_module`` for
+    that one load (the module keeps its own loader). Removed once nothing is armed."""
+
+    armed: ClassVar[dict[str, list[Resolve]]] = {}
+
+    @classmethod
+    def arm(cls, name: str, resolve: Resolve) -> None:
+        waiting = cls.armed.setdefault(name, [])
+        if resolve not in waiting:
+            waiting.append(resolve)
+        if not any(isinstance(f, cls) for f in sys.meta_path):
+            sys.meta_path.insert(0, cls())
+
+    @classmethod
+    def disarm(cls, resolve: Resolve) -> None:
+        for waiting in cls.armed.values():
+            with contextlib.suppress(ValueError):
+                waiting.remove(resolve)
+        cls._tidy()
+
+    @classmethod
+    def _tidy(cls) -> None:
+        for name in [n for n, waiting in cls.armed.items() if not waiting]:
+            del cls.armed[name]
+        if not cls.armed:
+            sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, cls)]
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in self.armed:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _PatchingLoader(spec.loader, fullname)
+        return spec
+
+
+class _PatchingLoader:
+    """The real loader, plus the patch once the module has executed."""
+
+    def __init__(self, real: Any, name: str) -> None:
+        self._real = real
+        self._name = name
+
+    def create_module(self, spec: Any) -> Any:
+        return self._real.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        module.__loader__ = module.__spec__.loader = self._real  # the module sees its own
+        self._real.exec_module(module)
+        for resolve in _PatchOnImport.armed.pop(self._name, []):
+            _LIBRARIES[self._name](module, resolve)
+        _PatchOnImport._tidy()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
 
 
 def _httpx_patcher(module: Any) -> Callable[[Resolve], None]:
