@@ -52,6 +52,19 @@ def hotel_env(base_url: str) -> dict[str, str]:
     }
 
 
+def write_echo_rules(path: Path, delay: float) -> Path:
+    """Rules for the example agent: "Welcome!" to greet, "Noted: <the user's line>" to every
+    turn, each answer after ``delay`` seconds (a real provider's pace)."""
+    import yaml
+
+    rules = [
+        {"model": "hotel-agent", "system": "Greet", "text": "Welcome!", "delay": delay},
+        {"model": "hotel-agent", "text": "Noted: {last_user}", "delay": delay},
+    ]
+    path.write_text(yaml.safe_dump({"rules": rules}))
+    return path
+
+
 def stats(values: Sequence[float]) -> str:
     """``median (min-max, n)`` in milliseconds."""
     ms = [v * 1000 for v in values]

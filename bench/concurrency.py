@@ -30,23 +30,21 @@ import time
 from pathlib import Path
 
 import yaml
-from _common import HOTEL_AGENT, ROOT, hotel_env, llm_server_process, machine, smaps_rollup
+from _common import (
+    HOTEL_AGENT,
+    ROOT,
+    hotel_env,
+    llm_server_process,
+    machine,
+    smaps_rollup,
+    write_echo_rules,
+)
 
 TURNS = 3
 
 
 def write_inputs(work: Path, scenarios: int, delay: float) -> tuple[Path, Path]:
-    rules = work / "rules.yaml"
-    rules.write_text(
-        yaml.safe_dump(
-            {
-                "rules": [
-                    {"model": "hotel-agent", "system": "Greet", "text": "Welcome!", "delay": delay},
-                    {"model": "hotel-agent", "text": "Noted: {last_user}", "delay": delay},
-                ]
-            }
-        )
-    )
+    rules = write_echo_rules(work / "rules.yaml", delay)
     path = work / "scenarios.yaml"
     turn = {"expect": [{"message": {"contains": "Noted"}}]}
     path.write_text(

@@ -40,7 +40,12 @@ from lkeval import defaults
 from lkeval.agents import agent_host, tool_mocks
 from lkeval.agents.cold import ColdLauncher
 from lkeval.agents.interface import AgentProc, Launcher, LaunchError, SpawnRequest, StartMode
-from lkeval.agents.limits import DEFAULT_AGENT_LOG_MIB, DEFAULT_AGENT_MEMORY_MIB, bound_passed
+from lkeval.agents.limits import (
+    DEFAULT_AGENT_LOG_MIB,
+    DEFAULT_AGENT_MEMORY_MIB,
+    ResidentMemory,
+    bound_passed,
+)
 from lkeval.agents.logs import LOG_LIMIT_BYTES
 from lkeval.agents.logs import publish_log as publish_log
 from lkeval.agents.logs import publish_pending_logs as publish_pending_logs
@@ -169,6 +174,10 @@ class AgentProcess:
         # "low" (pinned, as LiveKit's text simulation does) or "agent" (as each model asks).
         self.inference_class = ""
         self._log_offset = 0
+        self._log_size = -1  # the raw log's size at its last read
+        self._crash: str | None = None  # the crash its log reported (once seen, it stays)
+        self._exited: asyncio.Future[int] | None = None  # see _exit_waiter
+        self._memory: ResidentMemory | None = None  # its /proc file, open while it is watched
         self._stopped_for: str | None = None  # a memory or log bound it passed
 
     @property
@@ -332,24 +341,52 @@ class AgentProcess:
         )
 
     async def wait_failure(self, poll: float = 0.1) -> str:
-        """Resolve with a reason once the process exits or its log says the job crashed."""
+        """Resolve with a reason once the process exits or its log says the job crashed.
+
+        Every request of a conversation races this, so it runs for every live conversation
+        all the time and must cost next to nothing: one exit waiter per process (shared by
+        every call, woken by the exit itself), and between waits one ``stat`` of the log (read
+        only when it has grown) and one read of the process's memory through an open file.
+        """
         assert self.proc is not None
+        exited = self._exit_waiter()
         while True:
             if self.proc.returncode is not None:
                 return self.exit_reason()
-            crash = self._scan_log_for_crash() or self._over_bounds()
+            crash = self._check()
             if crash:
                 return crash
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self.proc.wait()), poll)
+            await asyncio.wait((exited,), timeout=poll)
 
-    def _over_bounds(self) -> str | None:
+    def _exit_waiter(self) -> asyncio.Future[int]:
+        """The one task of this loop that waits for the process to exit."""
+        assert self.proc is not None
+        loop = asyncio.get_running_loop()
+        waiter = self._exited
+        if waiter is None or waiter.get_loop() is not loop or waiter.cancelled():
+            waiter = self._exited = loop.create_task(self.proc.wait())
+        return waiter
+
+    def _check(self) -> str | None:
+        """One look between waits: the log's crash line, then the memory and log bounds."""
+        try:
+            size: int | None = os.stat(self.raw_log_path).st_size
+        except OSError:
+            size = None
+        if self._crash is None and size is not None and size != self._log_size:
+            self._log_size = size  # read the log only when it has grown
+            self._crash = self._scan_log_for_crash()
+        return self._crash or self._over_bounds(size)
+
+    def _over_bounds(self, log_size: int | None) -> str | None:
         """Why the agent was stopped for its memory or its log, once it passes a bound (then
         its whole tree is killed: a runaway agent must not take the runner down)."""
         if self._stopped_for is None and self.proc is not None:
+            if self._memory is None:
+                self._memory = ResidentMemory(self.proc.pid)
             self._stopped_for = bound_passed(
-                self.proc.pid,
-                self.raw_log_path,
+                self._memory,
+                log_size,
                 self.launch.memory_limit_mib,
                 self.launch.log_limit_mib,
             )
@@ -473,6 +510,8 @@ class AgentProcess:
         if self._control is not None:
             self._control.close()
             self._control = None
+        if self._memory is not None:
+            self._memory.close()
         agent_host.clean_agent_dir(str(self.agent_dir))
         LIVE_PROCESSES.discard(self)
 
