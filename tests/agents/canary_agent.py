@@ -5,8 +5,8 @@ agent prints them at boot (stdout, so its log), says them in every reply, return
 ``lookup`` tool padded with ``userdata.pad`` characters in front (so a report that cuts the
 output at a fixed length cuts a secret in half), and with ``userdata.crash`` its entrypoint
 raises with them in the message (a traceback in its log); with ``userdata.hang`` it never
-starts its session. Its replies are scripted in
-``llm_node``, so it needs no LLM server.
+starts its session, and with ``userdata.no_session`` its entrypoint returns without one. Its
+replies are scripted in ``llm_node``, so it needs no LLM server.
 """
 
 from __future__ import annotations
@@ -62,6 +62,9 @@ async def entrypoint(ctx: JobContext) -> None:
     if userdata.get("hang"):  # stuck before its session: lk-eval is interrupted meanwhile
         print(f"hanging with {secrets()}", flush=True)
         await asyncio.Event().wait()
+    if userdata.get("no_session"):  # set up, then returns without ever starting a session
+        print(f"no session for {secrets()}", flush=True)
+        return
     session: AgentSession[None] = AgentSession(
         llm=openai.LLM(model="canary-agent", base_url="http://127.0.0.1:1/v1", api_key="unused")
     )

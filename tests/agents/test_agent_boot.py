@@ -113,36 +113,41 @@ def test_the_entrypoint_runs_before_prepared_and_the_session_only_after_go(
 
 
 @pytest.mark.e2e
-def test_an_entrypoint_that_raises_or_hangs_is_an_error_with_its_log_published_masked(
+def test_an_entrypoint_that_raises_hangs_or_starts_no_session_is_an_error_with_its_log(
     tmp_path: Path,
 ) -> None:
     """The entrypoint runs while the agent is prepared, before its conversation slot: one that
-    raises, or never starts its session, is still its scenario's error with the reason it had
-    when it ran after "go", and its log, masked, is published for the report (stopping an
-    agent that never went must not make its host delete the raw log as if lk-eval were gone)."""
+    raises is still its scenario's error with the reason it had when it ran after "go", one
+    that hangs or returns without starting a session is an error once the boot timeout passes,
+    and each one's log, masked, is published for the report (stopping an agent that never went
+    must not make its host delete the raw log as if lk-eval were gone)."""
     secret = "lkc-boot-0123456789abcdef01234567"
     scenarios = tmp_path / "scenarios.yaml"
     turn = {"user": "hello", "expect": [{"message": {}}]}
     crash = {"id": "crash", "label": "Crash", "userdata": {"crash": True}, "turns": [turn]}
     hang = {"id": "hang", "label": "Hang", "userdata": {"hang": True}, "boot_timeout": 20}
-    scenarios.write_text(
-        yaml.safe_dump({"name": "Boot", "scenarios": [crash, {**hang, "turns": [turn]}]})
-    )
+    idle = {"id": "idle", "label": "Idle", "userdata": {"no_session": True}, "boot_timeout": 20}
+    stuck = [{**hang, "turns": [turn]}, {**idle, "turns": [turn]}]
+    scenarios.write_text(yaml.safe_dump({"name": "Boot", "scenarios": [crash, *stuck]}))
     results = tmp_path / "out" / "results.json"
     env = clean_env(CANARY_API_KEY=secret, CANARY_NAMES="CANARY_API_KEY")
     proc = run_lkeval(run_argv(TEST_AGENTS / "canary_agent.py", scenarios, results), env)
     assert proc.returncode == 3, proc.stdout + proc.stderr  # nothing could run
     by_id = {s["scenario_id"]: s for s in json.loads(results.read_text())["scenarios"]}
-    assert by_id["crash"]["status"] == by_id["hang"]["status"] == "error", by_id
+    assert {s["status"] for s in by_id.values()} == {"error"}, by_id
     crashed, hung = by_id["crash"]["attempts"][0], by_id["hang"]["attempts"][0]
+    idled = by_id["idle"]["attempts"][0]
     assert crashed["reason"] == (
         "agent failed to boot: the agent's job crashed (its entrypoint raised): "
         "RuntimeError: could not connect with ***"
     )
-    assert hung["reason"].startswith("agent did not prepare") and "within 20s" in hung["reason"]
+    for stuck_attempt in (hung, idled):  # not a hang of lk-eval, and never a pass
+        reason = stuck_attempt["reason"]
+        assert reason.startswith("agent did not prepare") and "within 20s" in reason, reason
     crash_log = Path(crashed["log_path"]).read_text()
     assert "RuntimeError: could not connect with ***" in crash_log and "Traceback" in crash_log
     assert "hanging with ***" in Path(hung["log_path"]).read_text()
+    assert "no session for ***" in Path(idled["log_path"]).read_text()
     for path in (tmp_path / "out").rglob("*"):
         if path.is_file():
             assert secret[4:16] not in path.read_text(errors="replace"), path
