@@ -64,6 +64,7 @@ from lkeval.run.plan import Plan, SuiteSettings, build_plan
 from lkeval.run.revote import ask_again_with
 from lkeval.scenarios.model import Scenario
 from lkeval.scenarios.selection import shard_text
+from lkeval.startup import paused_collections
 from lkeval.text.masking import mask_results, redact_argv
 from lkeval.text.untrusted import inert_line
 
@@ -188,10 +189,11 @@ class Suite:
         # a bad baseline is exit 2 now, not after the run; its judge calibrations go to the
         # stopping rule (lkeval.results.calibration)
         calibrated = parts.writers.check_baseline()
-        evaluator = self._evaluator = parts.evaluator(plan.selected, settings.logs_dir)
-        self._cassettes = _open_cassettes(settings, rules, evaluator)
-        # the first lines name the caller and judge; a judge that cannot give a verdict stops
-        judge_check = self._preflight(evaluator)
+        with paused_collections():  # the LLM stack's import, ~15% faster (lkeval.startup)
+            evaluator = self._evaluator = parts.evaluator(plan.selected, settings.logs_dir)
+            self._cassettes = _open_cassettes(settings, rules, evaluator)
+            # the first lines name the caller and judge; one that cannot give a verdict stops
+            judge_check = self._preflight(evaluator)
         self._signals.check()  # a signal the preflight's code absorbed still ends the run
         self._judge_check = judge_check
         unchecked = _nothing_to_check(plan.selected, evaluator)

@@ -9,6 +9,7 @@ but the kernel's death signal can be what kills the children.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -232,6 +233,45 @@ def test_spawns_the_server_cannot_honour_are_refused(fork_server: RecordingServe
     with pytest.raises(ForkServerError, match="No such file"):
         asyncio.run(spawn(env, Path("/nonexistent-dir/agent.log")))
     assert fork_server.alive
+
+
+def test_forked_agents_collect_garbage_like_cold_ones(
+    fork_server: RecordingServer, tmp_path: Path
+) -> None:
+    """The server pauses the garbage collector while it preloads (lkeval/startup.py says
+    why); the agents it forks have it back on, with the preload frozen out of its passes."""
+    mark, agent = tmp_path / "gc.json", tmp_path / "agent.py"
+    agent.write_text(
+        "import gc, json, os\n"
+        "state = [gc.isenabled(), gc.get_freeze_count() > 0]\n"
+        "open(os.environ['GC_MARK'], 'w').write(json.dumps(state))\n"
+    )
+    env = {**agent_env(AgentLaunch(agent)), "GC_MARK": str(mark)}
+
+    async def spawn_and_wait(theirs: socket.socket) -> int:
+        args = (str(agent), "--connect-addr", "127.0.0.1:9", "--control-fd")
+        child = await fork_server.spawn(
+            SpawnRequest(
+                agent=agent,
+                env=env,
+                cwd=tmp_path,
+                log_path=tmp_path / "agent.log",
+                host_args=(*args, str(theirs.fileno())),
+                control_fd=theirs.fileno(),
+            )
+        )
+        deadline = time.monotonic() + 60
+        while not (mark.exists() and mark.read_text()):
+            assert time.monotonic() < deadline, (tmp_path / "agent.log").read_text()
+            await asyncio.sleep(0.05)
+        return child.pid
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        pid = asyncio.run(spawn_and_wait(theirs))
+        with contextlib.suppress(ProcessLookupError):  # it may have given up on its own
+            os.killpg(pid, signal.SIGKILL)
+    assert json.loads(mark.read_text()) == [True, True]
 
 
 def test_plugins_are_found_without_importing_the_agent(tmp_path: Path) -> None:

@@ -85,3 +85,25 @@ def test_the_real_command_exits_with_its_code_and_every_line(tmp_path: Path) -> 
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = (proc.stdout + proc.stderr).splitlines()
     assert sum("turns" in line for line in lines) >= 200, lines[-3:]
+
+
+def test_the_lkeval_command_leaves_the_same_way(tmp_path: Path) -> None:
+    """The console script ``lkeval`` runs what ``python -m lkeval`` runs: no interpreter
+    teardown (an ``atexit`` hook never runs) and the command's exit code."""
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    assert pyproject["project"]["scripts"]["lkeval"] == "lkeval.__main__:main"
+    scenarios = tmp_path / "scenarios.yaml"
+    scenarios.write_text("name: Bad\nscenarios:\n  - label: x\n    turns: 3\n")
+    script = (
+        "import atexit, sys; atexit.register(print, 'torn down'); "
+        f"sys.argv = ['lkeval', 'validate', {str(scenarios)!r}]; "
+        "from lkeval.__main__ import main; main()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=clean_env(), capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "turns" in proc.stdout + proc.stderr
+    assert "torn down" not in proc.stdout + proc.stderr
