@@ -1,5 +1,6 @@
-"""The watch every conversation races (``AgentProcess.wait_failure``): it finds a crash line,
-a bound passed and an exit, and costs one shared exit waiter per agent, not a task per poll.
+"""What a live agent costs besides its own work: the watch every conversation races
+(``AgentProcess.wait_failure``: it finds a crash line, a bound passed and an exit, with one
+shared exit waiter per agent, not a task per poll) and the framework's loop monitor.
 
 Each request of a conversation races this watch, so it runs for every live conversation the
 whole time: at c=32 a task left behind per poll, or a file opened per poll, is CPU the agents
@@ -12,8 +13,17 @@ import asyncio
 import os
 from pathlib import Path
 
+import pytest
+from livekit.agents.telemetry import loop_monitor
+
 from lkeval.agents.limits import STOPPED, ResidentMemory, bound_passed
-from lkeval.agents.process import AgentLaunch, AgentProcess
+from lkeval.agents.process import (
+    LOOP_MONITOR_ENV,
+    LOOP_MONITOR_WARN_MS,
+    AgentLaunch,
+    AgentProcess,
+    agent_env,
+)
 
 CRASH_LINE = b'{"message": "unhandled exception", "reason": "job crashed"}\n'
 
@@ -110,3 +120,21 @@ def test_resident_memory_reads_its_own_process_and_none_once_gone() -> None:
     memory.close()
     assert memory.mib() is None and bound_passed(memory, 0, 1, 0) is None
     assert ResidentMemory(2**22 + 12345).mib() is None  # no such process
+
+
+def test_agents_get_a_slower_loop_monitor_unless_the_user_chose_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The framework's loop monitor at its default woke each agent 200 times a second; the
+    user's own threshold (their environment, ``--env``) is kept as they set it."""
+    monkeypatch.delenv(LOOP_MONITOR_ENV, raising=False)
+    launch = AgentLaunch(Path("agent.py"))
+    assert agent_env(launch)[LOOP_MONITOR_ENV] == LOOP_MONITOR_WARN_MS == "250"
+    # what 250 ms means to the installed livekit-agents: its slowest tick, blocks still logged
+    thresholds = loop_monitor.LoopMonitorThresholds.from_env()
+    assert thresholds is not None and thresholds.warn == 0.1  # lk-eval's own env: untouched
+    assert loop_monitor._tick_interval_for(0.25) == 0.05 > loop_monitor._tick_interval_for(0.1)
+    monkeypatch.setenv(LOOP_MONITOR_ENV, "100")
+    assert agent_env(launch)[LOOP_MONITOR_ENV] == "100"
+    given = AgentLaunch(Path("agent.py"), env={LOOP_MONITOR_ENV: "0"})
+    assert agent_env(given)[LOOP_MONITOR_ENV] == "0"
