@@ -14,6 +14,10 @@ this one, each round both trees, so a change is measured against its base in one
 
     python bench/turn_cpu.py [--scenarios 16] [--turns 1,7] [--concurrency 8] [--rounds 2]
                              [--delay 1] [--compare /tmp/old-tree]
+
+``--watch N`` measures only lk-eval's watch on live agents (``AgentProcess.wait_failure``, which
+every request of a conversation races): N ``sleep`` processes watched for 8 s in this process,
+CPU per agent-second (with ``--compare DIR``: that checkout's code instead of this one's).
 """
 
 from __future__ import annotations
@@ -167,6 +171,40 @@ def run_suite(
     return figures
 
 
+def watch_only(agents: int, tree: Path, seconds: float = 8.0) -> None:
+    """lk-eval's watch on ``agents`` live processes, alone: CPU per agent-second."""
+    import asyncio
+
+    sys.path.insert(0, str(tree))  # nothing of lk-eval is imported before this
+    from lkeval.agents.process import AgentLaunch, AgentProcess
+
+    async def watch(tmp: Path) -> float:
+        watched = []
+        for k in range(agents):
+            agent = AgentProcess(AgentLaunch(HOTEL_AGENT), "{}", tmp / f"agent-{k}.log")
+            agent.raw_log_path.write_bytes(b"x" * 20000)
+            agent.proc = await asyncio.create_subprocess_exec("sleep", str(seconds + 30))
+            watched.append(agent)
+        started = time.process_time()
+        watches = [asyncio.ensure_future(a.wait_failure()) for a in watched]
+        await asyncio.sleep(seconds)
+        used = time.process_time() - started
+        for task, agent in zip(watches, watched, strict=True):
+            task.cancel()
+            assert agent.proc is not None
+            agent.proc.kill()
+            await agent.proc.wait()
+        return used
+
+    with tempfile.TemporaryDirectory() as tmp:
+        used = asyncio.run(watch(Path(tmp)))
+    print(
+        f"watch of {agents} agents for {seconds:g} s: {used * 1000 / seconds / agents:.2f} ms "
+        f"CPU per agent-second ({sys.modules[AgentProcess.__module__].__file__})  "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenarios", type=int, default=16)
@@ -175,7 +213,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--delay", type=float, default=1.0)
     parser.add_argument("--compare", type=Path, help="another checkout, run in alternation")
+    parser.add_argument("--watch", type=int, metavar="N", help="only the watch on N agents")
     args = parser.parse_args()
+    if args.watch:
+        watch_only(args.watch, (args.compare or ROOT).resolve())
+        return 0
     few, many = (int(n) for n in args.turns.split(","))
     trees = {"this": ROOT} | ({"other": args.compare.resolve()} if args.compare else {})
     print(f"machine: {machine()}")
