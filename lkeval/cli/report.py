@@ -12,11 +12,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import TextIO
 
 from lkeval.cli.flags import add_report_arguments
 from lkeval.cli.options import ReportOptions, report_options
-from lkeval.publish.files import write_all
+from lkeval.publish.files import ResultsDirLock, check_writable, write_all, write_text
 from lkeval.publish.github.checkout import repo_root
 from lkeval.publish.github.comments import comment_title
 from lkeval.publish.github.context import GitHubContext, commit_shown, read_context
@@ -28,8 +31,9 @@ from lkeval.results.calibration import calibrated_errors
 from lkeval.results.consistency import status_problem
 from lkeval.results.gate import GateOutcome, evaluate_gate, gate_line
 from lkeval.results.history import DEFAULT_WINDOW as DEFAULT_HISTORY_RUNS
-from lkeval.results.history import digests, rolled
+from lkeval.results.history import digests, rolled, with_history
 from lkeval.results.model import ResultsFileError, RunResults, load_results
+from lkeval.results.results_json import dump_results
 from lkeval.results.sampling import recheck, run_cost_line
 from lkeval.text.masking import mask, mask_results
 from lkeval.text.untrusted import inert_line
@@ -203,6 +207,67 @@ def finish(
     return gate
 
 
+@dataclasses.dataclass(frozen=True)
+class RunWriters:
+    """``lkeval run``'s outputs (the suite's ``Writers``): the results file (atomic, 0644),
+    then the reports and the gate through :func:`finish`, with the baseline resolved once."""
+
+    options: ReportOptions
+    out: TextIO
+
+    def check_writable(self, paths: Sequence[Path]) -> None:
+        check_writable(paths)
+
+    #: The baseline resolved before the first boot (a fetch happens once), for ``finish``.
+    baseline: list[FetchedBaseline] = dataclasses.field(default_factory=list)
+
+    def check_baseline(self) -> dict[str, tuple[str, float]]:
+        fetched = resolve_baseline(self.options)
+        if fetched is not None:
+            self.baseline.append(fetched)
+        # The judge errors the baseline's history calibrated, for the engine's stopping rule
+        # (lkeval.results.calibration); the engine checks each scenario's content digest.
+        baseline = self._baseline_results()
+        if baseline is None:
+            return {}
+        return calibrated_errors(rolled(baseline, self.options.history_runs), {})
+
+    def lock(self, results_dir: Path) -> AbstractContextManager[object]:
+        return ResultsDirLock(results_dir)
+
+    def write_results(self, path: Path, results: RunResults) -> None:
+        # The history this run is compared with, carried on so that the next run taking this
+        # file as its baseline continues it (lkeval.results.history).
+        baseline = self._baseline_results()
+        write_text(path, dump_results(with_history(results, baseline, self.options.history_runs)))
+
+    def _baseline_results(self) -> RunResults | None:
+        """The baseline's results as resolved before the first boot (a fetched one is not
+        fetched again); a file not read yet (a signal before then) is read now, if it can be."""
+        if self.baseline:
+            fetched = self.baseline[0].results
+            return mask_results(fetched) if fetched is not None else None
+        spec = self.options.baseline
+        if not spec or is_remote(spec):
+            return None
+        try:
+            return mask_results(load_baseline(spec))
+        except BaselineError:  # gone now: the results come first
+            return None
+
+    def finish(self, results: RunResults, path: Path, interrupted: bool) -> int:
+        report = self.options
+        if interrupted:
+            # JUnit and Markdown too (an interrupted run is still a complete report), but no
+            # GitHub comment or summary: a cancelled job has seconds left, not a network round.
+            report = dataclasses.replace(report, github=False)
+        baseline = self.baseline[0] if self.baseline else None
+        if baseline is None and interrupted and is_remote(report.baseline):
+            # Stopped before it was fetched: no network round in a cancelled job's last seconds.
+            baseline = FetchedBaseline(None, missing="not fetched (the run was interrupted)")
+        return finish(results, str(path), report, self.out, baseline).exit_code
+
+
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``lkeval report --results FILE ...``."""
     parser = sub.add_parser(
@@ -232,6 +297,7 @@ def _report_handler(args: argparse.Namespace) -> int:
 
 __all__ = [
     "BaselineError",
+    "RunWriters",
     "add_command",
     "baseline_line",
     "finish",

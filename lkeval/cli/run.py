@@ -2,8 +2,9 @@
 
 The run itself (plan, checks, preflight, agents, signals, results) is
 :class:`lkeval.run.suite.Suite`; this module only turns options into its frozen settings and
-builds what it is handed: the evaluator (:mod:`lkeval.llm`), the progress display, and the
-writers (results file, reports, gate: :mod:`lkeval.publish`, :mod:`lkeval.cli.report`). A
+builds what it is handed: the evaluator (:func:`lkeval.llm.evaluator.run_evaluator`), the
+progress display, and the writers (results file, reports, gate:
+:class:`lkeval.cli.report.RunWriters`). A
 fork's pull request without secrets is reported here, from the suite's plan.
 """
 
@@ -11,22 +12,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import sys
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TextIO
 
 from lkeval import defaults
 from lkeval.cli.flags import add_llm_arguments, add_report_arguments, add_run_arguments
 from lkeval.cli.options import RunOptions, run_options
-from lkeval.cli.report import BaselineError, finish, load_baseline, resolve_baseline
+from lkeval.cli.report import RunWriters, finish
 from lkeval.llm.config import MissingCredentialsError
-from lkeval.llm.evaluator import LLMEvaluator, build_evaluator
-from lkeval.llm.keyless import agent_placeholders, keyless_environ
-from lkeval.llm.logs import route_livekit_logs
-from lkeval.publish.files import ResultsDirLock, check_writable, write_text
+from lkeval.llm.evaluator import agent_placeholders, run_evaluator
+from lkeval.publish.files import write_text
 from lkeval.publish.github.checkout import recorded_commit
 from lkeval.publish.github.context import read_context
 from lkeval.publish.github.fork import (
@@ -37,18 +35,13 @@ from lkeval.publish.github.fork import (
     not_run_reason,
     not_run_results,
 )
-from lkeval.publish.github.remote_baseline import FetchedBaseline, is_remote
 from lkeval.publish.github.restore_cassettes import restore_cassettes
 from lkeval.publish.progress import make_progress
-from lkeval.results.calibration import calibrated_errors
-from lkeval.results.history import rolled, with_history
-from lkeval.results.model import RunResults
 from lkeval.results.results_json import dump_results
 from lkeval.results.sampling import SequentialRule
 from lkeval.run.engine import EngineOptions, ProgressObserver
 from lkeval.run.plan import Plan, SuiteSettings
 from lkeval.run.suite import Collaborators, Suite
-from lkeval.scenarios.model import Scenario
 from lkeval.scenarios.selection import Selection, shard_text
 from lkeval.text.masking import mask_results
 
@@ -202,82 +195,14 @@ def run_verdict_options(options: RunOptions) -> tuple[tuple[str, object], ...]:
     )
 
 
-@dataclasses.dataclass(frozen=True)
-class _Writers:
-    """The run's outputs: the results file (atomic, 0644), the reports and the gate."""
-
-    options: RunOptions
-    out: TextIO
-
-    def check_writable(self, paths: Sequence[Path]) -> None:
-        check_writable(paths)
-
-    #: The baseline resolved before the first boot (a fetch happens once), for ``finish``.
-    baseline: list[FetchedBaseline] = dataclasses.field(default_factory=list)
-
-    def check_baseline(self) -> dict[str, tuple[str, float]]:
-        fetched = resolve_baseline(self.options.report)
-        if fetched is not None:
-            self.baseline.append(fetched)
-        # The judge errors the baseline's history calibrated, for the engine's stopping rule
-        # (lkeval.results.calibration); the engine checks each scenario's content digest.
-        baseline = self._baseline_results()
-        if baseline is None:
-            return {}
-        return calibrated_errors(rolled(baseline, self.options.report.history_runs), {})
-
-    def lock(self, results_dir: Path) -> AbstractContextManager[object]:
-        return ResultsDirLock(results_dir)
-
-    def write_results(self, path: Path, results: RunResults) -> None:
-        # The history this run is compared with, carried on so that the next run taking this
-        # file as its baseline continues it (lkeval.results.history).
-        report = self.options.report
-        baseline = self._baseline_results()
-        write_text(path, dump_results(with_history(results, baseline, report.history_runs)))
-
-    def _baseline_results(self) -> RunResults | None:
-        """The baseline's results as resolved before the first boot (a fetched one is not
-        fetched again); a file not read yet (a signal before then) is read now, if it can be."""
-        if self.baseline:
-            fetched = self.baseline[0].results
-            return mask_results(fetched) if fetched is not None else None
-        spec = self.options.report.baseline
-        if not spec or is_remote(spec):
-            return None
-        try:
-            return mask_results(load_baseline(spec))
-        except BaselineError:  # gone now: the results come first
-            return None
-
-    def finish(self, results: RunResults, path: Path, interrupted: bool) -> int:
-        report = self.options.report
-        if interrupted:
-            # JUnit and Markdown too (an interrupted run is still a complete report), but no
-            # GitHub comment or summary: a cancelled job has seconds left, not a network round.
-            report = dataclasses.replace(report, github=False)
-        baseline = self.baseline[0] if self.baseline else None
-        if baseline is None and interrupted and is_remote(report.baseline):
-            # Stopped before it was fetched: no network round in a cancelled job's last seconds.
-            baseline = FetchedBaseline(None, missing="not fetched (the run was interrupted)")
-        return finish(results, str(path), report, self.out, baseline).exit_code
-
-
 def _collaborators(options: RunOptions, out: TextIO) -> Collaborators:
-    def evaluator(selected: Sequence[Scenario], logs_dir: Path) -> LLMEvaluator | None:
-        environ = keyless_environ(options.llm, selected) if _replaying(options) else None
-        built = build_evaluator(options.llm, selected, environ)  # credentials, before any boot
-        if built is not None:
-            route_livekit_logs(logs_dir / "livekit-in-lkeval.log")  # not into the progress
-        return built
-
     def progress(total: int) -> ProgressObserver:
         return make_progress(out, github=options.report.github, total=total)
 
     return Collaborators(
-        evaluator=evaluator,
+        evaluator=functools.partial(run_evaluator, options.llm, _replaying(options)),
         progress=progress,
-        writers=_Writers(options, out),
+        writers=RunWriters(options.report, out),
         commit=recorded_commit,  # no git binary needed (the Action's image has none)
     )
 

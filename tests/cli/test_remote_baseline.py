@@ -9,7 +9,6 @@ import json
 import os
 import zipfile
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from report_fixtures import results_of, scenario, write_results
 
 from lkeval.cli import main
 from lkeval.cli.options import ReportOptions
-from lkeval.cli.run import _Writers
+from lkeval.cli.report import RunWriters
 from lkeval.publish.github.remote_baseline import fetch_baseline
 from lkeval.results.model import RunResults
 from lkeval.results.results_json import dump_results
@@ -223,8 +222,7 @@ def test_run_fetches_once_before_the_boot_and_gates_with_it(gh: FakeGitHub, tmp_
     gh.add_run(artifacts={NAME: results_zip(both_pass())})
     out = io.StringIO()
     options = ReportOptions(baseline="github:main", fail_on="regression")
-    run_options = replace(_run_options(tmp_path), report=options)
-    writers = _Writers(run_options, out)
+    writers = RunWriters(options, out)
     writers.check_baseline()
     assert len(gh.blob_requests) == 1
     code = writers.finish(b_fails(), tmp_path / "results.json", interrupted=False)
@@ -236,7 +234,7 @@ def test_an_interrupted_run_does_not_start_a_fetch(gh: FakeGitHub, tmp_path: Pat
     gh.add_run(artifacts={NAME: results_zip(both_pass())})
     out = io.StringIO()
     options = ReportOptions(baseline="github:main", fail_on="regression")
-    writers = _Writers(replace(_run_options(tmp_path), report=options), out)
+    writers = RunWriters(options, out)
     writers.finish(b_fails(), tmp_path / "results.json", interrupted=True)
     assert gh.requests == []
     assert "no baseline: not fetched (the run was interrupted)" in out.getvalue()

@@ -9,8 +9,7 @@ from lkeval.cli import build_parser
 from lkeval.cli.options import run_options
 from lkeval.cli.run import suite_settings
 from lkeval.llm.config import LLMEndpointOptions, LLMOptions, MissingCredentialsError
-from lkeval.llm.evaluator import build_evaluator
-from lkeval.llm.keyless import PLACEHOLDER, agent_placeholders, keyless_environ
+from lkeval.llm.evaluator import PLACEHOLDER, agent_placeholders, build_evaluator, keyless_environ
 from lkeval.scenarios.model import Scenario
 
 SIMULATED = [  # played by the simulated caller: needs a caller and a judge

@@ -219,12 +219,12 @@ def test_reports_say_when_the_judge_cannot_tell() -> None:
 
 def test_a_run_hands_the_baselines_calibrations_to_its_stopping_rule(tmp_path: Path) -> None:
     from lkeval.cli.options import RunOptions
-    from lkeval.cli.run import _Writers
+    from lkeval.cli.report import RunWriters
 
     base_path = tmp_path / "base.json"
     write_text(base_path, dump_results(calibrated_baseline(cal(0, 40, 0, 40), "SCN_book")))
     options = RunOptions(
         agent="agent.py", scenarios=("s.yaml",), report=ReportOptions(baseline=str(base_path))
     )
-    assert _Writers(options, io.StringIO()).check_baseline() == {"SCN_book": ("d1", 0.09)}
-    assert _Writers(RunOptions(agent="a.py", scenarios=()), io.StringIO()).check_baseline() == {}
+    assert RunWriters(options.report, io.StringIO()).check_baseline() == {"SCN_book": ("d1", 0.09)}
+    assert RunWriters(ReportOptions(), io.StringIO()).check_baseline() == {}

@@ -14,8 +14,7 @@ from report_fixtures import metadata, scenario
 
 from lkeval.cli import build_parser
 from lkeval.cli.options import ReportOptions, RunOptions
-from lkeval.cli.report import report_main
-from lkeval.cli.run import _Writers
+from lkeval.cli.report import RunWriters, report_main
 from lkeval.errors import ExitCode
 from lkeval.publish.files import write_text
 from lkeval.reporters import JUnitReporter, MarkdownReporter, build_report
@@ -272,10 +271,10 @@ def test_a_run_writes_the_history_it_was_compared_with(tmp_path: Path) -> None:
         agent="agent.py", scenarios=("s.yaml",), report=ReportOptions(baseline=str(baseline))
     )
     path = tmp_path / "results.json"
-    _Writers(options, io.StringIO()).write_results(path, current)
+    RunWriters(options.report, io.StringIO()).write_results(path, current)
     assert load_results(path).history == rolled(base)
     baseline.unlink()  # gone since it was checked: the results are still written, without it
-    _Writers(options, io.StringIO()).write_results(path, current)
+    RunWriters(options.report, io.StringIO()).write_results(path, current)
     assert load_results(path).history is None
 
 
