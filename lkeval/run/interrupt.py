@@ -24,19 +24,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from lkeval.agents.orphans import kill_all_now
 
-if TYPE_CHECKING:
-    from lkeval.results.model import ScenarioResult
-    from lkeval.run.collaborators import RunEvaluator
-    from lkeval.run.engine import Engine
-    from lkeval.scenarios.model import Scenario
-
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+T = TypeVar("T")
 
 
 class Interrupted(KeyboardInterrupt):
@@ -93,6 +88,37 @@ class RunSignals:
         finally:
             self._cancel = None
 
+    def run_until_signal(self, work: Callable[[], Awaitable[T]], on_signal: Callable[[], T]) -> T:
+        """Run ``work()`` in its own event loop; on SIGINT/SIGTERM stop every agent and return
+        ``on_signal()`` (what finished), with :attr:`received` saying which signal came.
+
+        A signal cancels ``work``'s task; one that comes while the loop starts or stops is
+        recorded and acted on, never raised where it would lose what finished. What ``work``
+        is (the engine playing the scenarios) is the caller's: this class only knows signals.
+        """
+
+        async def main() -> T:
+            loop = asyncio.get_running_loop()
+            task = asyncio.current_task()
+            assert task is not None
+
+            def cancel() -> None:
+                loop.call_soon_threadsafe(task.cancel)
+
+            with self.cancelling(cancel):
+                try:
+                    return await work()
+                except asyncio.CancelledError:
+                    if self.received is None:
+                        raise
+                    return on_signal()
+
+        with self.deferred():
+            try:
+                return asyncio.run(main())
+            finally:
+                kill_all_now()
+
     @contextlib.contextmanager
     def deferred(self) -> Iterator[None]:
         """A signal is recorded, not raised, until the block ends (writing the results)."""
@@ -101,43 +127,3 @@ class RunSignals:
             yield
         finally:
             self._deferred = False
-
-
-def run_until_signal(
-    engine: Engine,
-    scenarios: list[Scenario],
-    evaluator: RunEvaluator | None,
-    signals: RunSignals,
-) -> tuple[list[ScenarioResult], signal.Signals | None]:
-    """Run the engine; on SIGINT/SIGTERM stop every agent and return what finished.
-
-    A signal cancels the engine's task; one that comes while the loop starts or stops is
-    recorded and acted on, never raised where it would lose what finished.
-    """
-
-    async def main() -> list[ScenarioResult]:
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        assert task is not None
-
-        def cancel() -> None:
-            loop.call_soon_threadsafe(task.cancel)
-
-        with signals.cancelling(cancel):
-            try:
-                return await engine.run(scenarios)
-            except asyncio.CancelledError:
-                if signals.received is None:
-                    raise
-                return engine.results(interrupted=True)
-            finally:
-                if evaluator is not None:
-                    with contextlib.suppress(Exception):
-                        await evaluator.aclose()
-
-    with signals.deferred():
-        try:
-            results = asyncio.run(main())
-        finally:
-            kill_all_now()
-    return results, signals.received

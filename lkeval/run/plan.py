@@ -5,7 +5,8 @@
 what runs (``--tag``/``--match`` by :class:`~lkeval.scenarios.selection.Selection`, then
 ``--shard``), refusing a selection that cannot be meant, an interpreter that cannot host the
 agent, and figures (repeat, min-pass, attempts) the selected scenarios cannot meet, before
-anything boots. Apart from :mod:`lkeval.run.suite`, which carries the plan out (agents, engine,
+anything boots; :func:`cassette_rules` and :func:`open_cassettes` do the same for
+``--cassettes``. Apart from :mod:`lkeval.run.suite`, which carries the plan out (agents, engine,
 signals, results), so a plan is built and read without starting anything.
 """
 
@@ -19,6 +20,10 @@ from pathlib import Path
 from lkeval import defaults
 from lkeval.agents.cold import python_problem
 from lkeval.errors import UsageError
+from lkeval.replay.session import Cassettes, ReplayConfigError, load_rules
+from lkeval.replay.tape import Rules
+from lkeval.results.pricing import PriceTable
+from lkeval.run.collaborators import RunEvaluator
 from lkeval.run.engine import EngineOptions, attempts_problem
 from lkeval.scenarios.bounds import runs_problem
 from lkeval.scenarios.loader import load_or_raise
@@ -123,4 +128,37 @@ def build_plan(
     return Plan(scenarios, selected, options, tuple(suite))
 
 
-__all__ = ["Plan", "SuiteSettings", "build_plan"]
+def cassette_rules(cassettes: Path | None, rules: Path | None) -> Rules | None:
+    """The run's scrub rules when it has cassettes (``--cassettes``, ``--cassette-rules``);
+    exit 2 when the rules file is bad."""
+    if cassettes is None:
+        return None
+    try:
+        return load_rules(rules)
+    except ReplayConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def open_cassettes(
+    settings: SuiteSettings, rules: Rules, evaluator: RunEvaluator | None
+) -> Cassettes | None:
+    """The run's cassettes, knowing what they must have been recorded with (docs/replay.md)."""
+    if settings.cassettes is None:
+        return None
+    llms = {llm.role: llm.model for llm in evaluator.llms_in_use()} if evaluator else {}
+    prompts = getattr(evaluator, "prompts_digest", None)
+    identity = {
+        "caller_model": llms.get("caller", ""),
+        "judge_model": llms.get("judge", ""),
+        "judge_prompt": prompts() if callable(prompts) else "",
+    }
+    return Cassettes(
+        settings.cassettes,
+        settings.cassette_mode,
+        rules,
+        identity,
+        prices=PriceTable(dict(settings.prices)),
+    )
+
+
+__all__ = ["Plan", "SuiteSettings", "build_plan", "cassette_rules", "open_cassettes"]

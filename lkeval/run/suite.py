@@ -17,6 +17,7 @@ flags, builds them and calls :meth:`Suite.run`; tests hand in their own.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import shutil
@@ -36,8 +37,8 @@ from lkeval.agents.interface import Launcher
 from lkeval.agents.launch import StartingLauncher, begin_launcher
 from lkeval.agents.orphans import adopt_orphans, kill_all_now
 from lkeval.agents.process import AgentLaunch, agent_env, publish_pending_logs
-from lkeval.errors import ExitCode, OutputError, UsageError
-from lkeval.replay.session import Cassettes, ReplayConfigError, active, load_rules
+from lkeval.errors import ExitCode, OutputError
+from lkeval.replay.session import Cassettes, active
 from lkeval.replay.tape import Rules
 from lkeval.results.fingerprint import suite_fingerprint
 from lkeval.results.model import (
@@ -59,8 +60,8 @@ from lkeval.run.engine import (
     ProgressObserver,
     attempt_factory,
 )
-from lkeval.run.interrupt import Interrupted, RunSignals, run_until_signal
-from lkeval.run.plan import Plan, SuiteSettings, build_plan
+from lkeval.run.interrupt import Interrupted, RunSignals
+from lkeval.run.plan import Plan, SuiteSettings, build_plan, cassette_rules, open_cassettes
 from lkeval.run.revote import ask_again_with
 from lkeval.scenarios.model import Scenario
 from lkeval.scenarios.selection import shard_text
@@ -163,7 +164,8 @@ class Suite:
         if not plan.selected:  # check_selection: the suite has some, so this shard has none
             return self._empty_shard(plan)
         adopt_orphans()  # what a crashed agent leaves behind comes to us, stopped at the end
-        rules = _cassette_rules(settings)  # a bad rules file is exit 2 before anything runs
+        # a bad rules file is exit 2 before anything runs; None: record/replay is off
+        rules = cassette_rules(settings.cassettes, settings.cassette_rules)
         # Agents (and the fork server) write their raw logs here (private, 0700), never into
         # the results dir: logs/ only gets masked copies. A SIGKILL of lk-eval leaves it behind.
         raw_logs = Path(tempfile.mkdtemp(prefix="lkeval-raw-logs-"))
@@ -191,7 +193,8 @@ class Suite:
         calibrated = parts.writers.check_baseline()
         with paused_collections():  # the LLM stack's import, ~15% faster (lkeval.startup)
             evaluator = self._evaluator = parts.evaluator(plan.selected, settings.logs_dir)
-            self._cassettes = _open_cassettes(settings, rules, evaluator)
+            if rules is not None:
+                self._cassettes = open_cassettes(settings, rules, evaluator)
             # the first lines name the caller and judge; one that cannot give a verdict stops
             judge_check = self._preflight(evaluator)
         self._signals.check()  # a signal the preflight's code absorbed still ends the run
@@ -383,7 +386,18 @@ class Suite:
             plan.engine_options,
             ask_again=ask_again_with(evaluator, self._cassettes) if evaluator is not None else None,
         )
-        return run_until_signal(engine, plan.scenarios, evaluator, self._signals)
+
+        async def play() -> list[ScenarioResult]:
+            try:
+                return await engine.run(plan.scenarios)
+            finally:
+                if evaluator is not None:
+                    with contextlib.suppress(Exception):
+                        await evaluator.aclose()
+
+        # a signal cancels the play: what finished is kept, every agent stopped
+        played = self._signals.run_until_signal(play, lambda: engine.results(interrupted=True))
+        return played, self._signals.received
 
     def metadata(
         self, scenario_results: list[ScenarioResult], stopped_by: signal.Signals | None
@@ -448,38 +462,6 @@ def _nothing_to_check(selected: list[Scenario], evaluator: RunEvaluator | None) 
         if why is not None:
             found[scenario.id] = why
     return found
-
-
-def _cassette_rules(settings: SuiteSettings) -> Rules | None:
-    """The run's scrub rules when it has cassettes (``--cassette-rules``); exit 2 when bad."""
-    if settings.cassettes is None:
-        return None
-    try:
-        return load_rules(settings.cassette_rules)
-    except ReplayConfigError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def _open_cassettes(
-    settings: SuiteSettings, rules: Rules | None, evaluator: RunEvaluator | None
-) -> Cassettes | None:
-    """The run's cassettes, knowing what they must have been recorded with (docs/replay.md)."""
-    if settings.cassettes is None or rules is None:
-        return None
-    llms = {llm.role: llm.model for llm in evaluator.llms_in_use()} if evaluator else {}
-    prompts = getattr(evaluator, "prompts_digest", None)
-    identity = {
-        "caller_model": llms.get("caller", ""),
-        "judge_model": llms.get("judge", ""),
-        "judge_prompt": prompts() if callable(prompts) else "",
-    }
-    return Cassettes(
-        settings.cassettes,
-        settings.cassette_mode,
-        rules,
-        identity,
-        prices=PriceTable(dict(settings.prices)),
-    )
 
 
 def _installed(dist: str) -> str | None:
