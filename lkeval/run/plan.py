@@ -25,9 +25,8 @@ from lkeval.replay.tape import Rules
 from lkeval.results.pricing import PriceTable
 from lkeval.run.collaborators import RunEvaluator
 from lkeval.run.engine import EngineOptions, attempts_problem
-from lkeval.scenarios.bounds import runs_problem
 from lkeval.scenarios.loader import load_or_raise
-from lkeval.scenarios.model import Scenario, min_pass_problem
+from lkeval.scenarios.model import Scenario, min_pass_problem, runs_problem
 from lkeval.scenarios.selection import check_selection, select_shard
 from lkeval.text.untrusted import inert_line
 

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from lkeval.scenarios.bounds import MAX_RUNS
+
 BUILTIN_JUDGES = (
     "task_completion",
     "tool_use",
@@ -250,6 +252,19 @@ def min_pass_problem(
     return (
         f"{needs} '{first.label}' ({first.file}:{first.line}){more} is above its "
         f"{runs} run{'s' if runs != 1 else ''} ({source}); give --repeat {needed} or more"
+    )
+
+
+def runs_problem(
+    scenarios: Sequence[Scenario], repeat: int | None, min_pass: int | None
+) -> str | None:
+    """Why the selected scenarios, repeated, are too many runs for one ``lkeval run``."""
+    total = sum(s.runs(repeat, min_pass)[0] for s in scenarios)
+    if total <= MAX_RUNS:
+        return None
+    return (
+        f"{total} runs ({len(scenarios)} scenarios with their repeats); at most {MAX_RUNS} "
+        "fit one run: select fewer (--match, --tag), shard them (--shard), or repeat less"
     )
 
 

@@ -3,7 +3,8 @@
 The scenario loader and the turn grammar both read values from ``yaml.compose`` nodes rather
 than from ``yaml.safe_load`` output, because only nodes keep the line and column every message
 must name. This module holds what they share: :class:`Diagnostic`, the per-file collector
-:class:`FileProblems`, reading and parsing the file, and typed readers for single values.
+:class:`FileProblems`, reading and parsing the file (bounded: :func:`check_bounds` refuses an
+alias bomb before any reader expands it), and typed readers for single values.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any, Literal
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from lkeval.scenarios.bounds import MAX_DEPTH, MAX_FILE_BYTES, check_bounds
+from lkeval.scenarios.bounds import MAX_ALIAS_VALUES, MAX_ALIASES, MAX_DEPTH, MAX_FILE_BYTES
 from lkeval.scenarios.typos import near_miss
 
 Severity = Literal["error", "warning"]
@@ -158,6 +159,75 @@ def _compose(text: str, problems: FileProblems) -> Node | None:
         problems.error(*refused)
         return None
     return root
+
+
+def _children(node: Node) -> list[tuple[str, Node]]:
+    """A node's direct values with the field suffix each adds (``.key`` or ``[i]``)."""
+    if isinstance(node, SequenceNode):
+        return [(f"[{i}]", item) for i, item in enumerate(node.value)]
+    if isinstance(node, MappingNode):
+        out: list[tuple[str, Node]] = []
+        for key, value in node.value:
+            name = f".{key.value}" if isinstance(key, ScalarNode) else ".?"
+            out += [("", key), (name, value)]
+        return out
+    return []
+
+
+def check_bounds(root: Node) -> tuple[Node, str, str] | None:
+    """Why the document is out of bounds, as (node, field, message) to report, or None.
+
+    ``yaml.compose`` keeps an alias as a second reference to its anchor's node, so the tree
+    stays small; it is every later reader (``to_plain``, the agent's JSON) that would expand
+    it. The expanded size is counted here over unique nodes only, so a bomb costs nothing.
+    """
+    sizes: dict[int, int] = {}
+    refs: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    aliases = 0
+    stack: list[tuple[Node, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        key = id(node)
+        if done:
+            open_nodes.discard(key)
+            sizes[key] = 1 + sum(sizes.get(id(c), 0) for _, c in _children(node))
+            continue
+        refs[key] = refs.get(key, 0) + 1
+        if key in sizes or key in open_nodes:  # a second reference: an alias (or a cycle)
+            aliases += 1
+            continue
+        if depth > MAX_DEPTH:
+            return node, "", f"nested more than {MAX_DEPTH} levels deep"
+        open_nodes.add(key)
+        stack.append((node, depth, True))
+        stack.extend((c, depth + 1, False) for _, c in reversed(_children(node)))
+    added = sizes[id(root)] - len(sizes)
+    if aliases > MAX_ALIASES:
+        return root, "", f"{aliases} YAML aliases; at most {MAX_ALIASES} are allowed"
+    if added > MAX_ALIAS_VALUES:
+        node, path = _where_it_expands(root, sizes, refs)
+        return (
+            node,
+            path,
+            f"YAML aliases expand this value to {sizes[id(node)]} values; at most "
+            f"{MAX_ALIAS_VALUES} may come from aliases in a file (an alias bomb?)",
+        )
+    return None
+
+
+def _where_it_expands(root: Node, sizes: dict[int, int], refs: dict[int, int]) -> tuple[Node, str]:
+    """The value to name in the error: follow the largest unshared value down from the root
+    to where the shared (aliased) ones begin."""
+    node, path = root, ""
+    while True:
+        children = _children(node)
+        if not children:
+            return node, path
+        suffix, child = max(children, key=lambda c: sizes.get(id(c[1]), 0))
+        if refs.get(id(child), 0) > 1 or sizes.get(id(child), 0) <= MAX_ALIAS_VALUES:
+            return node, path
+        node, path = child, (path + suffix).lstrip(".")
 
 
 def _report_yaml_error(exc: yaml.YAMLError, text: str, problems: FileProblems) -> None:
