@@ -28,7 +28,6 @@ from lkeval.llm.evaluator import LLMEvaluator, build_evaluator
 from lkeval.publish.files import write_text
 from lkeval.results.calibration import cannot_tell, describe_calibration
 from lkeval.results.consistency import status_problem
-from lkeval.results.fingerprint import scenario_digest
 from lkeval.results.model import (
     Calibration,
     ResultsFileError,
@@ -153,7 +152,7 @@ def _pairs(
         transcript = _passing_transcript(result)
         if transcript is None:
             continue
-        if scenario is None or digests.get(scenario.id) != scenario_digest(scenario):
+        if scenario is None or digests.get(scenario.id) != scenario.digest:
             notes.append(f"{result.label}: the scenario changed since the run; not calibrated")
             continue
         todo.append((scenario, transcript))

@@ -5,11 +5,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from collections.abc import Iterable, Sequence
 
 from lkeval.errors import ExitCode, UsageError
 from lkeval.publish.files import write_text
-from lkeval.results.fingerprint import merge_problem, uncovered
-from lkeval.results.model import RunResults, load_results, run_inference_class
+from lkeval.results.model import (
+    RunMetadata,
+    RunResults,
+    SuiteFingerprint,
+    load_results,
+    run_inference_class,
+)
 from lkeval.results.results_json import dump_results
 from lkeval.text.untrusted import inert_line
 
@@ -35,6 +41,83 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
 
 
+def _name(source: str, meta: RunMetadata) -> str:
+    return f"shard {meta.shard} ({source})" if meta.shard else source
+
+
+def _suite_difference(first: SuiteFingerprint, other: SuiteFingerprint) -> str:
+    """Which scenario makes two suites differ ("" when they are the same)."""
+    for sid, digest in other.scenarios.items():
+        if sid not in first.scenarios:
+            return f"scenario {sid!r} is not in the other's suite"
+        if first.scenarios[sid] != digest:
+            return f"scenario {sid!r} differs"
+    for sid in first.scenarios:
+        if sid not in other.scenarios:
+            return f"scenario {sid!r} is missing from its suite"
+    return ""
+
+
+def _option_difference(first: SuiteFingerprint, other: SuiteFingerprint) -> str:
+    for key in sorted(set(first.options) | set(other.options)):
+        a, b = first.options.get(key, "(not recorded)"), other.options.get(key, "(not recorded)")
+        if a != b:
+            return f"{key} {a} → {b}"
+    return ""
+
+
+def _models(meta: RunMetadata) -> dict[str, str]:
+    """The caller's and judge's model by role (the host's port changes from job to job)."""
+    return {llm.role: llm.model for llm in meta.llms}
+
+
+def merge_problem(parts: Sequence[tuple[str, RunMetadata]]) -> str:
+    """Why these results files are not parts of one run ("" when they are): a file without a
+    fingerprint, another lk-eval, another commit, another suite, other options or models."""
+    for source, meta in parts:
+        if meta.suite is None and meta.interrupted:
+            return f"{source} was interrupted before its scenarios were loaded: re-run that shard"
+        if meta.suite is None:
+            return (
+                f"{source} has no suite fingerprint (written by lk-eval "
+                f"{meta.lkeval_version or 'unknown'}, before merge checked what shards ran): "
+                "re-run every shard with this lk-eval, or `lkeval report` each file on its own"
+            )
+    first_source, first = parts[0]
+    assert first.suite is not None
+    head = _name(first_source, first)
+    for source, meta in parts[1:]:
+        assert meta.suite is not None
+        name = _name(source, meta)
+        if meta.lkeval_version != first.lkeval_version:
+            return (
+                f"shards ran different lk-eval versions {first.lkeval_version} → "
+                f"{meta.lkeval_version} ({head}, {name})"
+            )
+        if meta.git_sha != first.git_sha:
+            return (
+                f"shards ran different commits {first.git_sha or '(none)'} → "
+                f"{meta.git_sha or '(none)'} ({head}, {name})"
+            )
+        suite = _suite_difference(first.suite, meta.suite)
+        if suite:
+            return f"{name} ran another suite than {head}: {suite}"
+        option = _option_difference(first.suite, meta.suite)
+        if option:
+            return f"{name} ran with other options than {head}: {option}"
+        mine, theirs = _models(first), _models(meta)
+        for role in sorted(set(mine) & set(theirs)):  # an empty shard starts no LLM
+            if mine[role] != theirs[role]:
+                return f"{name} ran another {role} model than {head}: {mine[role]} → {theirs[role]}"
+    return ""
+
+
+def uncovered(meta: RunMetadata, scenario_ids: Iterable[str]) -> list[str]:
+    """The scenarios of the fingerprinted suite that no merged file holds."""
+    held = set(scenario_ids)
+    return [sid for sid in (meta.suite.scenarios if meta.suite else {}) if sid not in held]
+
+
 def missing_shards(parts: list[tuple[str, RunResults]]) -> list[str]:
     """The shards ``I/N`` of the run that none of the files holds (empty when complete or
     when the files are not shards)."""
@@ -54,7 +137,7 @@ def merge_results(parts: list[tuple[str, RunResults]], allow_partial: bool = Fal
     """One run from several shards: every scenario once, in file and line order.
 
     Files that are not parts of one run (another suite, lk-eval, commit or verdict options:
-    :func:`~lkeval.results.fingerprint.merge_problem`) are refused. A missing shard is refused
+    :func:`merge_problem`) are refused. A missing shard is refused
     (a gate on part of the suite passes what never ran) unless ``allow_partial``; then the
     merged metadata names the missing shards.
     """

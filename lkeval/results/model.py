@@ -10,6 +10,7 @@ not know (a newer writer, and the derived ``figures``).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
@@ -352,12 +353,41 @@ class JudgeCheck:
 
 @dataclass(frozen=True)
 class SuiteFingerprint:
-    """What a run was cut from (lkeval.results.fingerprint): a digest of each scenario of the
-    whole suite by id, and the options that change verdicts, as text. ``lkeval merge`` refuses
-    shards whose fingerprints (or lk-eval versions, or commits) disagree."""
+    """What a run was cut from: a digest of each scenario of the whole suite by id, and the
+    options that change verdicts, as text. ``lkeval merge`` joins shard files that separate CI
+    jobs wrote; comparing their ``I/N`` labels alone let shard 1/2 of one scenario file and
+    shard 2/2 of another merge and pass, so it refuses shards whose fingerprints (or lk-eval
+    versions, or commits) disagree, naming the scenario or option (:mod:`lkeval.cli.merge`)."""
 
     scenarios: dict[str, str] = field(default_factory=dict)
     options: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, suite: Sequence[Scenario], options: Iterable[tuple[str, object]]
+    ) -> SuiteFingerprint:
+        """The fingerprint of the whole suite (before ``--shard`` cut it) and of the run's
+        options that change a verdict, each recorded as text, sorted by flag (stable across
+        jobs)."""
+        return cls(
+            scenarios={s.id: s.digest for s in suite},
+            options={flag: _option_text(value) for flag, value in sorted(options, key=_flag)},
+        )
+
+
+def _flag(option: tuple[str, object]) -> str:
+    return option[0]
+
+
+def _option_text(value: object) -> str:
+    """An option as the fingerprint records it: ``(default)``, ``true``, JSON for a list."""
+    if value is None:
+        return "(default)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)):
+        return json.dumps(value, default=str) if value else "(none)"
+    return str(value)
 
 
 @dataclass(frozen=True)

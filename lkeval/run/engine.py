@@ -19,7 +19,6 @@ from typing import Any, Protocol
 
 from lkeval import defaults
 from lkeval.results.calibration import rule_with
-from lkeval.results.fingerprint import scenario_digest
 from lkeval.results.model import Attempt, Sampling, ScenarioResult, Status
 from lkeval.results.sampling import (
     Observation,
@@ -116,7 +115,7 @@ class EngineOptions:
         """The sequential test of ``scenario``: the run's, with its calibrated judge error
         when the calibration was measured on this very content."""
         calibrated = self.judge_errors.get(scenario.id)
-        if calibrated is None or calibrated[0] != scenario_digest(scenario):
+        if calibrated is None or calibrated[0] != scenario.digest:
             return self.sampling
         return rule_with(self.sampling, calibrated[1])
 

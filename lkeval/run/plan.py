@@ -65,7 +65,7 @@ class SuiteSettings:
     """The command line, recorded with its secrets redacted."""
     verdict_options: tuple[tuple[str, object], ...] = ()
     """The options that change verdicts, by flag; the results' suite fingerprint records them
-    as text (:func:`lkeval.results.fingerprint.suite_fingerprint`)."""
+    as text (:meth:`lkeval.results.model.SuiteFingerprint.of`)."""
     cassettes: Path | None = None
     """``--cassettes DIR``: one cassette per scenario attempt (None: record/replay is off)."""
     cassette_mode: str = defaults.CASSETTE_MODE

@@ -40,13 +40,13 @@ from lkeval.agents.process import AgentLaunch, agent_env, publish_pending_logs
 from lkeval.errors import ExitCode, OutputError
 from lkeval.replay.session import Cassettes, active
 from lkeval.replay.tape import Rules
-from lkeval.results.fingerprint import suite_fingerprint
 from lkeval.results.model import (
     Attempt,
     JudgeCheck,
     RunMetadata,
     RunResults,
     ScenarioResult,
+    SuiteFingerprint,
     run_inference_class,
     run_start_mode,
 )
@@ -424,7 +424,7 @@ class Suite:
             inference_class=run_inference_class(scenario_results),
             sampling_rule=self._rule_record(scenario_results),
             suite=(
-                suite_fingerprint(self.plan.suite, settings.verdict_options)
+                SuiteFingerprint.of(self.plan.suite, settings.verdict_options)
                 if self.plan is not None
                 else None
             ),

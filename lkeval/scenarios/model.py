@@ -6,6 +6,9 @@ the engine, the reporters and the tests share one vocabulary.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -175,6 +178,16 @@ class Scenario:
     latency: dict[str, float] = field(default_factory=dict)
     # Tools that answer from the scenario instead of running (lkeval.scenarios.mock_tools).
     mock_tools: tuple[ToolMock, ...] = ()
+
+    @property
+    def digest(self) -> str:
+        """A digest of everything the scenario says (its place in a file aside: a job that runs
+        from another directory sees the same scenario). Shards, merges, the pass-rate history
+        and judge calibrations know a scenario's content by it."""
+        content = dataclasses.asdict(self)
+        content.pop("file", None)
+        text = json.dumps(content, sort_keys=True, default=str, ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
     @property
     def key(self) -> str:

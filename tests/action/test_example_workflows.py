@@ -153,7 +153,6 @@ def test_the_calibrate_step_calibrates_mains_results_through_the_real_cli(
     negative controls: the results file to be uploaded carries each scenario's calibration."""
     from report_fixtures import BOOKING_TRANSCRIPT
 
-    from lkeval.results.fingerprint import scenario_digest
     from lkeval.results.model import Verdict
     from lkeval.scenarios.loader import load_or_raise
     from lkeval.testing.llm_server import LLMServer
@@ -185,7 +184,7 @@ def test_the_calibrate_step_calibrates_mains_results_through_the_real_cli(
                 started_at="2026-11-25T10:00:00+00:00",
                 finished_at="2026-11-25T10:00:01+00:00",
                 duration_seconds=1.0,
-                suite=SuiteFingerprint({scenario.id: scenario_digest(scenario)}),
+                suite=SuiteFingerprint({scenario.id: scenario.digest}),
             ),
             (ScenarioResult.of(scenario, "passed", "", attempts=(attempt,)),),
         ),

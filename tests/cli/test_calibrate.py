@@ -11,7 +11,6 @@ import yaml
 from conftest import clean_env, run_lkeval
 from report_fixtures import BOOKING_TRANSCRIPT, metadata, write_results
 
-from lkeval.results.fingerprint import scenario_digest
 from lkeval.results.model import (
     Attempt,
     RunResults,
@@ -62,7 +61,7 @@ def setup(tmp_path: Path) -> tuple[Path, Path]:
         status="passed", transcript=BOOKING_TRANSCRIPT, verdicts=(Verdict("judge", "pass"),)
     )
     result = ScenarioResult.of(scenario, "passed", "", attempts=(attempt,))
-    suite = SuiteFingerprint(scenarios={scenario.id: scenario_digest(scenario)})
+    suite = SuiteFingerprint(scenarios={scenario.id: scenario.digest})
     path = tmp_path / "results.json"
     write_results(RunResults(metadata(suite=suite), (result,)), path)
     return scenarios, path

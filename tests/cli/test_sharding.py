@@ -18,12 +18,12 @@ from report_fixtures import write_results as write
 
 from lkeval.cli.merge import merge_results, missing_shards
 from lkeval.errors import UsageError
-from lkeval.results.fingerprint import suite_fingerprint
 from lkeval.results.model import (
     Attempt,
     RunMetadata,
     RunResults,
     ScenarioResult,
+    SuiteFingerprint,
     load_results,
 )
 from lkeval.scenarios.loader import load_or_raise
@@ -117,7 +117,7 @@ def _metadata(
     shard: str | None, started: str, duration: float, scenarios: list[Scenario]
 ) -> RunMetadata:
     """Every shard carries the whole suite's fingerprint (merge refuses files without one)."""
-    suite = suite_fingerprint(scenarios, [("--repeat", "1")])
+    suite = SuiteFingerprint.of(scenarios, [("--repeat", "1")])
     return RunMetadata(
         lkeval_version="0",
         livekit_agents_version="1.8.9",
@@ -134,7 +134,7 @@ def _metadata(
 def test_the_fingerprint_records_the_verdict_options_as_text_by_flag() -> None:
     """What ``lkeval merge`` compares: every option as text, in flag order, whatever order and
     type the run handed them in (a job that lists them otherwise must still agree)."""
-    suite = suite_fingerprint(
+    suite = SuiteFingerprint.of(
         [],
         [
             ("--repeat", None),

@@ -136,14 +136,13 @@ def test_only_calibrations_of_unchanged_content_are_used() -> None:
 
 
 def test_the_engine_uses_a_calibration_only_for_the_content_it_was_measured_on() -> None:
-    from lkeval.results.fingerprint import scenario_digest
     from lkeval.run.engine import EngineOptions
     from lkeval.scenarios.model import Scenario
 
     fields = {f.name for f in dataclasses.fields(Scenario)}
     assert {"id", "label"} <= fields
     s = _a_scenario()
-    options = EngineOptions(judge_errors={s.id: (scenario_digest(s), 0.2)})
+    options = EngineOptions(judge_errors={s.id: (s.digest, 0.2)})
     assert options.rule_for(s).judge_error == 0.2
     edited = EngineOptions(judge_errors={s.id: ("another", 0.2)})
     assert edited.rule_for(s) == SequentialRule()
