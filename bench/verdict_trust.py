@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as `python bench/verdict_trust.py` from a checkout
     sys.path.insert(0, str(ROOT))
 
-from lkeval.results.model import results_from_dict  # noqa: E402
+from lkeval.results.results_json import results_from_dict  # noqa: E402
 from lkeval.results.sampling import Observation, SequentialRule, observe, operating  # noqa: E402
 from lkeval.results.sampling import suite_blocks as rule_suite_blocks  # noqa: E402
 from lkeval.testing.llm_server import LLMServer  # noqa: E402

@@ -28,15 +28,8 @@ from lkeval.llm.evaluator import LLMEvaluator, build_evaluator
 from lkeval.publish.files import write_text
 from lkeval.results.calibration import cannot_tell, describe_calibration
 from lkeval.results.consistency import status_problem
-from lkeval.results.model import (
-    Calibration,
-    ResultsFileError,
-    RunResults,
-    ScenarioResult,
-    TranscriptItem,
-    load_results,
-)
-from lkeval.results.results_json import dump_results
+from lkeval.results.model import Calibration, RunResults, ScenarioResult, TranscriptItem
+from lkeval.results.results_json import ResultsFileError, dump_results, load_results
 from lkeval.results.sampling import JUDGE_SOURCE
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.scenarios.model import Scenario

@@ -9,14 +9,8 @@ from collections.abc import Iterable, Sequence
 
 from lkeval.errors import ExitCode, UsageError
 from lkeval.publish.files import write_text
-from lkeval.results.model import (
-    RunMetadata,
-    RunResults,
-    SuiteFingerprint,
-    load_results,
-    run_inference_class,
-)
-from lkeval.results.results_json import dump_results
+from lkeval.results.model import RunMetadata, RunResults, SuiteFingerprint, run_inference_class
+from lkeval.results.results_json import dump_results, load_results
 from lkeval.text.untrusted import inert_line
 
 

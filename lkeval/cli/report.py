@@ -32,8 +32,8 @@ from lkeval.results.consistency import status_problem
 from lkeval.results.gate import GateOutcome, evaluate_gate, gate_line
 from lkeval.results.history import DEFAULT_WINDOW as DEFAULT_HISTORY_RUNS
 from lkeval.results.history import digests, rolled, with_history
-from lkeval.results.model import ResultsFileError, RunResults, load_results
-from lkeval.results.results_json import dump_results
+from lkeval.results.model import RunResults
+from lkeval.results.results_json import ResultsFileError, dump_results, load_results
 from lkeval.results.sampling import recheck, run_cost_line
 from lkeval.text.masking import mask, mask_results
 from lkeval.text.untrusted import inert_line

@@ -1,21 +1,18 @@
-"""The result model and its JSON file: what one run of lk-eval found, built to be kept.
+"""The result model: what one run of lk-eval found, built to be kept.
 
 A results file is the unit everything downstream reads: reporters render it, ``lkeval report``
 posts it, ``lkeval merge`` joins shards of it, and a later run compares against it as its
-baseline. So it carries a format version, and :func:`load_results` reads what
-:func:`lkeval.results.results_json.dump_results` wrote, field by field, ignoring keys it does
-not know (a newer writer, and the derived ``figures``).
+baseline. So it carries a format version; :mod:`lkeval.results.results_json` writes it and
+reads it back.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from lkeval.errors import InputFileError
 from lkeval.scenarios.model import Scenario
 
 FORMAT_VERSION = 1
@@ -501,114 +498,3 @@ def sum_usage(parts: Any) -> dict[str, Usage]:
         for party, usage in part.items():
             total[party] = total.get(party, Usage()) + usage
     return total
-
-
-class ResultsFileError(InputFileError):
-    """A results file that cannot be read (missing, not JSON, wrong format)."""
-
-
-def results_to_dict(results: RunResults) -> dict[str, Any]:
-    """The JSON-ready form of a run's results."""
-    data = asdict(results)
-    data = {"format_version": data.pop("format_version"), **data}
-    return data
-
-
-#: A results file is read by privileged jobs (the fork-safe ``workflow_run`` recipe) from an
-#: artifact a fork's code wrote: a larger one is refused before it is parsed. Real files are a
-#: few MiB (300 scenarios with transcripts: ~3 MiB).
-MAX_RESULTS_BYTES = 64 * 1024 * 1024
-#: Nesting a results file may have: lk-eval writes about ten levels plus the scenario's own
-#: values (``userdata``, function arguments: at most 100 deep, see scenarios/bounds.py).
-#: A deeper file is refused, so no reader below (the masker, the comparison) ever recurses
-#: through a fork's 100,000 brackets.
-MAX_RESULTS_DEPTH = 200
-
-
-def load_results(path: str | Path) -> RunResults:
-    """Read a results file written by any lk-eval of the same format version."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_RESULTS_BYTES + 1)
-        if len(data) > MAX_RESULTS_BYTES:
-            raise ResultsFileError(
-                f"{path}: larger than {MAX_RESULTS_BYTES // (1024 * 1024)} MiB: "
-                "not a results file lk-eval wrote"
-            )
-        raw = json.loads(data.decode("utf-8"))
-    except RecursionError:
-        raise ResultsFileError(_too_deep(path)) from None
-    except FileNotFoundError:
-        raise ResultsFileError(f"{path}: no such results file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultsFileError(f"{path}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ResultsFileError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-    if _depth_over(raw, MAX_RESULTS_DEPTH):
-        raise ResultsFileError(_too_deep(path))
-    return results_from_dict(raw, source=str(path))
-
-
-def _too_deep(path: str | Path) -> str:
-    return (
-        f"{path}: nested more than {MAX_RESULTS_DEPTH} levels deep: "
-        "not a results file lk-eval wrote"
-    )
-
-
-def _depth_over(raw: Any, limit: int) -> bool:
-    """Whether parsed JSON nests deeper than ``limit`` (iterative: no recursion to exhaust)."""
-    stack: list[tuple[Any, int]] = [(raw, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, (dict, list)):
-            if depth > limit:
-                return True
-            items = value.values() if isinstance(value, dict) else value
-            stack.extend((item, depth + 1) for item in items)
-    return False
-
-
-def results_from_dict(raw: Any, source: str = "<results>") -> RunResults:
-    """Build :class:`RunResults` from parsed JSON, checking the format version."""
-    if not isinstance(raw, dict) or "scenarios" not in raw or "metadata" not in raw:
-        raise ResultsFileError(f"{source}: not an lk-eval results file")
-    version = raw.get("format_version")
-    if version != FORMAT_VERSION:
-        raise ResultsFileError(
-            f"{source}: results format_version {version!r} is not supported "
-            f"(this lk-eval reads version {FORMAT_VERSION})"
-        )
-    try:
-        return _build(RunResults, raw)
-    except (TypeError, ValueError, KeyError) as exc:
-        raise ResultsFileError(f"{source}: malformed results file: {exc}") from None
-
-
-T = TypeVar("T")
-
-
-def _build(cls: type[T], raw: Any) -> T:
-    hints = get_type_hints(cls)
-    kwargs: dict[str, Any] = {}
-    for f in fields(cls):  # type: ignore[arg-type]
-        if f.name in raw:
-            kwargs[f.name] = _convert(hints[f.name], raw[f.name])
-    return cls(**kwargs)
-
-
-def _convert(tp: Any, value: Any) -> Any:
-    origin = get_origin(tp)
-    args = get_args(tp)
-    if value is None:
-        return None
-    if is_dataclass(tp) and isinstance(tp, type):
-        return _build(tp, value)
-    if origin is tuple:
-        return tuple(_convert(args[0], v) for v in value)
-    if origin is dict:
-        return {k: _convert(args[1], v) for k, v in value.items()}
-    if origin is not None and type(None) in args:  # Optional[X]
-        inner = [a for a in args if a is not type(None)]
-        return _convert(inner[0], value) if len(inner) == 1 else value
-    return value

@@ -20,14 +20,8 @@ from test_action import ep
 from lkeval import defaults
 from lkeval.cli import build_parser
 from lkeval.cli.options import report_options, run_options
-from lkeval.results.model import (
-    Attempt,
-    RunMetadata,
-    RunResults,
-    ScenarioResult,
-    SuiteFingerprint,
-    load_results,
-)
+from lkeval.results.model import Attempt, RunMetadata, RunResults, ScenarioResult, SuiteFingerprint
+from lkeval.results.results_json import load_results
 
 WORKFLOWS = ROOT / "examples" / "workflows"
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))

@@ -35,13 +35,8 @@ from lkeval.agents.interface import SpawnRequest
 from lkeval.agents.launch import begin_launcher
 from lkeval.agents.plugins import agent_plugins
 from lkeval.agents.process import AgentLaunch, AgentProcess, agent_env
-from lkeval.results.model import (
-    FORMAT_VERSION,
-    Attempt,
-    ScenarioResult,
-    results_from_dict,
-    run_start_mode,
-)
+from lkeval.results.model import FORMAT_VERSION, Attempt, ScenarioResult, run_start_mode
+from lkeval.results.results_json import results_from_dict
 from lkeval.run.attempt import RunSettings
 from lkeval.run.engine import Engine, EngineOptions, attempt_factory
 from lkeval.scenarios.loader import load_or_raise

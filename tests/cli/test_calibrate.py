@@ -11,14 +11,8 @@ import yaml
 from conftest import clean_env, run_lkeval
 from report_fixtures import BOOKING_TRANSCRIPT, metadata, write_results
 
-from lkeval.results.model import (
-    Attempt,
-    RunResults,
-    ScenarioResult,
-    SuiteFingerprint,
-    Verdict,
-    load_results,
-)
+from lkeval.results.model import Attempt, RunResults, ScenarioResult, SuiteFingerprint, Verdict
+from lkeval.results.results_json import load_results
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.testing.llm_server import LLMServer
 

@@ -25,7 +25,7 @@ from lkeval.errors import (
     UsageError,
 )
 from lkeval.llm.config import LLMConfigError
-from lkeval.results.model import ResultsFileError
+from lkeval.results.results_json import ResultsFileError
 from lkeval.scenarios.loader import ScenarioFileError
 from lkeval.scenarios.yaml_nodes import Diagnostic
 
@@ -198,7 +198,7 @@ def test_an_oversized_results_file_is_refused_before_it_is_parsed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A fork's artifact is read by the privileged comment job: a huge one is exit 2, unread."""
-    from lkeval.results.model import MAX_RESULTS_BYTES
+    from lkeval.results.results_json import MAX_RESULTS_BYTES
 
     huge = tmp_path / "results.json"
     with huge.open("wb") as fh:  # valid JSON, so only the size can refuse it

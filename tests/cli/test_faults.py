@@ -19,8 +19,7 @@ from report_fixtures import run_results
 
 from lkeval.cli import main
 from lkeval.errors import ExitCode
-from lkeval.results.model import MAX_RESULTS_DEPTH
-from lkeval.results.results_json import dump_results
+from lkeval.results.results_json import MAX_RESULTS_DEPTH, dump_results
 from lkeval.testing.llm_server import LLMServer
 
 

@@ -18,9 +18,8 @@ from lkeval.results.model import (
     RunResults,
     ScenarioResult,
     TurnMetrics,
-    results_from_dict,
 )
-from lkeval.results.results_json import dump_results
+from lkeval.results.results_json import dump_results, results_from_dict
 
 BASE = ["run", "--agent", "agent.py", "--scenarios", "s.yaml"]
 

@@ -34,12 +34,8 @@ from lkeval.llm.preflight import (
 from lkeval.reporters import MarkdownReporter, build_report
 from lkeval.results.baseline import compare
 from lkeval.results.gate import evaluate_gate
-from lkeval.results.model import (
-    JudgeCheck,
-    LLMInUse,
-    results_from_dict,
-)
-from lkeval.results.results_json import dump_results
+from lkeval.results.model import JudgeCheck, LLMInUse
+from lkeval.results.results_json import dump_results, results_from_dict
 from lkeval.testing.llm_server import LLMServer
 
 REFUSAL = "I can't help with that"  # only the known-bad canary has the agent say this

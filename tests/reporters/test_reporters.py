@@ -34,8 +34,8 @@ from lkeval.reporters import (
 )
 from lkeval.results.baseline import compare
 from lkeval.results.gate import evaluate_gate
-from lkeval.results.model import Attempt, RunResults, results_from_dict
-from lkeval.results.results_json import dump_results
+from lkeval.results.model import Attempt, RunResults
+from lkeval.results.results_json import dump_results, results_from_dict
 from lkeval.text.masking import mask
 
 XSD = TEST_DATA / "junit.xsd"

@@ -12,14 +12,8 @@ from report_fixtures import FAILED, PASSED, SKIPPED, metadata
 from lkeval.errors import ExitCode
 from lkeval.reporters import MarkdownReporter, build_report
 from lkeval.results.gate import NO_CREDENTIALS_FAILED, evaluate_gate
-from lkeval.results.model import (
-    NOT_RUN_NO_LLM,
-    Replay,
-    RunResults,
-    ScenarioResult,
-    load_results,
-)
-from lkeval.results.results_json import dump_results
+from lkeval.results.model import NOT_RUN_NO_LLM, Replay, RunResults, ScenarioResult
+from lkeval.results.results_json import dump_results, load_results
 from lkeval.results.wording import without_credentials
 
 FULL = Replay("replayed", "a.json", calls_replayed=6)

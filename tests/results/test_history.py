@@ -30,9 +30,8 @@ from lkeval.results.model import (
     ScenarioHistory,
     ScenarioResult,
     SuiteFingerprint,
-    load_results,
 )
-from lkeval.results.results_json import dump_results
+from lkeval.results.results_json import dump_results, load_results
 
 SID = "SCN_book"
 

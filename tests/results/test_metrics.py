@@ -132,8 +132,8 @@ def test_results_json_carries_the_figures_the_reports_show() -> None:
 
     from report_fixtures import results_of, scenario
 
-    from lkeval.results.model import Attempt, results_from_dict
-    from lkeval.results.results_json import dump_results
+    from lkeval.results.model import Attempt
+    from lkeval.results.results_json import dump_results, results_from_dict
 
     turns = tuple(
         TurnMetrics(turn=i, latency_ms=ms, llm_ttft_ms=ms / 4)

@@ -31,7 +31,8 @@ from lkeval.publish.github.artifacts import (
     download_artifact,
     latest_artifact,
 )
-from lkeval.results.model import MAX_RESULTS_BYTES, ResultsFileError, RunResults, load_results
+from lkeval.results.model import RunResults
+from lkeval.results.results_json import MAX_RESULTS_BYTES, ResultsFileError, load_results
 
 PREFIX = "github:"
 RESULTS_MEMBER = "results.json"
