@@ -22,9 +22,9 @@ from lkeval import defaults
 from lkeval.errors import UsageError
 from lkeval.llm.config import LLMEndpointOptions, LLMOptions, parse_price
 from lkeval.publish.github.comments import CommentMode, marker
-from lkeval.results.budgets import Budgets
 from lkeval.results.gate import FailOn
 from lkeval.results.history import DEFAULT_WINDOW as DEFAULT_HISTORY_RUNS
+from lkeval.results.metrics import Budgets
 from lkeval.results.pricing import parse_price_override
 from lkeval.results.sampling import SequentialRule
 from lkeval.scenarios.bounds import MAX_TIMEOUT_SECONDS

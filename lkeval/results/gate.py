@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lkeval.errors import ExitCode
-from lkeval.results.baseline import Comparison
-from lkeval.results.budgets import BudgetMiss, Budgets, check_budgets
+from lkeval.results.baseline import Comparison, regression_misses
+from lkeval.results.metrics import BudgetMiss, Budgets, check_budgets
 from lkeval.results.model import (
     NOT_RUN_INTERRUPTED,
     NOT_RUN_NO_LLM,
@@ -150,8 +150,8 @@ def evaluate_gate(
     ``allow_all_quarantined``. An empty shard (``lkeval run --shard I/N`` with more shards than
     scenarios) passes with a note: the merge of all shards is what is gated.
 
-    A budget miss (:mod:`lkeval.results.budgets`) fails the gate on its own, as its own
-    reason; with ``--fail-on never`` it is reported and does not block.
+    A budget miss (:func:`lkeval.results.metrics.check_budgets`) fails the gate on its own, as
+    its own reason; with ``--fail-on never`` it is reported and does not block.
     """
     if results.metadata.empty_shard:
         return GateOutcome(True, ExitCode.PASSED, (empty_shard_note(results),))
@@ -180,7 +180,8 @@ def evaluate_gate(
     if unchecked:
         (notes if allow_nothing_to_check else failures).append(unchecked)
 
-    misses = check_budgets(results, comparison, budgets)
+    regressions = regression_misses(results, comparison, budgets) if comparison else []
+    misses = check_budgets(results, budgets, regressions)
     for miss in misses:
         (notes if fail_on == "never" else failures).append(f"budget missed: {miss.text}")
 

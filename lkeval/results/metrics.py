@@ -1,16 +1,31 @@
-"""Latency and cost of a scenario and of a run, from the per-turn metrics the attempts kept.
+"""Latency and cost of a scenario and of a run, from the per-turn metrics the attempts kept,
+and the budgets they are held to.
 
 Percentiles are nearest-rank over every turn that was answered (all attempts of a scenario
 pooled; all scenarios of a run pooled for the suite), so p95 of three turns is their maximum:
 with few turns a percentile is only as good as its sample, which is why the baseline diff
 refuses to flag latency of scenarios with fewer than :data:`MIN_TURNS` turns.
+
+Budgets: each miss is its own reason in the gate, the outputs and annotations. Absolute budgets
+(``--max-latency``, a scenario's ``latency:``, ``--max-cost``) are checked here
+(:func:`check_budgets`); regression budgets against the baseline (``--latency-regression``,
+``--cost-regression``) by the comparison that measures them
+(:func:`lkeval.results.baseline.regression_misses`). Two rules keep them honest. A budget that
+cannot be checked is a miss, not a pass: a ``ttft_p95`` budget on an agent that reports no TTFT,
+or a cost budget when some model is unpriced (a partial sum would pass a run that may be over).
+And latency regressions follow the baseline diff's noise rule: a delta with too few turns or
+inside the run's own spread is shown but never flagged. A latency result measured with the
+agent's LiveKit Inference calls pinned to the low class (a text simulation,
+``--inference-class low``) says so in its text, wherever it is shown.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from lkeval.results.model import (
     RunMetadata,
@@ -20,7 +35,7 @@ from lkeval.results.model import (
     Usage,
     sum_usage,
 )
-from lkeval.results.pricing import total_cost
+from lkeval.results.pricing import format_cost, total_cost
 
 #: Below this many turns on either side, a latency delta is shown but never flagged.
 MIN_TURNS = 5
@@ -139,3 +154,97 @@ def format_spread(value: Spread | None) -> str:
     if value is None:
         return "–"
     return f"p50 {format_ms(value.p50)} · p95 {format_ms(value.p95)} · max {format_ms(value.max)}"
+
+
+BudgetKind = Literal["latency", "cost", "latency_regression", "cost_regression"]
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """What the user allowed; ``latency`` in ms by statistic, regressions as fractions."""
+
+    latency: dict[str, float] = field(default_factory=dict)
+    max_cost_usd: float | None = None
+    latency_regression: float | None = None
+    cost_regression: float | None = None
+
+
+@dataclass(frozen=True)
+class BudgetMiss:
+    """One budget the run missed; ``scenario_id`` None means the whole suite."""
+
+    kind: BudgetKind
+    text: str
+    scenario_id: str | None = None
+    label: str = ""
+    file: str = ""
+    line: int = 0
+
+
+def check_budgets(
+    results: RunResults, budgets: Budgets | None, regressions: Sequence[BudgetMiss] = ()
+) -> tuple[BudgetMiss, ...]:
+    """Every budget miss of the run: suite ones first, then per scenario in run order, then
+    the ``regressions`` the baseline comparison found (:func:`~lkeval.results.baseline.
+    regression_misses`); a latency miss measured at the low class says so."""
+    budgets = budgets or Budgets()
+    suite = suite_metrics(results)
+    misses = [
+        BudgetMiss("latency", f"suite {text}") for text in _latency_misses(suite, budgets.latency)
+    ]
+    if budgets.max_cost_usd is not None:
+        misses += [BudgetMiss("cost", t) for t in _cost_miss(suite, budgets.max_cost_usd)]
+    for scenario in results.scenarios:
+        if scenario.status == "skipped" or scenario.quarantined or not scenario.latency_budget:
+            continue
+        for text in _latency_misses(scenario_metrics(scenario), scenario.latency_budget):
+            misses.append(scenario_miss("latency", f"{scenario.label}: {text}", scenario))
+    misses += regressions
+    if measured_at_low_class(results.metadata):
+        misses = [_noted(m) if m.kind.startswith("latency") else m for m in misses]
+    return tuple(misses)
+
+
+def _noted(miss: BudgetMiss) -> BudgetMiss:
+    return dataclasses.replace(miss, text=f"{miss.text} ({LOW_CLASS_NOTE})")
+
+
+def _latency_misses(metrics: Metrics, budget: dict[str, float]) -> list[str]:
+    if metrics.turns == 0:
+        return []
+    found = []
+    for stat, limit in budget.items():
+        source, _, which = stat.rpartition("_")
+        values = metrics.ttft if source == "ttft" else metrics.latency
+        name = "TTFT" if source == "ttft" else "turn latency"
+        if values is None:
+            found.append(
+                f"{name} {which} budget {format_ms(limit)} cannot be checked: "
+                "the agent reported no TTFT"
+            )
+            continue
+        actual = {"p50": values.p50, "p95": values.p95, "max": values.max}[which]
+        if actual > limit:
+            found.append(
+                f"{name} {which} {format_ms(actual)} is over the budget {format_ms(limit)}"
+            )
+    return found
+
+
+def _cost_miss(suite: Metrics, limit: float) -> list[str]:
+    if suite.unpriced:
+        return [
+            f"cost cannot be checked against --max-cost {format_cost(limit)}: "
+            f"{format_cost(suite.cost_usd, suite.unpriced)} (give --price MODEL=IN,OUT)"
+        ]
+    cost = suite.cost_usd or 0.0
+    if cost > limit:
+        return [f"cost {format_cost(cost)} is over the budget {format_cost(limit)}"]
+    return []
+
+
+def scenario_miss(kind: BudgetKind, text: str, scenario: ScenarioResult) -> BudgetMiss:
+    """A miss of one scenario, with where it is written (for its annotation)."""
+    return BudgetMiss(
+        kind, text, scenario.scenario_id, scenario.label, scenario.file, scenario.line
+    )

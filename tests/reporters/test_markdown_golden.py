@@ -11,8 +11,8 @@ from report_fixtures import assert_golden, metadata, msg
 from lkeval.publish.github.comments import MAX_COMMENT_CHARS
 from lkeval.reporters import MarkdownReporter, build_report
 from lkeval.results.baseline import compare
-from lkeval.results.budgets import Budgets
 from lkeval.results.gate import evaluate_gate
+from lkeval.results.metrics import Budgets
 from lkeval.results.model import (
     Attempt,
     ExpectationResult,

@@ -11,8 +11,8 @@ from report_fixtures import results_of, scenario, write_results
 
 from lkeval.publish.github.budgets import budget_annotations, metric_outputs
 from lkeval.results.baseline import compare
-from lkeval.results.budgets import Budgets
 from lkeval.results.gate import evaluate_gate
+from lkeval.results.metrics import Budgets
 from lkeval.results.model import Attempt, ScenarioResult, TurnMetrics, Usage
 from lkeval.scenarios.latency import parse_latency_flag
 from lkeval.scenarios.loader import ScenarioFileError, load_or_raise

@@ -1,6 +1,6 @@
 """Budgets and metrics in a GitHub step: an annotation per budget miss, the headline figures
-as Action outputs. (:mod:`lkeval.results.budgets` decides the misses; the budget flags are parsed
-in :mod:`lkeval.cli.options`.)
+as Action outputs. (:func:`lkeval.results.metrics.check_budgets` decides the misses; the budget
+flags are parsed in :mod:`lkeval.cli.options`.)
 """
 
 from __future__ import annotations
