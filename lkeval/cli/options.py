@@ -30,7 +30,6 @@ from lkeval.results.sampling import SequentialRule
 from lkeval.scenarios.bounds import MAX_TIMEOUT_SECONDS
 from lkeval.scenarios.latency import parse_latency_flag
 from lkeval.scenarios.model import BUILTIN_JUDGES
-from lkeval.scenarios.selection import parse_shard, parse_tag_selector
 
 T = TypeVar("T")
 
@@ -259,6 +258,28 @@ price_override = _argument_type(parse_price_override)
 latency_budget = _argument_type(parse_latency_flag)
 usd = _argument_type(_usd)
 percent = _argument_type(_percent)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"2/4"`` → (2, 4); 1-based, as CI matrices usually count."""
+    index, sep, total = text.partition("/")
+    try:
+        i, n = int(index), int(total)
+    except ValueError:
+        raise ValueError(f"expected I/N like 1/4, got {text!r}") from None
+    if not sep or n < 1 or not 1 <= i <= n:
+        raise ValueError(f"expected I/N with 1 <= I <= N, got {text!r}")
+    return i, n
+
+
+def parse_tag_selector(text: str) -> tuple[str, str]:
+    """``key=value`` → (key, value); raises ValueError with a usable message."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
 shard = _argument_type(parse_shard)
 tag = _argument_type(parse_tag_selector)
 

@@ -42,7 +42,7 @@ from lkeval.results.sampling import SequentialRule
 from lkeval.run.engine import EngineOptions, ProgressObserver
 from lkeval.run.plan import Plan, SuiteSettings
 from lkeval.run.suite import Collaborators, Suite
-from lkeval.scenarios.selection import Selection, shard_text
+from lkeval.scenarios.model import Selection, shard_text
 from lkeval.text.masking import mask_results
 
 

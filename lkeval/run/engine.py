@@ -35,8 +35,7 @@ from lkeval.run.attempt import (
     Slot,
 )
 from lkeval.run.systemic import ErrorBrake
-from lkeval.scenarios.model import Scenario
-from lkeval.scenarios.selection import Selection
+from lkeval.scenarios.model import Scenario, Selection
 
 
 class ProgressObserver(Protocol):

@@ -2,7 +2,7 @@
 
 :class:`SuiteSettings` is everything the command line said, built once (``cli/run.py``
 ``suite_settings``) and never changed. :func:`build_plan` loads the scenario files and decides
-what runs (``--tag``/``--match`` by :class:`~lkeval.scenarios.selection.Selection`, then
+what runs (``--tag``/``--match`` by :class:`~lkeval.scenarios.model.Selection`, then
 ``--shard``), refusing a selection that cannot be meant, an interpreter that cannot host the
 agent, and figures (repeat, min-pass, attempts) the selected scenarios cannot meet, before
 anything boots; :func:`cassette_rules` and :func:`open_cassettes` do the same for
@@ -26,8 +26,13 @@ from lkeval.results.pricing import PriceTable
 from lkeval.run.collaborators import RunEvaluator
 from lkeval.run.engine import EngineOptions, attempts_problem
 from lkeval.scenarios.loader import load_or_raise
-from lkeval.scenarios.model import Scenario, min_pass_problem, runs_problem
-from lkeval.scenarios.selection import check_selection, select_shard
+from lkeval.scenarios.model import (
+    Scenario,
+    check_selection,
+    min_pass_problem,
+    runs_problem,
+    select_shard,
+)
 from lkeval.text.untrusted import inert_line
 
 

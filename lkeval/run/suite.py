@@ -63,8 +63,7 @@ from lkeval.run.engine import (
 from lkeval.run.interrupt import Interrupted, RunSignals
 from lkeval.run.plan import Plan, SuiteSettings, build_plan, cassette_rules, open_cassettes
 from lkeval.run.revote import ask_again_with
-from lkeval.scenarios.model import Scenario
-from lkeval.scenarios.selection import shard_text
+from lkeval.scenarios.model import Scenario, shard_text
 from lkeval.startup import paused_collections
 from lkeval.text.masking import mask_results, redact_argv
 from lkeval.text.untrusted import inert_line

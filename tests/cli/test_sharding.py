@@ -17,12 +17,12 @@ from conftest import clean_env, run_lkeval
 from report_fixtures import write_results as write
 
 from lkeval.cli.merge import merge_results, missing_shards
+from lkeval.cli.options import parse_shard
 from lkeval.errors import UsageError
 from lkeval.results.model import Attempt, RunMetadata, RunResults, ScenarioResult, SuiteFingerprint
 from lkeval.results.results_json import load_results
 from lkeval.scenarios.loader import load_or_raise
-from lkeval.scenarios.model import Scenario
-from lkeval.scenarios.selection import parse_shard, select_shard
+from lkeval.scenarios.model import Scenario, select_shard
 
 STATUSES = ("passed", "failed", "error", "skipped")
 

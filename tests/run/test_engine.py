@@ -11,8 +11,7 @@ from lkeval.publish.github.fork import not_run_results
 from lkeval.results.model import Attempt, ScenarioResult, Status
 from lkeval.run.attempt import Slot
 from lkeval.run.engine import AttemptRunner, Engine, EngineOptions
-from lkeval.scenarios.model import Scenario
-from lkeval.scenarios.selection import Selection
+from lkeval.scenarios.model import Scenario, Selection
 
 
 def scenario(sid: str, **extra: object) -> Scenario:

@@ -8,9 +8,9 @@ import pytest
 from google.protobuf import json_format
 from livekit.protocol import agent_simulation as sim_pb
 
+from lkeval.cli.options import parse_tag_selector
 from lkeval.run.attempt import dispatch_json
-from lkeval.scenarios.model import Scenario
-from lkeval.scenarios.selection import Selection, parse_tag_selector
+from lkeval.scenarios.model import Scenario, Selection
 
 
 def _scenario(**extra: object) -> Scenario:

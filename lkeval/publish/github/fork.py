@@ -17,8 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from lkeval import __version__
 from lkeval.results.model import RunMetadata, RunResults, ScenarioResult
-from lkeval.scenarios.model import Scenario
-from lkeval.scenarios.selection import Selection
+from lkeval.scenarios.model import Scenario, Selection
 from lkeval.text.masking import redact_argv
 from lkeval.text.untrusted import command
 
