@@ -347,7 +347,10 @@ class AgentProcess:
             raise AgentFailure(reason, self.log_tail())
         what = "connect"
         if phase == "prepare":
-            what = "prepare (import the agent, start its server, run its entrypoint)"
+            what = (  # an entrypoint that hangs, or never starts a session, ends here
+                "prepare (import the agent, start its server, run its entrypoint up to "
+                "AgentSession.start)"
+            )
         raise AgentFailure(
             f"agent did not {what} within {timeout:g}s (boot timeout)", self.log_tail()
         )

@@ -143,7 +143,8 @@ def test_an_entrypoint_that_raises_hangs_or_starts_no_session_is_an_error_with_i
     )
     for stuck_attempt in (hung, idled):  # not a hang of lk-eval, and never a pass
         reason = stuck_attempt["reason"]
-        assert reason.startswith("agent did not prepare") and "within 20s" in reason, reason
+        assert reason.startswith("agent did not prepare") and "AgentSession.start" in reason
+        assert "within 20s (boot timeout)" in reason, reason
     crash_log = Path(crashed["log_path"]).read_text()
     assert "RuntimeError: could not connect with ***" in crash_log and "Traceback" in crash_log
     assert "hanging with ***" in Path(hung["log_path"]).read_text()
