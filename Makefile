@@ -27,9 +27,11 @@ example: $(VENV)/.runtime          ## run the example eval (no API key needed)
 # process with another, so the whole suite, end-to-end tests included, runs on every core
 # (pytest-xdist) in one session: an agent test's waits overlap other tests' work. --dist
 # loadfile keeps each test module on one worker, so a module-scoped fixture (the false-pass
-# matrix: one lk-eval run that a dozen tests read) runs once, not once per worker.
+# matrix: one lk-eval run that a dozen tests read) runs once, not once per worker. Modules go
+# out in collection order (--no-loadscope-reorder), which tests/conftest.py makes the modules
+# that boot agents first: a long module handed out last would leave the other workers idle.
 test: setup                        ## the whole test suite, end-to-end tests included
-	$(PY) -m pytest -n auto --dist loadfile
+	$(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder
 
 test-fast: setup                   ## unit tests only (no agent processes)
 	$(PY) -m pytest -m "not e2e" -n auto

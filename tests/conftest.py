@@ -26,6 +26,19 @@ TEST_AGENTS = Path(__file__).resolve().parent / "agents"
 TEST_DATA = Path(__file__).resolve().parent / "data"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules that boot agents (any test marked e2e) run first, the unit modules after.
+
+    ``make test`` hands whole modules to the xdist workers in this order
+    (``--no-loadscope-reorder``): the dear ones start while every worker is busy, and the
+    many short unit modules fill the end, so no worker sits idle while another finishes a
+    minute-long replay it was handed last. xdist's own order (most tests first) did just that:
+    a module of one or two long tests came last. A stable sort: each module keeps its order.
+    """
+    boots = {item.path for item in items if item.get_closest_marker("e2e")}
+    items.sort(key=lambda item: item.path not in boots)
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment for a child lkeval: no GitHub Actions context unless a test sets one,
     no real LLM endpoints or keys from the developer's shell."""
@@ -159,3 +172,89 @@ def _fresh_process_masker() -> Iterator[None]:
     reset_process_masker()
     yield
     reset_process_masker()
+
+
+def _children() -> dict[int, str]:
+    """This process's children (pid: state letter, ``Z`` for a zombie), from
+    ``/proc/self/task/*/children`` (empty where the kernel has no such file): one small read per
+    thread, not a scan of every process on the machine."""
+    found: dict[int, str] = {}
+    with contextlib.suppress(OSError):
+        for task in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError):
+                for pid in Path(f"/proc/self/task/{task}/children").read_text().split():
+                    with contextlib.suppress(OSError, IndexError):
+                        stat = Path(f"/proc/{pid}/stat").read_text()
+                        found[int(pid)] = stat.rsplit(")", 1)[1].split()[0]
+    return found
+
+
+def _describe(pid: int, state: str) -> str:
+    with contextlib.suppress(OSError):
+        name = Path(f"/proc/{pid}/comm").read_text().strip()
+        if state == "Z":
+            return f"{pid} {name} (a zombie: ended, never waited for)"
+        cmdline = Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ").strip()
+        return f"{pid} {cmdline[:120] or name} (still running)"
+    return str(pid)
+
+
+def _reap(pids: Iterable[int]) -> None:
+    """Kill and wait for ``pids`` (this process's children), so the next module starts clean."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, 9)
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _module_reaps_what_it_starts() -> Iterator[None]:
+    """Every process a test module starts is stopped and waited for by the module itself.
+
+    A child that ends and is never waited for stays a zombie of the pytest worker until the
+    session ends (20 were seen on one worker); one still running holds ports, files and CPU
+    into other modules' tests. Checked once per module, after its own fixtures' teardown; the
+    short wait lets an asynchronous reaper (asyncio's child watcher thread) finish."""
+    before = set(_children())
+    yield
+    left = {pid: state for pid, state in _children().items() if pid not in before}
+    deadline = time.monotonic() + 5
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = {pid: state for pid, state in _children().items() if pid in left}
+    described = [_describe(pid, state) for pid, state in sorted(left.items())]
+    _reap(left)
+    assert not described, f"processes this module started and did not reap: {described}"
+
+
+def _child_subreaper(on: bool | None = None) -> bool:
+    """Whether this process is a child subreaper (Linux ``prctl``); with ``on``, set it first."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    from lkeval.agents.agent_host import PR_SET_CHILD_SUBREAPER
+
+    prctl = ctypes.CDLL(None).prctl
+    if on is not None:
+        prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
+    flag = ctypes.c_int(0)
+    prctl(PR_SET_CHILD_SUBREAPER + 1, ctypes.byref(flag), 0, 0, 0)  # PR_GET_CHILD_SUBREAPER
+    return bool(flag.value)
+
+
+@pytest.fixture(autouse=True)
+def _no_adoption_outlives_its_test() -> Iterator[None]:
+    """``lkeval run`` in this process (a test of the CLI's early checks) makes it adopt orphans
+    as lk-eval's CLI does: a child subreaper whose final sweep kills its other children. Undone
+    after the test: left on, every process orphaned later in this worker (an agent of a killed
+    lk-eval, a shell's child) would be re-parented to the worker and never reaped, and a later
+    in-process run's sweep would kill the children of other tests' fixtures."""
+    from lkeval.agents import orphans
+
+    adopting = orphans._ADOPTING, _child_subreaper()
+    yield
+    orphans._ADOPTING = adopting[0]
+    if _child_subreaper() != adopting[1]:
+        _child_subreaper(adopting[1])

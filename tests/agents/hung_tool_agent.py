@@ -4,7 +4,9 @@ The ``hang`` tool starts a helper that starts a sleeper with ``setsid`` (its own
 process group, so signalling the agent's group misses it) and exits at once: the sleeper is the
 agent's orphaned grandchild. Then the tool blocks the event loop for good (``time.sleep``), so
 the agent cannot shut down gracefully either. With ``HUNG_PIDS_DIR`` set, the agent writes its
-own pid (``<pid>.agent``) and the sleeper's (``<pid>.grandchild``) there once the tool runs.
+own pid (``<pid>.agent``) and the sleeper's (``<pid>.grandchild``) there once the tool runs, and
+``<pid>.prewarmed`` from its server's prewarm, which lk-eval's host runs just before it says
+``prepared`` (so a test knows the agent is prepared and waiting for its conversation slot).
 With ``HUNG_TOOL_CRASH`` set, the tool exits the process instead of hanging (a crash that
 leaves the sleeper behind).
 """
@@ -17,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from livekit.agents import Agent, AgentServer, AgentSession, JobContext, function_tool
+from livekit.agents import Agent, AgentServer, AgentSession, JobContext, JobProcess, function_tool
 from livekit.plugins import openai
 
 SPAWN_SLEEPER = (
@@ -49,7 +51,13 @@ class Stuck(Agent):
         return "done"
 
 
-server = AgentServer()
+def prewarm(proc: JobProcess) -> None:
+    pids_dir = os.environ.get("HUNG_PIDS_DIR")
+    if pids_dir:
+        Path(pids_dir, f"{os.getpid()}.prewarmed").touch()
+
+
+server = AgentServer(setup_fnc=prewarm)
 
 
 @server.rtc_session()
