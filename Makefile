@@ -30,8 +30,12 @@ example: $(VENV)/.runtime          ## run the example eval (no API key needed)
 # matrix: one lk-eval run that a dozen tests read) runs once, not once per worker. Modules go
 # out in collection order (--no-loadscope-reorder), which tests/conftest.py makes the modules
 # that boot agents first: a long module handed out last would leave the other workers idle.
+# Bytecode is cached (under the venv, not in the tree) even where PYTHONDONTWRITEBYTECODE is
+# set, as in .ci/run: every lk-eval, fork server and agent process the suite starts would
+# otherwise compile lk-eval's editable sources and the test agents again (~10% of its CPU).
 test: setup                        ## the whole test suite, end-to-end tests included
-	$(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder
+	env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache \
+	    $(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder
 
 test-fast: setup                   ## unit tests only (no agent processes)
 	$(PY) -m pytest -m "not e2e" -n auto
