@@ -97,6 +97,27 @@ def run_lkeval(
     )
 
 
+@contextlib.contextmanager
+def lkeval_process(
+    args: list[str], env: dict[str, str], stderr: int = subprocess.PIPE
+) -> Iterator[subprocess.Popen[str]]:
+    """The real CLI started in a child process, for a test that acts on it while it runs
+    (signals it, waits for a phase); killed and reaped if it is still running at the end."""
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "lkeval", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+    try:
+        yield cli
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+
+
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 

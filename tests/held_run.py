@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 
 import psutil
 import yaml
-from conftest import TEST_AGENTS, alive, clean_env, run_argv
+from conftest import TEST_AGENTS, alive, clean_env, lkeval_process, run_argv
 from github_server import github_server
 
 from lkeval.testing.llm_server import LLMServer
@@ -127,14 +126,7 @@ def signal_in_phase(tmp_path: Path, phase: str, how: signal.Signals) -> None:
         if phase == "writing":
             gh.fault, gh.slow_seconds = "slow", 60.0
             env.update(_actions_env(tmp_path, gh.base_url))
-        cli = subprocess.Popen(
-            [sys.executable, "-m", "lkeval", *argv],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
+        with lkeval_process(argv, env) as cli:
             deadline = time.monotonic() + 180
             while not _in_phase(phase, mark, llm, gh):
                 assert cli.poll() is None, cli.communicate()
@@ -143,10 +135,6 @@ def signal_in_phase(tmp_path: Path, phase: str, how: signal.Signals) -> None:
             started = {p.pid for p in psutil.Process(cli.pid).children(recursive=True)}
             cli.send_signal(how)
             out, err = cli.communicate(timeout=90)
-        finally:
-            if cli.poll() is None:
-                cli.kill()
-                cli.wait()
     assert cli.returncode == 128 + how, out + err
     assert "partial results written" in err, out + err
     assert "Traceback" not in out + err

@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from conftest import TEST_AGENTS, assert_all_gone, clean_env, run_argv
+from conftest import TEST_AGENTS, assert_all_gone, clean_env, lkeval_process, run_argv
 
 from lkeval.agents.fork_client import ForkServer
 from lkeval.agents.process import AgentLaunch, agent_env
@@ -108,14 +108,9 @@ def test_no_agent_outlives_the_cli(
         TMPDIR=str(tmpdir),
         HUNG_PIDS_DIR=str(pids_dir),
     )
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "lkeval", *argv, *(["--cold-start"] if start == "cold" else [])],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
+    if start == "cold":
+        argv.append("--cold-start")
+    with lkeval_process(argv, env, stderr=subprocess.STDOUT) as cli:
         agent_pid, grandchild = _wait_for_hang(pids_dir)
         agents = _wait_for_prepared(pids_dir)  # the second one waits for its slot
         started = {p.pid for p in psutil.Process(cli.pid).children(recursive=True)}
@@ -128,10 +123,6 @@ def test_no_agent_outlives_the_cli(
             assert len(started) >= 3, started
         cli.send_signal(how)
         out, _ = cli.communicate(timeout=60)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.wait()
     if how != signal.SIGKILL:
         assert cli.returncode == 128 + how, out
         assert "partial results written" in out, out

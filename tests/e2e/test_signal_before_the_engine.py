@@ -10,13 +10,12 @@ preflight stops it.
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import alive, clean_env, run_argv
+from conftest import alive, clean_env, lkeval_process, run_argv
 from held_run import BEFORE_THE_ENGINE, HELD, JUDGE, SIGNALS, held_scenarios, signal_in_phase
 
 from lkeval.testing.llm_server import LLMServer
@@ -64,21 +63,14 @@ def test_a_failed_preflight_stops_the_preloading_fork_server_and_boots_nothing(
     argv = [*run_argv(HELD, held_scenarios(tmp_path), results), "--judge-model", JUDGE]
     argv += ["--python", str(_marking_python(tmp_path))]
     llm = LLMServer([{"model": JUDGE, "hang": True}]).start()
-    try:
-        env = clean_env(
-            OPENAI_BASE_URL=llm.base_url,
-            OPENAI_API_KEY="k",
-            TMPDIR=str(tmpdir),
-            FORK_MARK=str(mark),
-            LKEVAL_LLM_RETRIES="0",
-        )
-        cli = subprocess.Popen(
-            [sys.executable, "-m", "lkeval", *argv],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+    env = clean_env(
+        OPENAI_BASE_URL=llm.base_url,
+        OPENAI_API_KEY="k",
+        TMPDIR=str(tmpdir),
+        FORK_MARK=str(mark),
+        LKEVAL_LLM_RETRIES="0",
+    )
+    with lkeval_process(argv, env) as cli:
         try:
             deadline = time.monotonic() + 180
             # the preflight is under way and the fork server has started: both at once
@@ -91,10 +83,6 @@ def test_a_failed_preflight_stops_the_preloading_fork_server_and_boots_nothing(
         finally:
             llm.stop()  # the judge's hanging asks are dropped unanswered: the preflight fails
         out, err = cli.communicate(timeout=90)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.wait()
     assert cli.returncode == 2, out + err
     assert err.startswith("lk-eval: judge preflight: no verdict"), err
     assert len(err.splitlines()) == 1, err
