@@ -393,8 +393,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         "--fail-on",
         choices=FAIL_ON_CHOICES,
         default=ReportOptions.fail_on,
-        help="what fails the gate: any failure (default), only regressions vs the baseline, "
-        "or never",
+        help="what fails the gate: any failure (default), only failures the baseline did not "
+        "have (regressed, new, or no verdict there), or never",
     )
     group.add_argument(
         "--min-pass-rate",

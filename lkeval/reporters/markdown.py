@@ -157,12 +157,14 @@ def _section(scenario: ScenarioResult, changes: dict[str, ScenarioChange]) -> in
     if scenario.quarantined:
         return 3
     change = changes.get(scenario.scenario_id)
-    kind = change.kind if change else "new"
-    return 0 if kind == "regression" else 1 if kind == "new" else 2
+    if change is None or change.kind == "new":
+        return 1
+    return 0 if change.kind == "regression" else 1 if change.unaccounted else 2
 
 
 def _failing(report: Report) -> list[ScenarioResult]:
-    """Failures in reading order: regressions, new, still failing, then quarantined."""
+    """Failures in reading order: regressions, new (or with no verdict in the baseline), still
+    failing, then quarantined."""
     changes = _changes(report)
     bad = [s for s in report.results.scenarios if is_bad(s)]
     return sorted(bad, key=lambda s: _section(s, changes))

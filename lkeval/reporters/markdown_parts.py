@@ -235,6 +235,8 @@ def failure_block(
     tags = [text(scenario.group_name)]
     if change is not None and change.kind in ("regression", "new"):
         tags.append(CHANGE_TEXT[change.kind])
+    elif change is not None and change.unaccounted:
+        tags.append(no_verdict_text(change))
     if scenario.quarantined:
         tags.append("quarantined, not blocking")
     tags.append(f"<code>{text(scenario.file)}</code> line {scenario.line}")
@@ -354,10 +356,18 @@ def _short_cost(cost: float | None, unpriced: tuple[str, ...]) -> str:
     return format_cost(cost) + (" + unpriced" if unpriced else "")
 
 
+def no_verdict_text(change: ScenarioChange) -> str:
+    """``🆕 no verdict in the baseline (skipped there)``: a failure main never showed, which
+    blocks under ``--fail-on regression`` like a new scenario's."""
+    return f"🆕 no verdict in the baseline ({change.baseline_without_verdict} there)"
+
+
 def _change_cell(change: ScenarioChange | None) -> str:
     if change is None:
         return ""
     parts = [CHANGE_TEXT[change.kind]] if CHANGE_TEXT[change.kind] else []
+    if change.kind != "new" and change.unaccounted:
+        parts.append(no_verdict_text(change))
     if change.history is not None:
         parts.append(f"main {change.history.rate * 100:.0f}% ({change.history.state})")
     latency = change.latency_p95

@@ -1,7 +1,8 @@
 """Compare a run with a baseline run, scenario by scenario.
 
 LLM-judged evals are never all green, so "any failure blocks the merge" is too blunt for many
-teams: what they want to block is a scenario that *used to pass* and now does not. A baseline
+teams: what they want to block is a scenario that *used to pass* and now does not, or that
+fails where the baseline never showed it failing (:attr:`ScenarioChange.unaccounted`). A baseline
 is simply an earlier results file (usually from the default branch). Scenarios are matched by
 ``scenario_id``: the stable ``id`` from the scenario file, or the id lk-eval derives from
 group name + label when the file has none (so renaming a label without an id reads as one
@@ -116,6 +117,31 @@ class ScenarioChange:
     history_verdict: HistoryVerdict | None = None
     # The judge's calibration on this scenario's content, from the history (lkeval calibrate).
     calibration: Calibration | None = None
+
+    @property
+    def unaccounted(self) -> bool:
+        """Failed or errored now, no regression, and nothing on main shows it going wrong.
+
+        The baseline accounts for a failure now only when it failed there too (a verdict), when
+        it errored on both sides (the same breakage, no verdict either side), or when the
+        history calls the failure noise (main's own attempts fail it as often). Not in the
+        baseline (new), skipped or not run there (not selected, no LLM, interrupted), or
+        errored there while it fails a check now: main never showed it failing, so under
+        ``--fail-on regression`` it blocks like a regression (:mod:`lkeval.results.gate`).
+        """
+        if self.current not in _BAD or self.kind == "regression":
+            return False
+        if self.history_verdict is not None and self.history_verdict.judgement == "noise":
+            return False
+        if self.baseline == "failed":
+            return False
+        return not (self.baseline == "error" and self.current == "error")
+
+    @property
+    def baseline_without_verdict(self) -> str:
+        """How the baseline ended an :attr:`unaccounted` scenario it holds, in words
+        (``skipped``, ``errored``); empty for a new one."""
+        return {"skipped": "skipped", "error": "errored"}.get(self.baseline or "", "")
 
 
 @dataclass(frozen=True)

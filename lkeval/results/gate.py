@@ -12,11 +12,17 @@ merges, which is the whole point of quarantining them. A run in which *every* sc
 is quarantined gated nothing, though, and fails unless the user says otherwise
 (``--allow-all-quarantined``); and scenarios the error brake did not run (``--max-errors``) fail
 it like an interrupted run's, whatever the others did.
+
+``--fail-on regression`` blocks every failure main never showed, not only the scenarios that
+passed in the baseline and fail now: a new scenario that fails (the one a pull request adds)
+and one that had no verdict in the baseline (skipped or not run there, or errored there while
+it fails a check now) block too, each kind with its own reason. What it lets through is a
+failure the baseline had as well, or one the pass-rate history calls noise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sized
+from collections.abc import Mapping, Sized
 from dataclasses import dataclass
 from typing import Literal
 
@@ -270,16 +276,55 @@ def _by_fail_on(
     if mode == "any" and bad:
         failures.append(f"{_count(bad)} failed or errored: {_labels(bad)}")
     elif mode == "regression" and comparison is not None:
-        quarantined = {s.scenario_id for s in results.scenarios if s.quarantined}
-        regressed = [c for c in comparison.regressions if c.scenario_id not in quarantined]
-        if regressed:
-            names = ", ".join(label(c.label) for c in regressed[:5])
-            more = f" and {len(regressed) - 5} more" if len(regressed) > 5 else ""
-            failures.append(f"{_count(regressed)} regressed vs the baseline: {names}{more}")
-        elif bad:
-            notes.append(f"{_count(bad)} failed or errored, none of them a regression")
+        blocking, excused = _against_baseline(comparison, bad)
+        failures += blocking
+        notes += excused
     elif mode == "never" and bad:
         notes.append(f"{_count(bad)} failed or errored (--fail-on never: not blocking)")
+    return failures, notes
+
+
+def _against_baseline(
+    comparison: Comparison, bad: list[ScenarioResult]
+) -> tuple[list[str], list[str]]:
+    """(failures, notes) of ``--fail-on regression`` over the counted failures ``bad``.
+
+    What blocks is every failure main never showed: a regression (passed there), a new
+    scenario, and one with no verdict there (skipped, not run, or errored while it fails a
+    check now: :attr:`~lkeval.results.baseline.ScenarioChange.unaccounted`). A failure the
+    baseline had too, or that the history calls noise, does not. A scenario the comparison
+    does not know blocks as new: a gap must not wave a failure through.
+    """
+    changes = {c.scenario_id: c for c in reversed(comparison.changes) if c.current is not None}
+    regressed, new, unjudged, accounted = [], [], [], []
+    where: dict[str, str] = {}
+    for scenario in bad:
+        change = changes.get(scenario.scenario_id)
+        if change is not None and change.kind == "regression":
+            regressed.append(scenario)
+        elif change is None or (change.unaccounted and change.baseline is None):
+            new.append(scenario)
+        elif change.unaccounted:
+            unjudged.append(scenario)
+            where[scenario.scenario_id] = f"{change.baseline_without_verdict} there"
+        else:
+            accounted.append(scenario)
+    failures: list[str] = []
+    if regressed:
+        failures.append(f"{_count(regressed)} regressed vs the baseline: {_labels(regressed)}")
+    if new:
+        failures.append(f"{_count(new, 'new scenario')} failed or errored: {_labels(new)}")
+    if unjudged:
+        failures.append(
+            f"{_count(unjudged)} failed or errored with no verdict in the baseline: "
+            + _labels(unjudged, where=where)
+        )
+    notes = []
+    if accounted:
+        notes.append(
+            f"{_count(accounted)} failed or errored as in the baseline, or within main's "
+            f"noise (not blocking): {_labels(accounted)}"
+        )
     return failures, notes
 
 
@@ -371,13 +416,20 @@ def _nothing_to_check(results: RunResults, allowed: bool) -> str:
     return f"{_count(found)} had nothing to check: {_labels(found)} {tail}"
 
 
-def _count(items: Sized) -> str:
+def _count(items: Sized, noun: str = "scenario") -> str:
     n = len(items)
-    return f"{n} scenario" if n == 1 else f"{n} scenarios"
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def _labels(scenarios: list[ScenarioResult], limit: int = 5) -> str:
-    names = ", ".join(label(s.label) for s in scenarios[:limit])  # bounded, one line each
+def _labels(
+    scenarios: list[ScenarioResult], limit: int = 5, where: Mapping[str, str] | None = None
+) -> str:
+    """The first ``limit`` labels (bounded, one line each), each with its ``where`` note."""
+    notes = where or {}
+    names = ", ".join(
+        label(s.label) + (f" ({notes[s.scenario_id]})" if s.scenario_id in notes else "")
+        for s in scenarios[:limit]
+    )
     if len(scenarios) > limit:
         names += f" and {len(scenarios) - limit} more"
     return names

@@ -15,6 +15,7 @@ import pytest
 from conftest import reset_then_ask
 from github_server import FakeGitHub, github_server
 from report_fixtures import (
+    ERRORED,
     FAILED,
     baseline_results,
     msg,
@@ -348,11 +349,18 @@ def test_baseline_regression_fixed_new_removed(
     gate_line = capsys.readouterr().out.splitlines()[-1]
     assert "1 scenario regressed vs the baseline: Cancel a booking" in gate_line
 
-    # Without the regression, the same failures do not block in regression mode.
+    # Without the regression, the new scenario's error still blocks: main never showed it
+    # failing (this test used to expect a pass here: a new scenario's failure waved through).
     fixed = replace(FAILED, status="passed", attempts=(Attempt("passed"),))
     now = run_results()
     now = replace(now, scenarios=tuple(fixed if s is FAILED else s for s in now.scenarios))
+    assert actions.report(capsys, now, "--baseline", str(base), "--fail-on", "regression") == 1
+    assert "1 new scenario failed or errored: Late check-out" in actions.outputs()["reasons"]
+    # Without it too, only failures the baseline had are left: they do not block.
+    booted = replace(ERRORED, status="passed", attempts=(Attempt("passed"),))
+    now = replace(now, scenarios=tuple(booted if s is ERRORED else s for s in now.scenarios))
     assert actions.report(capsys, now, "--baseline", str(base), "--fail-on", "regression") == 0
+    assert "as in the baseline" in actions.outputs()["reasons"]
 
 
 def test_fail_on_never_and_min_pass_rate(

@@ -9,11 +9,24 @@ from report_fixtures import baseline_results, results_of, run_results, scenario
 
 from lkeval.errors import ExitCode
 from lkeval.results.baseline import compare
-from lkeval.results.gate import evaluate_gate, tally
-from lkeval.results.model import Attempt, TranscriptItem
+from lkeval.results.gate import GateOutcome, evaluate_gate, tally
+from lkeval.results.model import (
+    NOT_RUN_INTERRUPTED,
+    NOT_RUN_NO_LLM,
+    Attempt,
+    RunResults,
+    ScenarioResult,
+    TranscriptItem,
+)
+from lkeval.scenarios.model import NOTHING_TO_CHECK
 
 EXIT_PASSED, EXIT_FAILED = ExitCode.PASSED, ExitCode.GATE_FAILED
 EXIT_NOTHING_RAN = ExitCode.NOTHING_RAN
+
+
+def regression_gate(now: RunResults, before: RunResults) -> GateOutcome:
+    """``--fail-on regression`` of ``now`` against the baseline ``before``."""
+    return evaluate_gate(now, compare(now, before), "regression")
 
 
 def test_compare_classifies_every_scenario() -> None:
@@ -59,17 +72,123 @@ def test_quarantined_failure_never_fails_the_gate() -> None:
     assert any("quarantined" in r for r in gate.reasons)
 
 
-def test_gate_regression_mode_blocks_only_regressions() -> None:
+def test_gate_regression_mode_blocks_regressions_not_failures_the_baseline_had() -> None:
     current, comparison = run_results(), compare(run_results(), baseline_results())
     gate = evaluate_gate(current, comparison, "regression")
     assert not gate.passed and gate.exit_code == EXIT_FAILED
     assert gate.reasons[0] == "1 scenario regressed vs the baseline: Cancel a booking"
 
+    # Failed in the baseline too (a verdict there): reported, not blocking. This test used to
+    # add a new failing scenario here and expect a pass: that was the false pass it now blocks.
     before = results_of(scenario("a"), scenario("b", "failed"))
-    now = results_of(scenario("a"), scenario("b", "failed"), scenario("new one", "failed"))
-    gate = evaluate_gate(now, compare(now, before), "regression")
+    now = results_of(scenario("a"), scenario("b", "failed"))
+    gate = regression_gate(now, before)
     assert gate.passed and gate.exit_code == EXIT_PASSED
-    assert "none of them a regression" in gate.reasons[0]
+    assert gate.reasons == (
+        "1 scenario failed or errored as in the baseline, or within main's noise (not blocking): b",
+    )
+
+
+@pytest.mark.parametrize("status", ["failed", "error"])
+def test_a_new_scenario_that_fails_blocks_under_regression(status: str) -> None:
+    """The scenario a pull request adds is not in main's baseline: its failure is no
+    'regression', yet main never showed it failing, so the gate must not be green."""
+    before = results_of(scenario("a"), scenario("b", "failed"))
+    now = results_of(scenario("a"), scenario("b", "failed"), scenario("new one", status))
+    gate = regression_gate(now, before)
+    assert (gate.passed, gate.exit_code) == (False, EXIT_FAILED)
+    assert gate.reasons == (
+        "1 new scenario failed or errored: new one",
+        "1 scenario failed or errored as in the baseline, or within main's noise (not blocking): b",
+    )
+    # quarantined, it is reported and does not block (quarantine means exactly that)
+    calm = results_of(scenario("a"), scenario("new one", status, quarantined=True))
+    assert regression_gate(calm, before).passed
+    # and a new scenario that passes is no reason to block
+    fine = results_of(scenario("a"), scenario("new one"))
+    assert regression_gate(fine, before).passed
+
+
+@pytest.mark.parametrize(
+    ("baseline", "there"),
+    [
+        (scenario("b", "skipped", reason="not selected (tag team=x)", attempts=()), "skipped"),
+        (scenario("b", "skipped", reason=NOT_RUN_NO_LLM, attempts=()), "skipped"),
+        (scenario("b", "skipped", reason=NOT_RUN_INTERRUPTED, attempts=()), "skipped"),
+        (scenario("b", "skipped", reason=f"{NOTHING_TO_CHECK}: no turn", attempts=()), "skipped"),
+        (scenario("b", "skipped", quarantined=True, attempts=()), "skipped"),
+        (scenario("b", "error", reason="agent did not boot"), "errored"),
+    ],
+    ids=[
+        "not-selected",
+        "needs-live-llm",
+        "interrupted",
+        "nothing-to-check",
+        "quarantined",
+        "error",
+    ],
+)
+def test_a_failure_with_no_verdict_in_the_baseline_blocks(
+    baseline: ScenarioResult, there: str
+) -> None:
+    """Skipped, not run or errored on main, failing a check now: main never showed it failing
+    (an error there is no verdict), so it blocks like a regression, naming where it stood."""
+    before = results_of(scenario("a"), baseline)
+    now = results_of(scenario("a"), scenario("b", "failed"))
+    gate = regression_gate(now, before)
+    assert (gate.passed, gate.exit_code) == (False, EXIT_FAILED)
+    assert gate.reasons == (
+        f"1 scenario failed or errored with no verdict in the baseline: b ({there} there)",
+    )
+
+
+def test_an_error_now_blocks_after_a_skip_but_not_after_a_failure_or_an_error() -> None:
+    """An error now is excused by main's failure or main's own error on the scenario (main
+    had it broken too), never by a skip."""
+    before = results_of(
+        scenario("a"),
+        scenario("b", "failed"),
+        scenario("c", "error"),
+        scenario("d", "skipped", reason="not selected (tag team=x)", attempts=()),
+    )
+    now = results_of(
+        scenario("a"), scenario("b", "error"), scenario("c", "error"), scenario("d", "error")
+    )
+    gate = regression_gate(now, before)
+    assert (gate.passed, gate.exit_code) == (False, EXIT_FAILED)
+    assert gate.reasons == (
+        "1 scenario failed or errored with no verdict in the baseline: d (skipped there)",
+        "2 scenarios failed or errored as in the baseline, or within main's noise "
+        "(not blocking): b, c",
+    )
+
+
+def test_every_blocking_kind_has_its_own_reason_line() -> None:
+    before = results_of(
+        scenario("a"), scenario("b", "skipped", reason="not selected (tag x)", attempts=())
+    )
+    now = results_of(scenario("a", "failed"), scenario("b", "failed"), scenario("c", "error"))
+    gate = regression_gate(now, before)
+    assert gate.reasons == (
+        "1 scenario regressed vs the baseline: a",
+        "1 new scenario failed or errored: c",
+        "1 scenario failed or errored with no verdict in the baseline: b (skipped there)",
+    )
+
+
+def test_a_disjoint_baseline_blocks_every_failure() -> None:
+    """A baseline that shares no scenario with this run (all renamed, another suite) has
+    verdicts, so --fail-on regression does not fall back to any; every failure is new and
+    blocks all the same."""
+    before = results_of(scenario("x"), scenario("y", "failed"))
+    now = results_of(scenario("p"), scenario("q", "failed"), scenario("r", "error"))
+    comparison = compare(now, before)
+    assert [c.kind for c in comparison.changes] == ["new"] * 3 + ["removed"] * 2
+    gate = evaluate_gate(now, comparison, "regression")
+    assert (gate.passed, gate.exit_code) == (False, EXIT_FAILED)
+    assert gate.reasons == ("2 new scenarios failed or errored: q, r",)
+    passing = results_of(scenario("p"), scenario("q"))
+    assert regression_gate(passing, before).passed
 
 
 def test_quarantined_regression_does_not_block() -> None:

@@ -199,6 +199,64 @@ def test_an_error_now_counts_as_a_failed_attempt() -> None:
     assert change.history_verdict.judgement == "regression"  # 1 of 6 against 70%
 
 
+def test_a_new_scenario_is_not_excused_by_a_history_it_does_not_have() -> None:
+    """A scenario the baseline never had has no history, however flaky its attempts look:
+    under --fail-on regression it blocks unless its own sampling passed it."""
+    base = baseline_with(history_of(14, 20))  # SID is flaky on main; "fresh" is not there
+    for fresh in (
+        scenario("fresh", "failed", attempts=attempts(2, 1)),
+        scenario("fresh", "error", attempts=attempts(1, 0, error=2)),
+    ):
+        current = run(result(3, 0), fresh, started="2025-01-10T00:00:00Z")
+        change = compare(current, base).change_for(fresh.scenario_id)
+        assert change is not None and change.kind == "new" and change.history is None
+        passed, why = gate(current, base)
+        assert not passed and why == "1 new scenario failed or errored: fresh", why
+    sampled = scenario("fresh", "passed", attempts=attempts(2, 1))  # the sampling passed it
+    assert gate(run(result(3, 0), sampled, started="2025-01-10T00:00:00Z"), base)[0]
+
+
+def _baseline_without_its_own_result(skipped: bool) -> RunResults:
+    """A baseline whose suite holds SID with a 70% history but whose own run did not judge
+    it: skipped there (not selected), or not in its results at all (one shard of the suite)."""
+    other = scenario("other")
+    held = (scenario("book", "skipped", reason="not selected", attempts=()),) if skipped else ()
+    base = run(other, *held, started="2025-01-09T00:00:00Z")
+    suite = SuiteFingerprint(scenarios={SID: "d1", other.scenario_id: "d1"})
+    return dataclasses.replace(
+        base,
+        metadata=dataclasses.replace(base.metadata, suite=suite),
+        history=history_of(14, 20),
+    )
+
+
+@pytest.mark.parametrize("skipped", [True, False], ids=["skipped-there", "not-in-its-results"])
+def test_history_noise_still_excuses_a_scenario_with_no_verdict_in_the_baseline(
+    skipped: bool,
+) -> None:
+    """Main's history is main showing the scenario failing: within its noise a failure does
+    not block even though the baseline run itself has no verdict on it. A failure the history
+    cannot excuse (nothing passed now) blocks."""
+    base = _baseline_without_its_own_result(skipped)
+    current = run(result(2, 1, status="failed"), scenario("other"), started="2025-01-10T00:00:00Z")
+    change = compare(current, base).change_for(SID)
+    assert change is not None and change.baseline == ("skipped" if skipped else None)
+    assert change.history_verdict is not None and change.history_verdict.judgement == "noise"
+    passed, why = gate(current, base)
+    assert passed, why
+    unknown = (
+        "1 scenario failed or errored with no verdict in the baseline: book (skipped there)"
+        if skipped
+        else "1 new scenario failed or errored: book"
+    )
+    for attempts_now, reason in (
+        ((0, 3), "1 scenario regressed vs the baseline: book"),  # significant
+        ((0, 1), unknown),  # too few to tell: the baseline decides, and it has no verdict
+    ):
+        broken = run(result(*attempts_now), scenario("other"), started="2025-01-10T00:00:00Z")
+        assert gate(broken, base) == (False, reason)
+
+
 # --- in the reports and the files ------------------------------------------------------------
 
 
