@@ -293,7 +293,8 @@ def _against_baseline(
     scenario, and one with no verdict there (skipped, not run, or errored while it fails a
     check now: :attr:`~lkeval.results.baseline.ScenarioChange.unaccounted`). A failure the
     baseline had too, or that the history calls noise, does not. A scenario the comparison
-    does not know blocks as new: a gap must not wave a failure through.
+    does not describe (unknown, or a second one of a duplicated id, matched by the first one's
+    change) blocks as new: a gap must not wave a failure through.
     """
     changes = {c.scenario_id: c for c in reversed(comparison.changes) if c.current is not None}
     regressed, new, unjudged, accounted = [], [], [], []
@@ -302,7 +303,11 @@ def _against_baseline(
         change = changes.get(scenario.scenario_id)
         if change is not None and change.kind == "regression":
             regressed.append(scenario)
-        elif change is None or (change.unaccounted and change.baseline is None):
+        elif (
+            change is None
+            or change.current != scenario.status
+            or (change.unaccounted and change.baseline is None)
+        ):
             new.append(scenario)
         elif change.unaccounted:
             unjudged.append(scenario)

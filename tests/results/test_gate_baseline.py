@@ -176,6 +176,16 @@ def test_every_blocking_kind_has_its_own_reason_line() -> None:
     )
 
 
+def test_a_failure_hidden_behind_a_duplicated_id_blocks() -> None:
+    """Results the loader would never write (two scenarios of one id, a hand-made file): the
+    comparison keeps the first, which passed; the second's failure must not borrow that."""
+    before = results_of(scenario("a"), scenario("b"))
+    now = results_of(scenario("a"), scenario("b"), scenario("b", "failed"))
+    gate = regression_gate(now, before)
+    assert (gate.passed, gate.exit_code) == (False, EXIT_FAILED)
+    assert gate.reasons == ("1 new scenario failed or errored: b",)
+
+
 def test_a_disjoint_baseline_blocks_every_failure() -> None:
     """A baseline that shares no scenario with this run (all renamed, another suite) has
     verdicts, so --fail-on regression does not fall back to any; every failure is new and
