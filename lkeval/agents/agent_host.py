@@ -507,6 +507,15 @@ def run(agent_path: str, connect_addr: str, dispatch: str | Control) -> int:
 #: The recorder that replays and records the agent's HTTP exchanges (``--cassettes``), loaded
 #: by path like this file, since the agent's interpreter may not have lk-eval.
 TAPE_FILE = os.path.join(HOST_DIR, os.pardir, "replay", "transports.py")
+TAPE_MODULE = "_lkeval_transports"
+
+
+def load_tape() -> Any:
+    """The recorder's module, loaded once per interpreter. The fork server loads it before it
+    forks: a child then neither compiles nor executes its three files (with no ``.pyc`` to
+    read, ~35 ms of the ~0.3 s of CPU a replayed agent spends, ``bench/replay_phases.py``).
+    Loading patches nothing: only ``install_from_env`` does, in the child."""
+    return sys.modules.get(TAPE_MODULE) or load_by_path(TAPE_MODULE, TAPE_FILE)
 
 
 def start_tape() -> None:
@@ -515,7 +524,7 @@ def start_tape() -> None:
     when lk-eval was told its calls are replayed or recorded."""
     if not os.environ.get("LKEVAL_TAPE"):
         return
-    load_by_path("_lkeval_transports", TAPE_FILE).install_from_env()
+    load_tape().install_from_env()
 
 
 def limit_memory() -> None:

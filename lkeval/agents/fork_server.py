@@ -159,6 +159,7 @@ WARM_CALLS: tuple[tuple[str, Callable[[], object]], ...] = (
     ("ssl context", _ssl_context),
     ("platform facts", _platform_facts),
     ("mock room", lambda: agent_host.warm_mock_room()),
+    ("replay recorder", lambda: agent_host.load_tape()),
 )
 
 

@@ -96,3 +96,52 @@ def test_an_uninstalled_resolver_is_not_patched_in_later() -> None:
         assert not any(isinstance(f, transports._PatchOnImport) for f in sys.meta_path)
     with pytest.raises(ImportError):
         __import__("no_such_library_for_lkeval")
+
+
+# The fork server's side: the recorder loaded before any fork, then a child's host starting
+# its tape from that very module.
+PRELOADED = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import agent_host
+server = agent_host.load_by_path("_fork_server", os.path.join(sys.argv[1], "fork_server.py"))
+host = server.agent_host
+dict(server.WARM_CALLS)["replay recorder"]()
+loaded = sys.modules[host.TAPE_MODULE]
+patched_before = [type(f).__name__ for f in sys.meta_path if "Patch" in type(f).__name__]
+host.start_tape()
+print(json.dumps({
+    "same_module": sys.modules[host.TAPE_MODULE] is loaded,
+    "patched_by_loading": patched_before,
+    "patched_by_start": [type(f).__name__ for f in sys.meta_path if "Patch" in type(f).__name__],
+}))
+"""
+
+
+def test_the_fork_server_loads_the_recorder_once_and_a_child_installs_that_module(
+    tmp_path: Path,
+) -> None:
+    """Loading (in the fork server, before it forks) patches nothing; the child's tape is
+    installed from the module already loaded, not a second copy of its files."""
+    spec = tmp_path / "tape.json"
+    out = tmp_path / "tape-out.jsonl"
+    spec.write_text(json.dumps({"mode": "replay", "rules": {}, "exchanges": []}))
+    out.write_text("")
+    env = {**os.environ, tp.TAPE_ENV: str(spec), tp.TAPE_OUT_ENV: str(out)}
+    host_dir = os.path.dirname(agent_host.__file__)
+    proc = subprocess.run(
+        [sys.executable, "-c", PRELOADED, host_dir],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    child = json.loads(proc.stdout.splitlines()[-1])
+    assert child == {
+        "same_module": True,
+        "patched_by_loading": [],
+        "patched_by_start": ["_PatchOnImport"],
+    }
+    events = [json.loads(line) for line in out.read_text().splitlines()]
+    assert "installed" in events[0]
