@@ -7,7 +7,14 @@ product is not changed). Prints the run's phases (interpreter up, imports, fork 
 engine, results written, exit) and, per phase of an attempt (prepare, wait for a conversation
 slot, connect, greeting, turns, finalize, stop), the median and the sum over the attempts.
 
-    python bench/replay_phases.py [--concurrency 1 4] [--scenarios 20] [--delay 1.0]
+With ``--profile``, also profiles each replayed run's processes (cProfile on each thread's CPU
+clock): lk-eval's own, and every agent the fork server forks, all its threads (a
+``sitecustomize`` on the fork server's ``PYTHONPATH`` starts a profiler in each child and saves
+it at the child's ``os._exit``); prints the functions that took the most CPU in each, per run
+and per agent. A coroutine's inclusive time can hold what ran while it was suspended: read the
+own times for where the CPU goes.
+
+    python bench/replay_phases.py [--concurrency 1 4] [--scenarios 20] [--delay 1.0] [--profile]
 """
 
 from __future__ import annotations
@@ -39,6 +46,11 @@ def stamp(phase, key, edge, t=None):
     with _lock:
         _out.write(json.dumps([phase, key, edge, t if t is not None else time.time()]) + "\n")
 stamp("interpreter", "", "end")
+_profile = None
+if os.environ.get("PROFILE_OUT"):
+    import cProfile
+    _profile = cProfile.Profile(time.thread_time)
+    _profile.enable()
 import lkeval.cli
 from lkeval.agents import process as P, launch as L
 from lkeval.run import conversation as C, attempt as A, suite as S, engine as E
@@ -105,11 +117,87 @@ def leave(code):
     stamp("exit", "", "begin")
     stamp("lkeval cpu", "", "value", time.process_time())
     _out.flush()
+    if _profile is not None:
+        _profile.disable()
+        _profile.dump_stats(os.environ["PROFILE_OUT"])
     _leave(code)
 CLI.leave = leave
 sys.argv = ["lkeval", *sys.argv[1:]]
 lkeval.cli.entrypoint()
 """
+
+
+# On the fork server's PYTHONPATH (bench-only): each forked agent profiles itself, every thread
+# (the console runs the job in one of its own), on the CPU clock, from the fork to its
+# ``os._exit`` (agents leave through ``agent_host.fast_exit``).
+AGENT_PROFILER = r"""
+import os, sys
+if sys.argv and sys.argv[0].endswith("fork_server.py") and os.environ.get("AGENT_PROFILE_DIR"):
+    import cProfile, threading, time
+    _profiles = []
+    def _thread_profile(*_):  # a thread's first event: profile it from here (the job thread)
+        profile = cProfile.Profile(time.thread_time)
+        _profiles.append(profile)
+        profile.enable()
+    def _start():
+        _profiles.clear()
+        _thread_profile()
+        threading.setprofile(_thread_profile)
+    os.register_at_fork(after_in_child=_start)
+    _exit = os._exit
+    def _profiled_exit(code):
+        for n, profile in enumerate(list(_profiles)):
+            profile.disable()
+            name = f"{os.getpid()}-{n}.prof"
+            profile.dump_stats(os.path.join(os.environ["AGENT_PROFILE_DIR"], name))
+        _exit(code)
+    os._exit = _profiled_exit
+"""
+
+
+def profiling_env(work: Path, tag: str) -> tuple[dict[str, str], tuple[Path, Path]]:
+    """The environment additions that profile lk-eval's process and each agent; (env,
+    (lk-eval's profile file, the agents' profile directory))."""
+    site = work / "profiler"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(AGENT_PROFILER)
+    agents = work / f"agent-profiles-{tag}"
+    agents.mkdir(exist_ok=True)
+    lkeval = work / f"lkeval-{tag}.prof"
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    env = {"PYTHONPATH": path, "AGENT_PROFILE_DIR": str(agents), "PROFILE_OUT": str(lkeval)}
+    return env, (lkeval, agents)
+
+
+# Frames whose inclusive time is the event loop's (its ``poll`` holds, on the CPU clock, what
+# other threads spent meanwhile) or the import machinery's: left out of the inclusive list.
+_PLUMBING = ("asyncio/", "selectors.py", "threading.py", "<frozen", "contextvars", "runners.py")
+
+
+def print_profile(title: str, files: list[Path], top: int = 15) -> None:
+    """The functions with the most CPU per process: inclusive (without the event loop's and
+    the import machinery's frames), then their own."""
+    import io
+    import pstats
+
+    if not files:
+        print(f"  {title}: no profile written")
+        return
+    stats = pstats.Stats(*map(str, files), stream=io.StringIO())
+    n = len({f.name.split("-")[0] for f in files})  # processes (a file per thread)
+    inclusive, own = [], []
+    for (path, line, name), (_, calls, tt, cum, _) in stats.stats.items():  # type: ignore[attr-defined]
+        where = f"{Path(path).name}:{line}({name})" if line else name
+        if "poll" in name:
+            continue
+        own.append((tt / n, calls / n, where))
+        if line and not any(p in path for p in _PLUMBING):
+            inclusive.append((cum / n, calls / n, where))
+    print(f"  {title}: {n} process(es), CPU seconds per process")
+    for label, rows in (("inclusive", inclusive), ("own", own)):
+        print(f"    {label}:")
+        for seconds, calls, where in sorted(rows, reverse=True)[:top]:
+            print(f"      {seconds:7.3f}s {calls:8.1f} calls  {where}")
 
 
 def timed_run(
@@ -201,6 +289,9 @@ def main() -> int:
     parser.add_argument("--scenarios", type=int, default=20)
     parser.add_argument("--delay", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=1, help="replayed runs per concurrency")
+    parser.add_argument(
+        "--profile", action="store_true", help="profile lk-eval and each agent (replayed runs)"
+    )
     args = parser.parse_args()
     print(f"machine: {machine()}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -215,11 +306,18 @@ def main() -> int:
             for n in range(args.repeat):
                 for c in args.concurrency:
                     before = len(llm.requests)
-                    wall, stamps = timed_run(suite, cassettes, "auto", env, work, c, f"c{c}-{n}")
+                    tag = f"c{c}-{n}"
+                    extra, profiles = profiling_env(work, tag) if args.profile else ({}, None)
+                    run_env = {**env, **extra}
+                    wall, stamps = timed_run(suite, cassettes, "auto", run_env, work, c, tag)
                     calls = len(llm.requests) - before
                     print(f"\nreplayed (auto), --concurrency {c}: {calls} LLM calls, "
                           f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
                     report(wall, stamps)
+                    if profiles is not None:
+                        lkeval, agents = profiles
+                        print_profile("lk-eval's process", [lkeval] if lkeval.is_file() else [])
+                        print_profile("agents", sorted(agents.glob("*.prof")))
     return 0
 
 
