@@ -498,6 +498,8 @@ def run(agent_path: str, connect_addr: str, dispatch: str | Control) -> int:
         announce_ending(dispatch)
         hold_session_start(dispatch)
     attach_dispatch(dispatch)
+    # each tool's schema once per process, not per LLM request (same bytes sent)
+    sibling("tool_schemas").install()
     forget_host_dir()
     server = _discover_server(agent_path)
     _run_tcp_console(server=server, connect_addr=connect_addr)
