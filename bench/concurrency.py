@@ -10,7 +10,10 @@ tree (lk-eval, the fork server, every agent; sampled every 0.5 s from /proc) and
 agent processes alive at the peak, and the CPU the whole tree used (user + system, from the
 children's rusage once lk-eval has exited: agents are reaped by the fork server, the fork
 server by lk-eval), per LLM answer and as a share of the machine's cores over the wall time,
-which says whether the suite was CPU-bound. Verdicts must be the same everywhere (all pass).
+which says whether the suite was CPU-bound. Verdicts must be the same everywhere (all pass):
+every scenario that did not pass is printed with its status and reason, and the run's work
+directory (results.json, the agents' logs in logs/, lk-eval's own output in lkeval.log) is then
+kept and its path printed.
 
     python bench/concurrency.py [--scenarios 40] [--delay 1] [--concurrency 2,4,8,16,32]
 """
@@ -21,6 +24,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -117,6 +121,7 @@ def run_suite(
 ) -> dict[str, float]:
     label = str(concurrency) if concurrency else "default"
     results = work / label / "results.json"
+    results.parent.mkdir(parents=True, exist_ok=True)
     args = [
         *("run", "--agent", str(HOTEL_AGENT), "--scenarios", str(scenarios)),
         *("--results", str(results), "--comment", "off", "--no-github", "--repeat", "1"),
@@ -136,6 +141,8 @@ def run_suite(
     memory = PeakMemory(proc.pid)
     out, _ = proc.communicate()
     wall = time.monotonic() - started
+    lkeval_log = results.parent / "lkeval.log"
+    lkeval_log.write_text(out)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     memory.stop()
@@ -143,7 +150,11 @@ def run_suite(
         raise RuntimeError(f"lkeval run failed ({proc.returncode}):\n{out}")
     data = json.loads(results.read_text())
     turns = sorted(t for s in data["scenarios"] for a in s["attempts"] for t in a["turn_seconds"])
-    failed = [s["scenario_id"] for s in data["scenarios"] if s["status"] != "passed"]
+    failed = [s for s in data["scenarios"] if s["status"] != "passed"]
+    for s in failed:
+        logs = ", ".join(str(a.get("log_path")) for a in s["attempts"])
+        print(f"    {s['scenario_id']}: {s['status']}: {s['reason']}", flush=True)
+        print(f"      results {results}; agent log {logs}; lk-eval's log {lkeval_log}")
     return {
         "wall": wall,
         "p50": statistics.median(turns) / delay,
@@ -170,8 +181,8 @@ def main() -> int:
         levels.append(None)
     print(f"machine: {machine()}")
     rows: dict[str, dict[str, float]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
+    work = Path(tempfile.mkdtemp(prefix="lkeval-bench-concurrency-"))
+    try:
         rules, scenarios = write_inputs(work, args.scenarios, args.delay)
         with llm_server_process(rules) as base_url:
             env = {**os.environ, **hotel_env(base_url)}
@@ -188,6 +199,11 @@ def main() -> int:
                     + (f"  {r['failed']:.0f} NOT PASSED" if r["failed"] else ""),
                     flush=True,
                 )
+    finally:
+        if any(r["failed"] for r in rows.values()) or len(rows) < len(levels):
+            print(f"kept for reading: {work} (results.json, logs/, lkeval.log per concurrency)")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     fixed = {k: v for k, v in rows.items() if k != "default"}
     if fixed and "default" in rows:
         best = min(fixed, key=lambda k: fixed[k]["wall"])
@@ -196,7 +212,7 @@ def main() -> int:
             f"\n{args.scenarios} scenarios x {TURNS + 1} LLM answers after {args.delay:g} s: "
             f"the default is {ratio:.2f}x the best fixed concurrency (c={best})"
         )
-    return 0
+    return 1 if any(r["failed"] for r in rows.values()) else 0
 
 
 if __name__ == "__main__":
