@@ -5,7 +5,8 @@ turn) against the example agent, every LLM answer after ``--delay`` seconds (def
 real provider's pace), through the real ``lkeval run`` with one attempt per scenario. For each
 concurrency (and once at lk-eval's default, no ``--concurrency``) it prints the wall time of the
 whole process, the per-turn p50/p95 as a multiple of the LLM's latency (each turn is one LLM
-answer, so 1.00x is a turn with no overhead at all), the peak PSS of lk-eval's whole process
+answer, so 1.00x is a turn with no overhead at all) and the longest turn in seconds (how close
+it came to ``--turn-timeout``), the peak PSS of lk-eval's whole process
 tree (lk-eval, the fork server, every agent; sampled every 0.5 s from /proc) and the number of
 agent processes alive at the peak, and the CPU the whole tree used (user + system, from the
 children's rusage once lk-eval has exited: agents are reaped by the fork server, the fork
@@ -159,6 +160,7 @@ def run_suite(
         "wall": wall,
         "p50": statistics.median(turns) / delay,
         "p95": turns[int(0.95 * (len(turns) - 1))] / delay,
+        "max_s": turns[-1],
         "pss_mib": memory.peak_kib / 1024,
         "procs": memory.peak_procs,
         "failed": len(failed),
@@ -192,7 +194,8 @@ def main() -> int:
                 r = rows[label] = run_suite(c, scenarios, env, work, args.delay)
                 print(
                     f"  c={label:>7s}: wall {r['wall']:6.1f}s  turn p50 {r['p50']:.2f}x p95 "
-                    f"{r['p95']:.2f}x of the LLM  peak PSS {r['pss_mib']:6.0f} MiB in "
+                    f"{r['p95']:.2f}x of the LLM, longest {r['max_s']:.0f}s  "
+                    f"peak PSS {r['pss_mib']:6.0f} MiB in "
                     f"{r['procs']:.0f} processes  CPU {r['cpu']:.0f} s "
                     f"({r['cpu_per_answer'] * 1000:.0f} ms per LLM answer, "
                     f"{r['busy']:.0%} of the cores)  load {os.getloadavg()[0]:.1f}"

@@ -50,6 +50,7 @@ from lkeval.agents.logs import LOG_LIMIT_BYTES
 from lkeval.agents.logs import publish_log as publish_log
 from lkeval.agents.logs import publish_pending_logs as publish_pending_logs
 from lkeval.agents.logs import read_log_tail as read_log_tail
+from lkeval.agents.machine import with_load
 from lkeval.agents.protocol import SessionConnection, SessionListener
 from lkeval.agents.workdir import prepare_agent_dir
 from lkeval.text.masking import clip
@@ -352,7 +353,7 @@ class AgentProcess:
                 "AgentSession.start)"
             )
         raise AgentFailure(
-            f"agent did not {what} within {timeout:g}s (boot timeout)", self.log_tail()
+            with_load(f"agent did not {what} within {timeout:g}s (boot timeout)"), self.log_tail()
         )
 
     async def wait_failure(self, poll: float = 0.1) -> str:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from livekit.protocol.agent_pb import agent_session as pb
 
 from lkeval.agents.limits import STOPPED
+from lkeval.agents.machine import with_load
 from lkeval.agents.process import AgentFailure, AgentProcess
 from lkeval.agents.protocol import ProtocolError, SessionConnection
 from lkeval.results.model import TranscriptItem, TurnMetrics, Usage, Verdict, VerdictValue
@@ -182,7 +183,7 @@ class Conversation:
                 if not await self._wait_until(more, settle):
                     break
         elif not started:
-            note = f"the agent reported no state within {timeout:g}s; {self.last_seen()}"
+            note = with_load(f"the agent reported no state within {timeout:g}s; {self.last_seen()}")
         if self.errors and not self._has_reply():
             # The greeting failed: a session about to close over it closes within
             # milliseconds; see that here rather than as a broken first turn.
@@ -195,7 +196,7 @@ class Conversation:
             what = "the greeting message arrived but the agent did not return to listening"
         else:
             what = "no greeting message arrived"
-        return f"{what} within {timeout:g}s (--turn-timeout); {self.last_seen()}"
+        return with_load(f"{what} within {timeout:g}s (--turn-timeout); {self.last_seen()}")
 
     def _more_events_than(self, count: int) -> Callable[[], bool]:
         return lambda: len(self.conn.events) > count
@@ -241,7 +242,7 @@ class Conversation:
                 await self._raise_closed()
             message = f"turn {turn_no}: {exc}"
             if isinstance(exc, asyncio.TimeoutError):
-                message = (
+                message = with_load(
                     f"turn {turn_no} got no answer within {self.turn_timeout:g}s "
                     f"(--turn-timeout, or the scenario's limits.turn_timeout); {self.last_seen()}"
                 )

@@ -17,9 +17,10 @@ import pytest
 from agent_session import dial, greeting_burst, send_at_once
 from livekit.protocol.agent_pb import agent_session as pb
 
+from lkeval.agents import machine
 from lkeval.agents.process import AgentFailure, AgentLaunch, AgentProcess
 from lkeval.agents.protocol import SessionConnection, SessionListener
-from lkeval.run.conversation import Conversation, died
+from lkeval.run.conversation import Conversation, TurnFailed, died
 
 GREETING_TIMEOUT = 20.0  # far above a burst's milliseconds: hitting it means a lost wakeup
 
@@ -116,7 +117,7 @@ def test_a_wait_that_times_out_says_what_it_last_saw(tmp_path: Path) -> None:
         "the greeting message arrived but the agent did not return to listening within 0.3s "
         "(--turn-timeout); state speaking; last events: "
     )
-    assert note.endswith("state speaking, item message")
+    assert "state speaking, item message; machine load average " in note
 
 
 def test_a_failed_greeting_ends_the_wait_with_the_agents_error(tmp_path: Path) -> None:
@@ -172,3 +173,45 @@ def test_an_agent_stopped_at_a_bound_is_reported_once_not_as_agent_died(tmp_path
     exited = "agent process exited with code 3"
     assert died(exited) == f"agent died: {exited}"
     assert died(StoppedAtBound.REASON) == StoppedAtBound.REASON
+
+
+@pytest.mark.parametrize(("load", "busy"), [((37.9, 30.0, 25.0), True), ((0.4, 0.3, 0.2), False)])
+def test_a_turn_timeout_says_how_busy_the_machine_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, load: tuple[float, ...], busy: bool
+) -> None:
+    """lk-eval's turn clock counts the agent's (and lk-eval's) wait for a CPU as the agent's
+    time: a turn timeout on an overloaded runner says the machine was busier than its cores,
+    with the figure; on a quiet one it gives the figure alone (the agent was slow)."""
+    monkeypatch.setattr(machine.os, "getloadavg", lambda: load)
+    monkeypatch.setattr(machine.os, "cpu_count", lambda: 2)
+
+    async def scenario() -> str:
+        writer, conn = await _connected()  # a console that never answers run_input
+        conv = Conversation(conn, NeverDies(tmp_path), turn_timeout=0.3)
+        with pytest.raises(TurnFailed) as info:
+            await conv.turn(1, "hello")
+        writer.close()
+        await conn.close()
+        return str(info.value)
+
+    reason = asyncio.run(scenario())
+    assert reason.startswith("turn 1 got no answer within 0.3s (--turn-timeout, ")
+    figure = f"; machine load average {load[0]:.1f} on 2 core(s)"
+    if busy:
+        assert (
+            f"{figure}: the machine was busier than its cores, so this timeout may be the "
+            "machine's, not the agent's" in reason
+        ), reason
+        assert reason.endswith("run fewer scenarios at once: --concurrency)"), reason
+    else:
+        assert reason.endswith(figure), reason
+
+
+def test_no_load_figure_where_the_load_average_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unknown() -> tuple[float, float, float]:
+        raise OSError("no load average here")
+
+    monkeypatch.setattr(machine.os, "getloadavg", unknown)
+    assert machine.with_load("agent did not connect within 60s (boot timeout)") == (
+        "agent did not connect within 60s (boot timeout)"
+    )
