@@ -557,7 +557,10 @@ def test_install_auto_builds_outside_the_checkout(tmp_path: Path, locked: bool) 
         assert version
     before = files_of(workspace)
     target = tmp_path / "target"
-    subprocess.run([sys.executable, "-m", "venv", str(target)], check=True)
+    # pip only where the plan runs it (a package: pip install .); uv installs into a venv
+    # without one, and ensurepip is most of a venv's making
+    without_pip = ["--without-pip"] if locked else []
+    subprocess.run([sys.executable, "-m", "venv", *without_pip, str(target)], check=True)
     python = str(target / "bin" / "python")
     lines: list[str] = []
     plan = ep.install_plan("auto", project, python=python, uv=uv)
@@ -596,7 +599,8 @@ def test_install_auto_on_a_livekit_style_project(tmp_path: Path) -> None:
     home.mkdir()
     before = files_of(project)
     target = tmp_path / "target"
-    subprocess.run([sys.executable, "-m", "venv", str(target)], check=True)
+    # no pip in it: uv installs the dependencies (ensurepip is most of a venv's making)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
     python = str(target / "bin" / "python")
     plan = ep.install_plan("auto", project, python=python, uv=uv)
     scratch = tmp_path / "scratch"
