@@ -2,7 +2,8 @@
 asking a local rooms server over HTTP (aiohttp), the servers it needs, and one ``lkeval run``
 with cassettes.
 
-Used by tests/e2e/test_e2e_replay.py (record, stop every server, replay, edit, go live) and
+Used by tests/e2e/test_e2e_replay.py (record, stop every server, replay, edit, go live),
+tests/e2e/test_e2e_replay_twenty.py (twenty replays, warm and cold) and
 tests/e2e/test_e2e_replay_keyless.py (no keys: a laptop reproducing a CI failure, a fork's
 pull request, the Action's container, another interpreter).
 """

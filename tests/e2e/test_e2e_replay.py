@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 from conftest import hotel_env, read_json
-from replay_agent import SCENARIOS, Rooms, conversation, replay_agent, replay_twenty, servers
+from replay_agent import SCENARIOS, Rooms, conversation, replay_agent, servers
 from replay_agent import run_with_cassettes as _run
 
 pytestmark = pytest.mark.e2e
 
 
 def test_record_stop_every_server_replay_edit_and_go_live(tmp_path: Path) -> None:
-    """Warm starts here; cold ones replay in test_e2e_replay_cold.py (and record in the canary
+    """Warm starts here; cold ones replay in test_e2e_replay_twenty.py (and record in the canary
     test)."""
     (tmp_path / "scenarios.yaml").write_text(SCENARIOS, encoding="utf-8")
     agent = replay_agent(tmp_path)
@@ -86,11 +86,3 @@ def test_record_stop_every_server_replay_edit_and_go_live(tmp_path: Path) -> Non
     replayed, latest = _run(tmp_path, agent, env, "again", "--cassette-mode", "replay", *cold)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert conversation(latest) == conversation(live)
-
-
-def test_twenty_replays_are_byte_identical_at_concurrency_1_and_4_warm(tmp_path: Path) -> None:
-    """20 recorded conversations (the agent's tool over HTTP, each judged) replayed forked at
-    concurrency 1 and 4; the cold half is test_e2e_replay_cold.py, a module of its own so the
-    two halves run on two workers (each records its own twenty: the recording is the cheap
-    part, 20 cold boots one after another the dear one)."""
-    replay_twenty(tmp_path, [["--concurrency", "1"], ["--concurrency", "4"]])

@@ -1,0 +1,27 @@
+"""Twenty recorded conversations replayed byte-identical: forked (warm) at concurrency 1 and 4,
+and from cold starts at concurrency 4, all from one recording.
+
+A module of its own (the suite's dearest test: 20 cold boots) so that xdist hands it out first
+and the other worker runs the rest meanwhile. Cold starts replay at concurrency 4 only: what is
+cold about a replay (the tape installed by a fresh interpreter before the agent's module is
+imported) is the same one at a time; running them one at a time is what the warm replay at
+concurrency 1 checks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from replay_agent import replay_twenty
+
+pytestmark = pytest.mark.e2e
+
+
+def test_twenty_replays_are_byte_identical_warm_at_concurrency_1_and_4_and_cold(
+    tmp_path: Path,
+) -> None:
+    replay_twenty(
+        tmp_path,
+        [["--concurrency", "1"], ["--concurrency", "4"], ["--concurrency", "4", "--cold-start"]],
+    )
