@@ -110,25 +110,33 @@ scenarios:
 def test_nothing_to_check_is_not_played_and_fails_the_gate_unless_allowed(
     tmp_path: Path, hotel_llm: LLMServer
 ) -> None:
+    """One run (the gate fails), then the same results under ``--allow-nothing-to-check``:
+    ``lkeval report`` and ``lkeval run`` take the flag from one definition
+    (cli/flags.add_report_arguments) and judge the gate with one function, so the report
+    stands for the allowed run without booting the agent again."""
     path = tmp_path / "s.yaml"
     path.write_text(NOTHING)
-    for allow, code in ((False, 1), (True, 0)):
-        out = tmp_path / ("allowed" if allow else "default")
-        argv = [*run_argv(HOTEL / "agent.py", path, out / "results.json"), "--no-github"]
-        argv += ["--allow-nothing-to-check"] if allow else []
-        proc = run_lkeval(argv, hotel_env(hotel_llm), cwd=tmp_path)
-        assert proc.returncode == code, proc.stdout + proc.stderr
-        gate = proc.stdout.strip().splitlines()[-1]
-        assert "1 scenario had nothing to check: Just chats" in gate, gate
-        greets, chats = read_json(out / "results.json")["scenarios"]
-        assert greets["status"] == "passed", greets
-        assert chats["status"] == "skipped" and chats["attempts"] == []
-        assert chats["reason"] == (
-            "nothing to check: its turns expect nothing, and its agent_expectations are "
-            "judged only when a judge model is named (--judge-model)"
-        )
-        logs = sorted(p.name for p in (out / "logs").glob("*.log") if "fork" not in p.name)
-        assert logs == ["hotel-front-desk_greets-the-guest.log"]  # one agent booted
+    results = tmp_path / "default" / "results.json"
+    argv = [*run_argv(HOTEL / "agent.py", path, results), "--no-github"]
+    proc = run_lkeval(argv, hotel_env(hotel_llm), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    gate = proc.stdout.strip().splitlines()[-1]
+    assert "1 scenario had nothing to check: Just chats" in gate, gate
+    greets, chats = read_json(results)["scenarios"]
+    assert greets["status"] == "passed", greets
+    assert chats["status"] == "skipped" and chats["attempts"] == []
+    assert chats["reason"] == (
+        "nothing to check: its turns expect nothing, and its agent_expectations are "
+        "judged only when a judge model is named (--judge-model)"
+    )
+    logs = sorted(p.name for p in (results.parent / "logs").glob("*.log") if "fork" not in p.name)
+    assert logs == ["hotel-front-desk_greets-the-guest.log"]  # one agent booted
+
+    argv = ["report", "--results", str(results), "--no-github", "--allow-nothing-to-check"]
+    allowed = run_lkeval(argv, clean_env(), cwd=tmp_path)
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    gate = allowed.stdout.strip().splitlines()[-1]
+    assert "1 scenario had nothing to check: Just chats (allowed)" in gate, gate
 
 
 def test_a_suite_with_nothing_to_check_boots_no_agent(tmp_path: Path) -> None:
