@@ -194,13 +194,23 @@ def test_a_cassette_recorded_with_another_identity_is_refused_saying_why(
 ) -> None:
     """Another judge or caller model, or other scrub rules (a wider rule could make a changed
     request match a stale recording): nothing is replayed, the run stops before any agent
-    boots (the judge preflight's cassette is refused first), and the reason is given."""
+    boots (the judge preflight's cassette is refused first), and the reason is given.
+
+    Cold starts: a warm run would preload a fork server meanwhile (~4 s of CPU per run) only
+    to stop it, which test_signal_before_the_engine.py's failed-preflight test checks."""
     shutil.copytree(recording.cassettes, tmp_path / "cassettes")
     shutil.copy(recording.root / "scenarios.yaml", tmp_path / "scenarios.yaml")
     (tmp_path / "rules.json").write_text(json.dumps({"ignore_patterns": ["Is a \\w+ room"]}))
     env = _keyless(clean_env(**recording.urls))
     proc, results = run_with_cassettes(
-        tmp_path, recording.agent, env, "refused", "--cassette-mode", "replay", *flags
+        tmp_path,
+        recording.agent,
+        env,
+        "refused",
+        "--cassette-mode",
+        "replay",
+        "--cold-start",
+        *flags,
     )
     assert proc.returncode == 2 and results is None, proc.stdout + proc.stderr
     assert f"replay miss at judge's call 1: {reason}" in proc.stdout + proc.stderr
