@@ -484,7 +484,10 @@ def judge_usage_of_one_call(srv: LLMServer) -> Usage:
 def test_rejudge_keeps_a_fail_that_the_majority_confirms(srv: LLMServer) -> None:
     srv.set_rules([verdict_rule("fail", "no", times=2), verdict_rule("pass")])
     verdict, _ = judge(spec_for(srv), rejudge=2)
-    assert verdict.verdict == "fail" and verdict.votes == ("fail", "fail", "pass")
+    # the first vote, then the rejudges in the order the server answered them (they are asked
+    # at once: which of them gets the second scripted fail depends on the machine's load)
+    first, *rejudged = verdict.votes
+    assert verdict.verdict == "fail" and first == "fail" and sorted(rejudged) == ["fail", "pass"]
 
 
 def test_a_pass_is_not_rejudged(srv: LLMServer) -> None:
