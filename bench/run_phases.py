@@ -16,6 +16,7 @@ at higher concurrency on a small machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import itertools
 import os
@@ -25,7 +26,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,21 @@ def report(concurrency: int) -> None:
         )
 
 
+@contextlib.contextmanager
+def suite_run(work: Path, scenarios: Path, concurrency: int) -> Iterator[list[str]]:
+    """The arguments of an in-process ``lkeval run`` of ``scenarios`` (results under
+    ``work/out``), while the scripted LLM of ``work/rules.yaml`` serves it and this process's
+    environment points the agent at it."""
+    with llm_server_process(work / "rules.yaml") as base_url:
+        os.environ.update(hotel_env(base_url))
+        os.environ.pop("GITHUB_ACTIONS", None)
+        yield [
+            "run", "--agent", str(HOTEL_AGENT), "--scenarios", str(scenarios),
+            "--results", str(work / "out" / "results.json"), "--concurrency",
+            str(concurrency), "--comment", "off", "--no-github", "--repeat", "1",
+        ]  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, default=1)
@@ -113,15 +129,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         _, scenarios = write_inputs(work)
-        rules = work / "rules.yaml"
-        with llm_server_process(rules) as base_url:
-            os.environ.update(hotel_env(base_url))
-            os.environ.pop("GITHUB_ACTIONS", None)
-            argv = [
-                "run", "--agent", str(HOTEL_AGENT), "--scenarios", str(scenarios),
-                "--results", str(work / "out" / "results.json"), "--concurrency",
-                str(args.concurrency), "--comment", "off", "--no-github", "--repeat", "1",
-            ]  # fmt: skip
+        with suite_run(work, scenarios, args.concurrency) as argv:
             code = lkeval_main(argv)
     cpu = sum(
         getattr(resource.getrusage(who), field)
