@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -58,21 +59,7 @@ def test_a_library_imported_after_the_install_is_replayed_and_none_is_imported_b
         url, exchanges = _recorded(llm.base_url)
         recorded_answer = json.loads(b"".join(tp.response_chunks(exchanges[0]["response"])))  # type: ignore[arg-type]
     assert len(exchanges) == 1
-    spec = tmp_path / "tape.json"
-    out = tmp_path / "tape-out.jsonl"
-    spec.write_text(json.dumps({"mode": "replay", "rules": {}, "exchanges": exchanges}))
-    out.write_text("")
-    env = {**os.environ, tp.TAPE_ENV: str(spec), tp.TAPE_OUT_ENV: str(out)}
-    host_dir = os.path.dirname(agent_host.__file__)
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, host_dir, url],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    child = json.loads(proc.stdout.splitlines()[-1])
+    child, out = _run_on_tape(tmp_path, exchanges, CHILD, url)
     assert child["imported_by_install"] == []
     assert child["answer"] == recorded_answer  # from the tape: the server is gone
     events = [json.loads(line) for line in out.read_text().splitlines()]
@@ -123,21 +110,7 @@ def test_the_fork_server_loads_the_recorder_once_and_a_child_installs_that_modul
 ) -> None:
     """Loading (in the fork server, before it forks) patches nothing; the child's tape is
     installed from the module already loaded, not a second copy of its files."""
-    spec = tmp_path / "tape.json"
-    out = tmp_path / "tape-out.jsonl"
-    spec.write_text(json.dumps({"mode": "replay", "rules": {}, "exchanges": []}))
-    out.write_text("")
-    env = {**os.environ, tp.TAPE_ENV: str(spec), tp.TAPE_OUT_ENV: str(out)}
-    host_dir = os.path.dirname(agent_host.__file__)
-    proc = subprocess.run(
-        [sys.executable, "-c", PRELOADED, host_dir],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    child = json.loads(proc.stdout.splitlines()[-1])
+    child, out = _run_on_tape(tmp_path, [], PRELOADED)
     assert child == {
         "same_module": True,
         "patched_by_loading": [],
@@ -145,3 +118,25 @@ def test_the_fork_server_loads_the_recorder_once_and_a_child_installs_that_modul
     }
     events = [json.loads(line) for line in out.read_text().splitlines()]
     assert "installed" in events[0]
+
+
+def _run_on_tape(
+    tmp_path: Path, exchanges: list[dict[str, object]], script: str, *args: str
+) -> tuple[dict[str, Any], Path]:
+    """Run ``script`` in a fresh interpreter (agent_host's folder first on its path) with a
+    replay tape of ``exchanges``; its last stdout line as JSON, and the tape's out file."""
+    spec = tmp_path / "tape.json"
+    out = tmp_path / "tape-out.jsonl"
+    spec.write_text(json.dumps({"mode": "replay", "rules": {}, "exchanges": exchanges}))
+    out.write_text("")
+    env = {**os.environ, tp.TAPE_ENV: str(spec), tp.TAPE_OUT_ENV: str(out)}
+    host_dir = os.path.dirname(agent_host.__file__)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, host_dir, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1]), out
