@@ -365,59 +365,7 @@ def process_tree(root: int) -> list[tuple[int, int]]:
 
     Descendants that called ``setsid`` left ``root``'s process group but not its tree; the
     start time lets a later kill skip a pid the kernel has given to someone else since.
-
-    The walk follows the kernel's list of each thread's children
-    (``/proc/PID/task/TID/children``), so it reads the tree only: every agent's exit and stop
-    walks it, and a scan of every process on the machine cost ~5 ms of CPU each time with 120
-    processes (more on a busy runner). A kernel without those lists gets the full scan.
     """
-    if not _children_lists():
-        return _tree_by_scan(root)
-    found: list[tuple[int, int]] = []
-    seen = {root}
-    queue = [root]
-    while queue:
-        for child in _children_of(queue.pop()):
-            fields = read_stat(child)
-            if child in seen or fields is None:  # a loop (pid reuse), or it exited meanwhile
-                continue
-            seen.add(child)
-            found.append((child, int(fields[19])))
-            queue.append(child)
-    return found
-
-
-def _children_lists() -> bool:
-    """Whether this kernel lists each thread's children (``CONFIG_PROC_CHILDREN``)."""
-    global _HAS_CHILDREN_LISTS
-    if _HAS_CHILDREN_LISTS is None:
-        tid = threading.get_native_id() if hasattr(threading, "get_native_id") else os.getpid()
-        _HAS_CHILDREN_LISTS = os.path.exists(f"/proc/self/task/{tid}/children")
-    return _HAS_CHILDREN_LISTS
-
-
-_HAS_CHILDREN_LISTS: bool | None = None
-
-
-def _children_of(pid: int) -> list[int]:
-    """The children of every thread of ``pid`` (a child is listed under the thread that
-    started it; when that thread ends, under another of the process)."""
-    try:
-        threads = os.listdir(f"/proc/{pid}/task")
-    except OSError:  # it exited
-        return []
-    children: list[int] = []
-    for tid in threads:
-        with (
-            contextlib.suppress(OSError, ValueError),
-            open(f"/proc/{pid}/task/{tid}/children", "rb") as fh,
-        ):
-            children.extend(int(child) for child in fh.read().split())
-    return children
-
-
-def _tree_by_scan(root: int) -> list[tuple[int, int]]:
-    """:func:`process_tree` from the parent of every process on the machine."""
     children: dict[int, list[int]] = {}
     starts: dict[int, int] = {}
     try:
