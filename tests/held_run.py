@@ -65,12 +65,14 @@ def held_scenarios(tmp_path: Path) -> Path:
     return path
 
 
-def _held_python(tmp_path: Path) -> Path:
-    """An interpreter that, started as the fork server, waits before it becomes one."""
+def fork_server_python(tmp_path: Path, mark_env: str, *, hold: bool = False) -> Path:
+    """An interpreter that notes its pid in ``$<mark_env>`` when it is started as the fork
+    server; with ``hold``, it then waits (600 s) before it becomes one."""
+    wait = " sleep 600;" if hold else ""
     wrapper = tmp_path / "python"
     wrapper.write_text(
         "#!/bin/sh\n"
-        'case "$*" in *fork_server.py*) echo $$ > "$HOLD_MARK"; sleep 600;; esac\n'
+        f'case "$*" in *fork_server.py*) echo $$ > "${mark_env}";{wait}; esac\n'
         f'exec {sys.executable} "$@"\n'
     )
     wrapper.chmod(0o755)
@@ -114,7 +116,7 @@ def signal_in_phase(tmp_path: Path, phase: str, how: signal.Signals) -> None:
     argv = [*run_argv(HELD, held_scenarios(tmp_path), results), "--junit", str(junit)]
     argv += ["--judge-model", JUDGE, "--concurrency", "1"]
     if phase == "fork-server":
-        argv += ["--python", str(_held_python(tmp_path))]
+        argv += ["--python", str(fork_server_python(tmp_path, "HOLD_MARK", hold=True))]
     with LLMServer(_judge_rules(phase)) as llm, github_server() as gh:
         env = clean_env(
             OPENAI_BASE_URL=llm.base_url,

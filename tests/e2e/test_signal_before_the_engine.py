@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 from conftest import alive, clean_env, lkeval_process, run_argv
-from held_run import BEFORE_THE_ENGINE, HELD, JUDGE, SIGNALS, held_scenarios, signal_in_phase
+from held_run import (
+    BEFORE_THE_ENGINE,
+    HELD,
+    JUDGE,
+    SIGNALS,
+    fork_server_python,
+    held_scenarios,
+    signal_in_phase,
+)
 
 from lkeval.testing.llm_server import LLMServer
 
@@ -39,18 +47,6 @@ def test_a_signal_before_the_engine_ends_the_run_with_what_it_has(
 # --- the fork server starts before the judge preflight (issue 20.4) -------------------------
 
 
-def _marking_python(tmp_path: Path) -> Path:
-    """An interpreter that notes its pid in ``$FORK_MARK`` when it becomes the fork server."""
-    wrapper = tmp_path / "python"
-    wrapper.write_text(
-        "#!/bin/sh\n"
-        'case "$*" in *fork_server.py*) echo $$ > "$FORK_MARK";; esac\n'
-        f'exec {sys.executable} "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    return wrapper
-
-
 def test_a_failed_preflight_stops_the_preloading_fork_server_and_boots_nothing(
     tmp_path: Path,
 ) -> None:
@@ -61,7 +57,7 @@ def test_a_failed_preflight_stops_the_preloading_fork_server_and_boots_nothing(
     tmpdir.mkdir()
     results = tmp_path / "out" / "results.json"
     argv = [*run_argv(HELD, held_scenarios(tmp_path), results), "--judge-model", JUDGE]
-    argv += ["--python", str(_marking_python(tmp_path))]
+    argv += ["--python", str(fork_server_python(tmp_path, "FORK_MARK"))]
     llm = LLMServer([{"model": JUDGE, "hang": True}]).start()
     env = clean_env(
         OPENAI_BASE_URL=llm.base_url,
