@@ -16,9 +16,10 @@ behaviour seen in real LiveKit agents (docs/protocol.md; docs/testing.md, "What 
   ``ctx.shutdown()`` in the middle of the conversation.
 - ``shutdown_slow``: as ``shutdown_mid``, but its session takes 1.5 s to close (an ``on_exit``
   that waits, as a loaded machine would), so its connection closes well after the turn ends.
-- ``hang_after_tool``: the first caller turn calls ``lookup`` (which answers, and writes the
-  file ``userdata.marker`` when given), then the agent's reply never comes: the turn times out
-  after a tool call it made.
+- ``hang_after_tool``: the first caller turn calls ``lookup`` (which answers), then the agent's
+  reply never comes: the turn times out after a tool call it made. When the reply hangs (the
+  tool's call and output are in the chat context, their events sent) it writes the file
+  ``userdata.marker`` when given, so a test knows the turn got there.
 - ``veto``: a healthy conversation that ``on_simulation_end`` vetoes.
 - ``whitespace``: every message it produces, greeting included, is only whitespace.
 """
@@ -74,9 +75,7 @@ class BrokenAgent(Agent):
 
     @function_tool
     async def lookup(self, key: str) -> str:
-        """Look a key up (and touch ``userdata.marker``, so a test knows the turn got here)."""
-        if self.marker:
-            Path(self.marker).write_text("lookup", encoding="utf-8")
+        """Look a key up."""
         return f"value of {key}"
 
     async def llm_node(
@@ -97,6 +96,8 @@ class BrokenAgent(Agent):
             return
         called = any(getattr(i, "type", "") == "function_call" for i in chat_ctx.items[-3:])
         if self.mode == "hang_after_tool" and called:
+            if self.marker:
+                Path(self.marker).write_text("hanging", encoding="utf-8")
             await asyncio.Event().wait()  # a reply stuck on a dead backend
         if self.mode in ("crash_in_turn", "hang_after_tool") and not called:
             name = "explode" if self.mode == "crash_in_turn" else "lookup"
