@@ -497,7 +497,8 @@ def test_an_interrupted_run_writes_every_report_and_passes_nothing(tmp_path: Pat
     ]
     # The turn in flight is kept in order. The marker is written once the tool's events are
     # sent, but lk-eval may still be reading them when the SIGTERM lands: a tail of them may be
-    # missing, never reordered. (A timed-out turn keeps them all: test_failed_turns_keep_what_they_produced.)
+    # missing, never reordered. (A timed-out turn keeps them all:
+    # test_failed_turns_keep_what_they_produced.)
     after_user = kept[kept.index("message:hi") :]
     tool_events = ["function_call:lookup", "function_call_output:lookup"]
     assert after_user[1:] == tool_events[: len(after_user) - 1], kept
