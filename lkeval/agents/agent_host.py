@@ -271,9 +271,11 @@ def set_inference_class(wanted: str) -> str:
     return "agent"
 
 
-def conditions_line(inference_class: str) -> bytes:
-    """What the host tells lk-eval before ``prepared``: the conditions of its measurements."""
-    return (json.dumps({"inference_class": inference_class}) + "\n").encode()
+def conditions_line(inference_class: str, marks_greeting: bool = False) -> bytes:
+    """What the host tells lk-eval before ``prepared``: the conditions of its measurements, and
+    whether the session will mark the end of its greeting (``greeting_mark.py``)."""
+    said = {"inference_class": inference_class, "greeting_mark": marks_greeting}
+    return (json.dumps(said) + "\n").encode()
 
 
 class Control:
@@ -494,9 +496,10 @@ def run(agent_path: str, connect_addr: str, dispatch: str | Control) -> int:
     AgentsConsole.get_instance().console_mode = "text"
     inference_class = set_inference_class(os.environ.get(INFERENCE_CLASS_ENV, "low"))
     if isinstance(dispatch, Control):
-        dispatch.conditions = conditions_line(inference_class)
-        announce_ending(dispatch)
         hold_session_start(dispatch)
+        marks_greeting = sibling("greeting_mark").install()
+        dispatch.conditions = conditions_line(inference_class, marks_greeting)
+        announce_ending(dispatch)
     attach_dispatch(dispatch)
     # each tool's schema once per process, not per LLM request (same bytes sent)
     sibling("tool_schemas").install()

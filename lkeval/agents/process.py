@@ -139,14 +139,14 @@ def agent_env(launch: AgentLaunch) -> dict[str, str]:
     }
 
 
-def _inference_class(received: bytes) -> str:
-    """The class the host announced before ``prepared`` ("" from a host that said nothing)."""
+def _conditions(received: bytes) -> dict[str, Any]:
+    """What the host announced before ``prepared`` (``agent_host.conditions_line``)."""
     for line in received.splitlines():
         with contextlib.suppress(ValueError, TypeError, AttributeError):
-            value = json.loads(line).get("inference_class")
-            if value in agent_host.INFERENCE_CLASSES:
-                return str(value)
-    return ""
+            said = json.loads(line)
+            if isinstance(said, dict) and "inference_class" in said:
+                return said
+    return {}
 
 
 class AgentProcess:
@@ -186,6 +186,8 @@ class AgentProcess:
         # The LiveKit Inference class the agent's calls run at, as its host said when prepared:
         # "low" (pinned, as LiveKit's text simulation does) or "agent" (as each model asks).
         self.inference_class = ""
+        # Whether its session marks the end of its greeting (``agents/greeting_mark.py``).
+        self.marks_greeting = False
         self._log_offset = 0
         self._log_size = -1  # the raw log's size at its last read
         self._crash: str | None = None  # the crash its log reported (once seen, it stays)
@@ -325,7 +327,11 @@ class AgentProcess:
             if not chunk:  # the host closed it: it is exiting; the race reports how
                 await asyncio.Event().wait()
             received += chunk
-        self.inference_class = _inference_class(received)
+        said = _conditions(received)
+        inference_class = said.get("inference_class")
+        known = inference_class in agent_host.INFERENCE_CLASSES
+        self.inference_class = str(inference_class) if known else ""
+        self.marks_greeting = said.get("greeting_mark") is True
 
     async def _race(self, phase: str, work: Awaitable[Any], timeout: float) -> Any:
         """``work``'s result, unless the process dies or ``timeout`` passes first."""

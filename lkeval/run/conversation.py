@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from livekit.protocol.agent_pb import agent_session as pb
 
+from lkeval.agents import greeting_mark
 from lkeval.agents.limits import STOPPED
 from lkeval.agents.machine import with_load
 from lkeval.agents.process import AgentFailure, AgentProcess
@@ -65,6 +66,7 @@ class Conversation:
         self.errors: list[str] = []  # the agent's own ``error`` events, in order
         self._greeting_items: list[TranscriptItem] = []
         self._collect_greeting = True
+        self._greeting_settled = False  # the agent marked its greeting over (greeting_mark.py)
         self.last_metrics: TurnMetrics | None = None  # of the last turn that got an answer
         self._turn_items: list[TranscriptItem] | None = None
         self._turn_no = 0
@@ -88,6 +90,11 @@ class Conversation:
             self._on_item(event.conversation_item_added.item)
         elif kind in _TOOL_EVENTS:
             self._on_tools(event)
+        elif kind == "debug_message":
+            mark = event.debug_message.payload.fields.get(greeting_mark.KEY)
+            if mark is not None and mark.string_value == greeting_mark.SETTLED:
+                self._greeting_settled = True
+                self._remember("greeting settled")
         self._wake()
 
     def _wake(self) -> None:
@@ -164,15 +171,25 @@ class Conversation:
     async def wait_for_greeting(self, timeout: float) -> tuple[list[TranscriptItem], str]:
         """Wait for an ``on_enter`` greeting to finish; a turn sent earlier would cut it off.
 
-        An agent that greets reports thinking (or speaking) as its first state; one that does
-        not reports listening. A greeting ends when the agent is back to listening with a
-        reply, or with an error (its LLM failed). Returns turn-0 items and a note ("" when all
-        went as expected; else what the wait last saw).
+        Our agent host marks the moment its greeting is over in the event stream
+        (``agents/greeting_mark.py``): ``on_enter`` returned or spoke, and every speech so far
+        finished. That covers an ``on_enter`` that awaits a lookup before it greets, whose
+        first state is listening. Then, or with a host that cannot mark: an agent that greets
+        reports thinking (or speaking) as its first state; one that does not reports
+        listening. A greeting ends when the agent is back to listening with a reply, or with
+        an error (its LLM failed). Returns turn-0 items and a note ("" when all went as
+        expected; else what the wait last saw).
         """
         deadline = time.monotonic() + timeout
         note = ""
         started = await self._wait_until(lambda: self.state != pb.AS_INITIALIZING, deadline)
-        if started and (self._first_busy_state_seen() or self.state in _BUSY_STATES):
+        marked = self.agent.marks_greeting
+        if started and marked and not await self._wait_until(self._marked, deadline):
+            note = with_load(
+                f"the agent's on_enter neither returned nor finished a greeting within "
+                f"{timeout:g}s (--turn-timeout); {self.last_seen()}"
+            )
+        elif started and (self._first_busy_state_seen() or self.state in _BUSY_STATES):
             while True:
                 if not await self._wait_until(self._greeting_done, deadline):
                     note = self._greeting_timeout_note(timeout)
@@ -197,6 +214,9 @@ class Conversation:
         else:
             what = "no greeting message arrived"
         return with_load(f"{what} within {timeout:g}s (--turn-timeout); {self.last_seen()}")
+
+    def _marked(self) -> bool:
+        return self._greeting_settled
 
     def _more_events_than(self, count: int) -> Callable[[], bool]:
         return lambda: len(self.conn.events) > count

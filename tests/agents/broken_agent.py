@@ -21,6 +21,12 @@ behaviour seen in real LiveKit agents (docs/protocol.md; docs/testing.md, "What 
   tool's call and output are in the chat context, their events sent) it writes the file
   ``userdata.marker`` when given, so a test knows the turn got there.
 - ``veto``: a healthy conversation that ``on_simulation_end`` vetoes.
+- ``greet_late``: ``on_enter`` awaits a lookup (0.5 s) before it greets, as agents that load a
+  caller's profile first do; its session reports listening before thinking.
+- ``greet_from_entrypoint``: no ``on_enter`` greeting; the entrypoint greets right after
+  ``session.start`` returns, as many of LiveKit's examples do.
+- ``on_enter_waits``: ``on_enter`` neither greets nor returns (it waits for an event that never
+  comes); the caller's turns are answered all the same.
 - ``whitespace``: every message it produces, greeting included, is only whitespace.
 """
 
@@ -57,8 +63,12 @@ class BrokenAgent(Agent):
         self.marker = marker
 
     async def on_enter(self) -> None:
-        if self.mode == "silent":
+        if self.mode in ("silent", "greet_from_entrypoint"):
             return
+        if self.mode == "greet_late":
+            await asyncio.sleep(0.5)  # the caller's profile, from a slow database
+        if self.mode == "on_enter_waits":
+            await asyncio.Event().wait()
         handle = self.session.generate_reply(instructions="Greet the caller.")
         if self.mode == "crash_after_greeting":
             await handle
@@ -146,3 +156,5 @@ async def entrypoint(ctx: JobContext) -> None:
     session.on("conversation_item_added", on_item)
     marker = userdata.get("marker")
     await session.start(agent=BrokenAgent(mode, str(marker) if marker else None), room=ctx.room)
+    if mode == "greet_from_entrypoint":
+        await session.generate_reply(instructions="Greet the caller.")

@@ -15,9 +15,10 @@ from types import SimpleNamespace
 
 import pytest
 from agent_session import dial, greeting_burst, send_at_once
+from google.protobuf.struct_pb2 import Struct
 from livekit.protocol.agent_pb import agent_session as pb
 
-from lkeval.agents import machine
+from lkeval.agents import greeting_mark, machine
 from lkeval.agents.process import AgentFailure, AgentLaunch, AgentProcess
 from lkeval.agents.protocol import SessionConnection, SessionListener
 from lkeval.run.conversation import Conversation, TurnFailed, died
@@ -142,6 +143,55 @@ def test_a_failed_greeting_ends_the_wait_with_the_agents_error(tmp_path: Path) -
 
     note, errors = asyncio.run(scenario())
     assert note == "" and errors == ["llm down"]
+
+
+def _state(s: int) -> pb.AgentSessionEvent:
+    return pb.AgentSessionEvent(
+        agent_state_changed=pb.AgentSessionEvent.AgentStateChanged(new_state=s)
+    )
+
+
+def _greeting_settled() -> pb.AgentSessionEvent:
+    payload = Struct()
+    payload.update({greeting_mark.KEY: greeting_mark.SETTLED})
+    return pb.AgentSessionEvent(debug_message=pb.DebugMessage(payload=payload))
+
+
+@pytest.mark.parametrize("marks", [True, False], ids=["host-marks", "host-cannot-mark"])
+def test_a_greeting_after_a_lookup_is_waited_for_when_the_host_marks_it(
+    tmp_path: Path, marks: bool
+) -> None:
+    """An ``on_enter`` that awaits a lookup before it greets: the session says listening
+    first. With the host's mark (agents/greeting_mark.py) the wait holds until the mark and
+    keeps the greeting; without it (a host that cannot mark) the first listening state means
+    "no greeting", as before."""
+    burst = greeting_burst(text="Hi there")
+    handoff, later = burst[0], burst[1:]
+
+    async def scenario() -> tuple[bool, list[str], str]:
+        writer, conn = await _connected()
+        agent = NeverDies(tmp_path)
+        agent.marks_greeting = marks
+        conv = Conversation(conn, agent, turn_timeout=GREETING_TIMEOUT)
+        waiting = asyncio.ensure_future(conv.wait_for_greeting(GREETING_TIMEOUT))
+        await send_at_once(writer, [handoff, _state(pb.AgentState.AS_LISTENING)])
+        while len(conn.events) < 2:
+            await conn.wait_event(5)
+        for _ in range(20):  # let the wait see both events (an unmarked one ends here)
+            await asyncio.sleep(0.01)
+        waited = not waiting.done()
+        await send_at_once(writer, [*later, _greeting_settled()])
+        items, note = await waiting
+        writer.close()
+        await conn.close()
+        return waited, [f"{i.kind}:{i.text}" for i in items], note
+
+    waited, items, note = asyncio.run(scenario())
+    assert note == ""
+    if marks:
+        assert waited and items == ["agent_handoff:", "message:Hi there"]
+    else:
+        assert not waited and items == ["agent_handoff:"]
 
 
 class StoppedAtBound(AgentProcess):
