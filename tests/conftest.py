@@ -25,7 +25,7 @@ HOTEL = ROOT / "examples" / "hotel"
 TEST_AGENTS = Path(__file__).resolve().parent / "agents"
 TEST_DATA = Path(__file__).resolve().parent / "data"
 
-#: The suite's dearest module (20 cold agent boots, one after another on a worker), handed out
+#: The suite's dearest module (one recording and three replays of twenty scenarios), handed out
 #: first by ``make test``.
 FIRST = ("test_e2e_replay_twenty.py",)
 

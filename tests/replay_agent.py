@@ -14,6 +14,7 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from fnmatch import fnmatch
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -117,16 +118,23 @@ def run_with_cassettes(
     return proc, (read_json(results) if results.exists() else None)
 
 
-def conversation(results: Any) -> list[Any]:
-    """What must be byte-identical: each attempt's transcript, checks, verdicts and status."""
+def conversation(results: Any, ids: frozenset[str] | None = None) -> list[Any]:
+    """What must be byte-identical: each attempt's transcript, checks, verdicts and status (of
+    the scenarios ``ids`` only, if given)."""
     keep = ("status", "reason", "transcript", "expectations", "verdicts", "end_reason")
-    return [{k: a[k] for k in keep} for s in results["scenarios"] for a in s["attempts"]]
+    scenarios = [s for s in results["scenarios"] if ids is None or s["scenario_id"] in ids]
+    return [{k: a[k] for k in keep} for s in scenarios for a in s["attempts"]]
+
+
+def replayed_ids(results: Any) -> frozenset[str]:
+    """The scenarios a run played (a scenario not selected by ``--match`` has no attempt)."""
+    return frozenset(s["scenario_id"] for s in results["scenarios"] if s["attempts"])
 
 
 def replay_twenty(tmp_path: Path, runs: list[list[str]]) -> None:
     """Record 20 conversations (the agent's tool over HTTP, each judged), then replay them with
     each of ``runs``' flags and no server left to answer: every transcript, check, verdict and
-    the exit code as recorded."""
+    the exit code as recorded (of the scenarios a run's ``--match`` selects, all by default)."""
     one = SCENARIOS.split("  - id: talk-and-book")[0].split("scenarios:\n", 1)[1]
     copies = "".join(one.replace("id: check-double", f"id: check-{n:02d}") for n in range(20))
     (tmp_path / "scenarios.yaml").write_text(f"name: Twenty\nscenarios:\n{copies}")
@@ -143,8 +151,8 @@ def replay_twenty(tmp_path: Path, runs: list[list[str]]) -> None:
     assert len(conversation(first)) == 20
     assert all(a["verdicts"] for a in conversation(first)), "each one was judged"
     for flags in runs:
-        # 20 cold boots one after another take ~1 min on a quiet machine, many on a loaded one:
-        # the timeout only guards against a hang, it is not a speed check.
+        # cold boots take ~2.5 s of CPU each, minutes on a loaded machine: the timeout only
+        # guards against a hang, it is not a speed check.
         proc, again = run_with_cassettes(
             tmp_path,
             agent,
@@ -156,6 +164,10 @@ def replay_twenty(tmp_path: Path, runs: list[list[str]]) -> None:
             timeout=900 if "--cold-start" in flags else 240,
         )
         assert proc.returncode == recorded.returncode, proc.stdout + proc.stderr
-        assert conversation(again) == conversation(first), flags
+        played = replayed_ids(again)
+        globs = [flags[i + 1] for i, flag in enumerate(flags) if flag == "--match"] or ["*"]
+        selected = {i for i in replayed_ids(first) if any(fnmatch(i, g) for g in globs)}
+        assert played == selected and played, (flags, played)
+        assert conversation(again) == conversation(first, played), flags
         modes = {a["replay"]["mode"] for s in again["scenarios"] for a in s["attempts"]}
         assert modes == {"replayed"}, flags
