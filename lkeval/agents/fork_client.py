@@ -261,6 +261,11 @@ class ForkServer:
         self._reader.join(5)
 
     @property
+    def preloading(self) -> bool:
+        """True until the server has preloaded or closed (:meth:`wait_ready` would wait)."""
+        return not self._ready.is_set()
+
+    @property
     def pid(self) -> int:
         return self._proc.pid
 

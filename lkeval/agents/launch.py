@@ -45,6 +45,10 @@ class StartingLauncher:
             return ColdLauncher(self._python, why), f"lk-eval: cold starts: {why}"
         return server, f"lk-eval: {server.describe()}"
 
+    def pending(self) -> bool:
+        """Whether :meth:`result` would wait now (a fork server still preloading)."""
+        return self._server is not None and self._server.preloading
+
     def cancel(self) -> None:
         """Stop a fork server that was not taken, at once (it may be mid-preload). Idempotent;
         nothing to do once :meth:`result` handed the launcher over."""

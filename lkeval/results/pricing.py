@@ -9,6 +9,7 @@ reports say so, and a cost budget is never checked against a sum that leaves it 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -51,6 +52,24 @@ def table_price(model: str) -> Price | None:
             continue
         return float(found.input_price), float(found.output_price)
     return None
+
+
+#: The model :func:`warm_price_table` looks up (any name loads the whole table).
+_WARM_MODEL = "gpt-4.1-mini"
+
+
+def warm_price_table() -> None:
+    """Load genai-prices' table now, for a caller that would otherwise wait idle.
+
+    Its first use imports genai-prices and pydantic and builds the table: ~0.45 CPU-s in an
+    lk-eval process that has not loaded the OpenAI SDK (a run with no judge or caller, a
+    replayed run). Left to the first priced usage, that lands on the event loop mid-run,
+    stalling every conversation in flight; ``lkeval run`` calls this while the fork server
+    preloads on the other core, so later look-ups cost ~1 ms. A table that cannot be loaded
+    is left to fail where prices are asked, as it would without this.
+    """
+    with contextlib.suppress(Exception):
+        table_price(_WARM_MODEL)
 
 
 @dataclass(frozen=True)

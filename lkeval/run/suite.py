@@ -50,7 +50,7 @@ from lkeval.results.model import (
     run_inference_class,
     run_start_mode,
 )
-from lkeval.results.pricing import PriceTable
+from lkeval.results.pricing import PriceTable, warm_price_table
 from lkeval.results.wording import without_credentials
 from lkeval.run.attempt import CONVERSATION_MODE, RunSettings
 from lkeval.run.collaborators import RunEvaluator
@@ -328,6 +328,8 @@ class Suite:
         before this returns."""
         launcher: Launcher | None = None
         try:
+            if starting.pending():  # this core idles until the fork server has preloaded:
+                warm_price_table()  # the table's import then holds no conversation up
             launcher, start_line = starting.result()
             launch = self._agent_launch()
             return self._run_engine(plan, evaluator, launch, launcher, start_line, raw_logs)

@@ -440,6 +440,7 @@ def test_warm_starts_work_or_say_why_on_this_livekit_agents(
         return
     try:
         assert line.startswith("lk-eval: warm starts: fork server ready in "), line
+        assert not server.preloading and not starting.pending()  # taken: nothing to wait for
         results = _run(_hotel_launch(hotel_llm, server), HOTEL / "scenarios.yaml", tmp_path)
         assert results["SCN_checkDouble01"].status == "passed", results["SCN_checkDouble01"]
         assert results["SCN_bookAda01"].status == "passed", results["SCN_bookAda01"]

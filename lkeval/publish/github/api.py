@@ -20,10 +20,8 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urljoin, urlsplit
-
-import httpx
 
 from lkeval import __version__
 from lkeval.text.masking import mask_results, register_secret
@@ -35,6 +33,12 @@ MAX_PAGES = 100
 #: The longest ``retry-after`` (seconds) waited once before a rate-limited call is given up.
 MAX_RETRY_WAIT = 10.0
 _REDIRECTS = (301, 302, 303, 307, 308)
+
+if TYPE_CHECKING:
+    import httpx
+# httpx is imported where a call is made, not here: with its command line it brings ``rich``,
+# ``click`` and ``pygments`` (~0.1 CPU-s), which a run that publishes nothing never needs and
+# which would otherwise be imported before the first agent (``lkeval.cli`` imports this module).
 
 
 class GitHubError(Exception):
@@ -102,6 +106,8 @@ class GitHubApi:
             headers["Authorization"] = f"Bearer {token}"
             register_secret(token)
         self.timeout = timeout if timeout is not None else timeout_from_env()
+        import httpx
+
         self._client = httpx.Client(
             headers=headers, timeout=self.timeout, transport=transport, follow_redirects=False
         )
@@ -129,6 +135,8 @@ class GitHubApi:
         self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None
     ) -> httpx.Response:
         """One call, retried once on a 5xx or a failed connection; raises :class:`GitHubError`."""
+        import httpx
+
         url = self.url(path)
         body = mask_results(json) if json is not None else None
         what = f"{method} {urlsplit(url).path}"
@@ -216,6 +224,8 @@ class GitHubApi:
         ):
             raise GitHubError(f"{what}: refusing a redirect to a {scheme or 'relative'} URL")
         host = urlsplit(target).netloc
+        import httpx
+
         with httpx.Client(
             headers={"User-Agent": f"lk-eval/{__version__}"},
             timeout=self.timeout,
@@ -231,6 +241,8 @@ class GitHubApi:
 
     def _send_streamed(self, client: httpx.Client, url: str, what: str) -> httpx.Response:
         """One streamed GET (the body is read by the caller, within its limit)."""
+        import httpx
+
         try:
             return client.send(client.build_request("GET", url), stream=True)
         except httpx.TimeoutException:
@@ -242,6 +254,8 @@ class GitHubApi:
 def _bounded_body(response: httpx.Response, what: str, max_bytes: int) -> bytes:
     """A streamed response's body, or :class:`GitHubError` for a status or a size over
     ``max_bytes`` (a declared ``Content-Length`` is refused before a byte is read)."""
+    import httpx
+
     if response.status_code >= 400:
         response.read()
         limited = rate_limit_wait(response) is not None
