@@ -220,6 +220,9 @@ def test_cli_stops_with_exit_2_before_any_agent_boots_when_the_judge_cannot_answ
     with LLMServer(rules) as llm:
         argv = [*run_argv(HOTEL / "agent.py", scenarios_file(tmp_path), results)]
         argv += ["--caller-model", "caller", "--judge-model", "judge"]
+        # cold starts: a warm run preloads a fork server during the preflight only to stop
+        # it, which test_signal_before_the_engine.py's failed-preflight test checks
+        argv += ["--cold-start"]
         proc = run_lkeval(argv, hotel_env(llm, LKEVAL_JUDGE_API_KEY=secret), timeout=180)
         models = [r.body.get("model") for r in llm.requests]
         port = llm.port

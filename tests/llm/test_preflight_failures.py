@@ -198,6 +198,9 @@ def test_cli_prints_one_line_when_a_canary_fails_while_the_other_is_in_flight(
     with LLMServer(rules) as llm:
         argv = [*run_argv(HOTEL / "agent.py", scenarios, tmp_path / "results.json")]
         argv += ["--caller-model", "caller", "--judge-model", "judge", "--no-github"]
+        # cold starts: a warm run preloads a fork server during the preflight only to stop
+        # it, which test_signal_before_the_engine.py's failed-preflight test checks
+        argv += ["--cold-start"]
         env = hotel_env(llm, LKEVAL_LLM_TIMEOUT="5", LKEVAL_LLM_RETRIES="0")
         proc = run_lkeval(argv, env, timeout=180)
         models = {r.body.get("model") for r in llm.requests}
