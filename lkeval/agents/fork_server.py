@@ -45,7 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 if __package__:  # imported as lkeval.agents.fork_server (tests, type checks)
-    from . import agent_host, fork_child
+    from . import agent_host, fork_child, tls_context
 else:  # run by path with the agent's interpreter, which may not have lk-eval. Its siblings are
     # loaded under private names, not through sys.path: a user module named ``agent_host``
     # stays theirs.
@@ -64,6 +64,7 @@ else:  # run by path with the agent's interpreter, which may not have lk-eval. I
 
     agent_host = _load_sibling("agent_host")
     fork_child = _load_sibling("fork_child")
+    tls_context = _load_sibling("tls_context")
     agent_host.forget_host_dir()  # nothing preloaded may resolve to this directory's modules
 
 PROTOCOL_VERSION = 2
@@ -145,6 +146,14 @@ def _ssl_context() -> None:
     _create_ssl_context()
 
 
+def _tls_context() -> None:
+    # the OpenAI SDK's HTTPX client builds its own TLS context (~30-50 ms parsing a CA bundle)
+    # in each child; built here, it goes to a child's first client whose environment would
+    # build the same one (``tls_context.py``).
+    if not tls_context.prepare():
+        raise RuntimeError("no HTTPX library whose TLS context was verified")
+
+
 def _platform_facts() -> None:
     # the OpenAI SDK's first request asks for platform facts; the first ``platform.platform()``
     # runs ``uname -p`` in a subprocess. They describe this machine, so they hold in a child.
@@ -157,6 +166,7 @@ def _platform_facts() -> None:
 # library itself, keyed so that a child that needs a different answer computes it again.
 WARM_CALLS: tuple[tuple[str, Callable[[], object]], ...] = (
     ("ssl context", _ssl_context),
+    ("httpx tls context", _tls_context),
     ("platform facts", _platform_facts),
     ("mock room", lambda: agent_host.warm_mock_room()),
     ("replay recorder", lambda: agent_host.load_tape()),

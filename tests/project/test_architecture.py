@@ -35,6 +35,7 @@ STANDALONE = (
     "agents/agent_host.py",
     "agents/fork_server.py",
     "agents/fork_child.py",
+    "agents/tls_context.py",
     "replay/served.py",
     "replay/tape.py",
     "replay/transports.py",
