@@ -35,7 +35,11 @@ example: $(VENV)/.runtime          ## run the example eval (no API key needed)
 # otherwise compile lk-eval's editable sources and the test agents again (~10% of its CPU).
 test: setup                        ## the whole test suite, end-to-end tests included
 	env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache \
-	    $(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder
+	    $(PY) -m pytest -m "not exhaustive" -n auto --dist loadfile --no-loadscope-reorder
+
+test-exhaustive: setup             ## the proofs too dear for every `make test` (CI runs them)
+	env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache \
+	    $(PY) -m pytest -m exhaustive -n auto --dist load
 
 test-fast: setup                   ## unit tests only (no agent processes)
 	$(PY) -m pytest -m "not e2e" -n auto

@@ -25,3 +25,12 @@ def test_twenty_replays_are_byte_identical_warm_at_concurrency_1_and_4_and_four_
 ) -> None:
     cold = ["--concurrency", "4", "--cold-start", "--match", "check-0[0-3]"]
     replay_twenty(tmp_path, [["--concurrency", "1"], ["--concurrency", "4"], cold])
+
+
+@pytest.mark.exhaustive
+def test_twenty_replays_are_byte_identical_cold_at_concurrency_1_and_4(tmp_path: Path) -> None:
+    """All twenty from cold starts, one at a time and four at once: replays are byte for byte
+    (docs/replay.md) at concurrency 1 and 4, warm (above) and cold. ~100 CPU-s of cold boots,
+    so CI runs it after ``make test`` (``make test-exhaustive``), not on every ``make test``."""
+    cold = ["--cold-start", "--concurrency"]
+    replay_twenty(tmp_path, [[*cold, "1"], [*cold, "4"]])
