@@ -285,6 +285,9 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
     from run_phases import suite_run
     from suite_wall import write_inputs
 
+    if args.one is not None:  # bench/_common just put this script's own tree first
+        sys.path.insert(0, str(args.one))
+    assert "lkeval" not in sys.modules, "the tree measured must be the first lkeval imported"
     MARKS = Marks()
     marks_dir = tempfile.mkdtemp(prefix="scenario-cpu-marks-") if args.marks else None
     instrument(args.profile_lkeval, args.profile_agents, marks_dir)
