@@ -173,6 +173,28 @@ WARM_CALLS: tuple[tuple[str, Callable[[], object]], ...] = (
 )
 
 
+#: livekit's preload loads the local inference models (the VAD, and the turn detector's
+#: end-of-turn weights: ~244 MB resident) unless this is falsy.
+LOCAL_INFERENCE_ENV = "LIVEKIT_AGENTS_PRELOAD_LOCAL_INFERENCE"
+
+
+def _framework_preload() -> bool:
+    """livekit's own one-time warm-up (av, the rtc library loaded but not started, the OpenAI
+    SDK resources, a first httpx client); older versions lack it. Without the local inference
+    models unless the agent's environment asks for them: an agent in text mode never builds
+    them (``tests/agents/test_warm_start.py``), and each fork and exit of an image without
+    their ~244 MB costs ~20 ms less CPU (``BENCHMARKS.md``). The children never see this
+    setting (each gets its scenario's environment)."""
+    asked = LOCAL_INFERENCE_ENV in os.environ
+    if not asked:
+        os.environ[LOCAL_INFERENCE_ENV] = "0"
+    try:
+        return _import("livekit.agents.ipc._preload")
+    finally:
+        if not asked:
+            os.environ.pop(LOCAL_INFERENCE_ENV, None)
+
+
 def preload(plugins: list[str]) -> dict[str, Any]:
     """Import what every child needs, then freeze it; returns what was loaded, for ``ready``.
 
@@ -195,9 +217,7 @@ def preload(plugins: list[str]) -> dict[str, Any]:
 
 def _preload(plugins: list[str]) -> dict[str, Any]:
     loaded_plugins = [p for p in plugins if _import(p)]
-    # livekit's own one-time warm-up (av, VAD/EOT weights, the rtc library loaded but not
-    # started, the OpenAI SDK resources, a first httpx client); older versions lack it.
-    framework_preload = _import("livekit.agents.ipc._preload")
+    framework_preload = _framework_preload()
     if not framework_preload:
         for step in ("av", "openai.resources"):
             _import(step)

@@ -487,3 +487,64 @@ def test_start_mode_is_per_attempt_and_old_results_still_load() -> None:
     loaded = results_from_dict(old_file)
     assert loaded.scenarios[0].attempts[0].start_mode == ""
     assert loaded.metadata.start_mode == "warm"
+
+
+@pytest.mark.e2e
+def test_forked_agents_with_livekit_turn_detection_never_build_its_local_model(
+    tmp_path: Path, fork_server: RecordingServer
+) -> None:
+    # The fork server preloads without the local end-of-turn weights (~244 MB); an agent in
+    # text mode must then not load them itself in every child (~0.25 CPU-s and ~108 MB each).
+    path = tmp_path / "scenarios.yaml"
+    scenarios = [
+        {"id": kind, "label": kind, "userdata": {"turn_detection": kind}, "turns": turns}
+        for kind in ("default", "mini")
+        for turns in [
+            [
+                {"user": reply, "expect": [{"message": {"contains": "Fine"}}]}
+                for reply in ("hello", "again")
+            ]
+        ]
+    ]
+    path.write_text(yaml.safe_dump({"name": "Turn detection", "scenarios": scenarios}))
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    before = len(fork_server.spawned)
+    with LLMServer([{"model": "turn-agent", "text": "Fine."}]) as llm:
+        launch = AgentLaunch(
+            TEST_AGENTS / "turn_detector_agent.py",
+            launcher=fork_server,
+            env={
+                "OPENAI_BASE_URL": llm.base_url,
+                "OPENAI_API_KEY": "k",
+                "TURN_DETECTOR_MARKS": str(marks),
+            },
+        )
+        results = _run(launch, path, tmp_path)
+    forked = fork_server.spawned[before:]
+    assert len(forked) == 2
+    assert {r.status for r in results.values()} == {"passed"}, results
+    models = sorted(p.read_text() for p in marks.glob("*.model"))
+    assert models == ["turn-detector-v1-mini"] * 2  # the local model is the one in use
+    assert sorted(int(p.stem) for p in marks.glob("*.model")) == sorted(forked)
+    assert list(marks.glob("*.eot")) == []
+
+
+def test_the_fork_server_preloads_livekit_without_local_models_unless_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lkeval.agents import fork_server
+
+    seen: list[str | None] = []
+
+    def imported(name: str) -> bool:  # what livekit's preload would read
+        seen.append(os.environ.get(fork_server.LOCAL_INFERENCE_ENV))
+        return True
+
+    monkeypatch.setattr(fork_server, "_import", imported)
+    monkeypatch.delenv(fork_server.LOCAL_INFERENCE_ENV, raising=False)
+    fork_server._framework_preload()
+    assert seen == ["0"] and fork_server.LOCAL_INFERENCE_ENV not in os.environ
+    monkeypatch.setenv(fork_server.LOCAL_INFERENCE_ENV, "1")  # the agent's environment asks
+    fork_server._framework_preload()
+    assert seen == ["0", "1"] and os.environ[fork_server.LOCAL_INFERENCE_ENV] == "1"
