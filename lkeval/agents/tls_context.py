@@ -161,7 +161,10 @@ def prepare() -> list[str]:
             continue
         config = sys.modules[library.sources[0]]
         original = config.create_ssl_context
-        _prebuilt[library.name] = (inputs, original())
+        try:
+            _prebuilt[library.name] = (inputs, original())
+        except Exception:  # each child meets the same error on the library's own path
+            continue
         wrapper = handing_out_once(library, original)
         for name in library.holders:
             holder = sys.modules.get(name)

@@ -240,3 +240,15 @@ def test_the_fork_server_prepares_it_and_a_forked_child_gets_it(lib: Any) -> Non
     os.close(read)
     assert os.waitpid(pid, 0)[1] == 0
     assert lib.__name__ in tls_context._prebuilt  # the parent's own stays unused
+
+
+def test_a_context_that_cannot_be_built_is_left_to_each_agent(
+    lib: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "broken.pem"
+    broken.write_text("not a certificate\n")
+    monkeypatch.setenv("SSL_CERT_FILE", str(broken))
+    assert lib.__name__ not in tls_context.prepare()
+    assert lib.__name__ not in tls_context._prebuilt
+    with pytest.raises(ssl.SSLError):  # the agent's own client fails as it did before
+        lib.Client()
