@@ -505,6 +505,8 @@ def run(agent_path: str, connect_addr: str, dispatch: str | Control) -> int:
     sibling("tool_schemas").install()
     forget_host_dir()
     server = _discover_server(agent_path)
+    # no idle-process poll or load report where one console job is the process's only work
+    sibling("idle_timers").install(server)
     _run_tcp_console(server=server, connect_addr=connect_addr)
     return 0
 

@@ -111,12 +111,12 @@ WITHHELD_FROM_AGENT = (
 )
 
 
-#: livekit-agents' event-loop monitor (1.8 and later) checks each of an agent's two loops from
-#: a timer and a thread, every fifth of its warn threshold but at least every 50 ms: at its
-#: default (100 ms) that is 200 wake-ups a second, ~12 ms of CPU per second per agent, a
-#: quarter of what a turn on a 1 s LLM costs the agent (BENCHMARKS.md, "CPU per turn"). From
-#: 250 ms the tick is 50 ms; blocks of 250 ms and more are still logged. The user's own value
-#: (the environment, ``--env``) wins.
+#: livekit-agents' event-loop monitor (1.8 and later) checks the agent's job loop (the console
+#: does not monitor its server's) from a timer and a thread, every fifth of its warn threshold
+#: but at least every 50 ms: at its default (100 ms) that is 100 wake-ups a second, ~12 ms of
+#: CPU per second per agent, a quarter of what a turn on a 1 s LLM costs the agent
+#: (BENCHMARKS.md, "CPU per turn"). From 250 ms the tick is 50 ms; blocks of 250 ms and more
+#: are still logged. The user's own value (the environment, ``--env``) wins.
 LOOP_MONITOR_ENV = "LIVEKIT_AGENTS_LOOP_BLOCK_WARN_MS"
 LOOP_MONITOR_WARN_MS = "250"
 

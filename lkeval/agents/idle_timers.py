@@ -1,0 +1,144 @@
+"""The framework's idle timers an agent process does without under lk-eval's console.
+
+Runs in the agent process (loaded by ``agent_host.py`` by file path, so it imports nothing from
+lk-eval). Why: an agent under lk-eval is one console job in one process, with no LiveKit server
+and no pool of idle processes, yet the framework's server keeps two timers made for a server
+that hosts many jobs, about a third of what an agent spends while it merely waits
+(``docs/protocol.md``, "The framework's idle timers", ``bench/idle_cpu.py``):
+
+- *the process pool's poll* (``ProcPool._main_task``): every 0.1 s it tops the pool up to its
+  idle-process target. The console's server runs in development mode, where that target is 0,
+  and the load report (the only thing that changes the target) can only lower it; a job that
+  needs a process spawns one itself (``ProcPool._acquire_proc``). With no idle target the poll
+  is replaced by a task that only waits to be cancelled and then closes the pool exactly as the
+  poll's own cancellation does (its executors, close and monitor tasks): shutdown, the job's
+  crash detection (``_monitor_process_task``) and its timeouts are untouched.
+- *the load report* (``AgentServer.run``'s ``load_task``, every 0.5 s, and the
+  ``worker_cpu_load_monitor`` thread it starts, which samples the CPU every 0.5 s): the load
+  goes to the LiveKit server a registered worker tells about its availability (the console's is
+  unregistered), to Prometheus, and into the idle target above (only when a load threshold is
+  set; development mode's is infinite). Stopped, before its first tick, only when none of those
+  applies and the load function is the framework's own (a user's runs as before).
+
+What stays: the job's ping (every 2.5 s, it notices a job whose loop hangs), the event-loop
+monitor (lk-eval sets its threshold, ``LIVEKIT_AGENTS_LOOP_BLOCK_WARN_MS``; its warnings are the
+agent's), and lk-eval's own watch on the agent's control channel.
+
+Pinned, like ``tool_schemas``, to the files that define what it replaces, as read in
+livekit-agents 1.6.6 and 1.8.9 (:data:`VERIFIED`: a digest of ``worker.py`` and
+``ipc/proc_pool.py``): with any other files it changes nothing and the framework's own timers run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+#: :func:`fingerprint` of the livekit-agents releases whose server and pool were read
+#: (release -> digest; only the digests are compared).
+VERIFIED = {
+    "1.6.6": "2ca2de130c46df4a",
+    "1.8.9": "7d741da8a078c737",
+}
+#: What :func:`install` can cut, as ``docs/protocol.md`` names them.
+POOL_POLL = "process-pool poll"
+LOAD_REPORT = "load report"
+
+
+def fingerprint() -> str | None:
+    """A digest of ``worker.py`` and ``ipc/proc_pool.py``, or None when they cannot be read or
+    the pool's poll is no longer the one ``proc_pool.py`` defines (something replaced it)."""
+    try:
+        from livekit.agents import worker
+        from livekit.agents.ipc import proc_pool
+
+        digest = hashlib.sha256()
+        for module in (worker, proc_pool):
+            with open(str(module.__file__), "rb") as source:
+                digest.update(source.read())
+        poll: Any = proc_pool.ProcPool._main_task
+        if getattr(poll, "_lkeval_quiet", False):
+            poll = poll._lkeval_original
+        if getattr(poll, "__wrapped__", poll).__code__.co_filename != proc_pool.__file__:
+            return None
+    except (ImportError, AttributeError, OSError, TypeError):
+        return None
+    return digest.hexdigest()[:16]
+
+
+def install(server: Any) -> tuple[str, ...]:
+    """Cut the timers ``server`` (the agent's ``AgentServer``, not yet running) does without;
+    returns what may be cut (:data:`POOL_POLL`, :data:`LOAD_REPORT`), empty on another release.
+
+    The pool's poll is decided when the pool starts (its idle target), the load report when the
+    server has started (its load function, threshold, registration and Prometheus settings).
+    """
+    if fingerprint() not in VERIFIED.values():
+        return ()
+    from livekit.agents.ipc.proc_pool import ProcPool
+
+    if not getattr(ProcPool._main_task, "_lkeval_quiet", False):
+        ProcPool._main_task = quiet_pool(ProcPool._main_task)  # type: ignore[method-assign,assignment]
+    server.once("worker_started", lambda: stop_load_report(server))
+    return (POOL_POLL, LOAD_REPORT)
+
+
+def quiet_pool(poll: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
+    """``ProcPool._main_task`` that polls only when the pool keeps idle processes."""
+    from livekit.agents.log import logger
+    from livekit.agents.utils import aio, log_exceptions
+
+    @log_exceptions(logger=logger)
+    async def wait_for_close(self: Any) -> None:
+        try:
+            await asyncio.get_running_loop().create_future()  # ends when aclose cancels it
+        except asyncio.CancelledError:  # what the poll does when cancelled (proc_pool.py)
+            await aio.cancel_and_wait(*self._spawn_tasks)
+            await asyncio.gather(*[proc.aclose() for proc in self._executors])
+            await asyncio.gather(*self._close_tasks)
+            await asyncio.gather(*self._monitor_tasks)
+
+    async def _main_task(self: Any) -> None:
+        if self._default_num_idle_processes > 0:
+            await poll(self)
+        else:
+            await wait_for_close(self)
+
+    _main_task._lkeval_quiet = True  # type: ignore[attr-defined]
+    _main_task._lkeval_original = poll  # type: ignore[attr-defined]
+    return _main_task
+
+
+def load_report_needed(server: Any) -> bool:
+    """Whether anything reads the load ``server``'s ``load_task`` measures (see the module's
+    docstring): a LiveKit connection, Prometheus, a load threshold, or a user's load function."""
+    from livekit.agents.worker import ServerEnvOption, _DefaultLoadCalc
+
+    threshold = ServerEnvOption.getvalue(server._load_threshold, server._devmode)
+    return bool(
+        server._conn_task is not None
+        or server._prometheus_server is not None
+        or server._prometheus_multiproc_dir
+        or not math.isinf(threshold)
+        or server._load_fnc != _DefaultLoadCalc.get_load
+    )
+
+
+def stop_load_report(server: Any) -> bool:
+    """Cancel ``server``'s load task before its first tick when nothing reads it (it then never
+    starts the CPU monitor thread); True when cancelled. Any surprise leaves it running."""
+    try:
+        task = server._load_task
+        if task is None or task.done() or load_report_needed(server):
+            return False
+        return bool(task.cancel())
+    except Exception:  # a server unlike the one read: keep the framework's own behaviour
+        return False
+
+
+if __name__ == "__main__":  # print this livekit-agents' fingerprint (for VERIFIED)
+    print(fingerprint(), file=sys.stdout)
