@@ -163,7 +163,12 @@ def hold_session_start(control: Control) -> None:
     async def start(self: Any, *args: Any, **kwargs: Any) -> Any:
         if control.hold():
             control.announce_prepared()
-            await asyncio.get_running_loop().run_in_executor(None, control.wait_go)
+            # held, nothing of the agent's runs on this loop: its monitor need not tick
+            resume_monitor = sibling("idle_timers").pause_loop_monitor()
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, control.wait_go)
+            finally:
+                resume_monitor()
         return await original(self, *args, **kwargs)
 
     AgentSession.start = start  # type: ignore[method-assign]

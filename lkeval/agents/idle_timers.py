@@ -20,13 +20,19 @@ that hosts many jobs, about a third of what an agent spends while it merely wait
   set; development mode's is infinite). Stopped, before its first tick, only when none of those
   applies and the load function is the framework's own (a user's runs as before).
 
-What stays: the job's ping (every 2.5 s, it notices a job whose loop hangs), the event-loop
-monitor (lk-eval sets its threshold, ``LIVEKIT_AGENTS_LOOP_BLOCK_WARN_MS``; its warnings are the
-agent's), and lk-eval's own watch on the agent's control channel.
+- *the event-loop monitor, while the agent is held* (1.8 and later: a tick on the job's loop and
+  a watchdog thread, every 50 ms at lk-eval's ``LIVEKIT_AGENTS_LOOP_BLOCK_WARN_MS``): stopped
+  once the agent says ``prepared`` and started again, as it was, when ``go`` comes
+  (:func:`pause_loop_monitor`). Held, nothing of the agent's runs on that loop: its session
+  waits. Set-up before ``prepared`` and the whole conversation are watched as before.
+
+What stays: the job's ping (every 2.5 s, it notices a job whose loop hangs), the monitor's
+warnings, and lk-eval's own watch on the agent's control channel.
 
 Pinned, like ``tool_schemas``, to the files that define what it replaces, as read in
 livekit-agents 1.6.6 and 1.8.9 (:data:`VERIFIED`: a digest of ``worker.py`` and
-``ipc/proc_pool.py``): with any other files it changes nothing and the framework's own timers run.
+``ipc/proc_pool.py``; :data:`VERIFIED_MONITOR`: ``telemetry/loop_monitor.py``): with any other
+files it changes nothing and the framework's own timers run.
 """
 
 from __future__ import annotations
@@ -43,6 +49,11 @@ from typing import Any
 VERIFIED = {
     "1.6.6": "2ca2de130c46df4a",
     "1.8.9": "7d741da8a078c737",
+}
+#: :func:`monitor_fingerprint` of the releases whose event-loop monitor was read (1.8 and later
+#: have one): :func:`pause_loop_monitor` stops and starts it again through its own functions.
+VERIFIED_MONITOR = {
+    "1.8.9": "1d8411917dad7c85",
 }
 #: What :func:`install` can cut, as ``docs/protocol.md`` names them.
 POOL_POLL = "process-pool poll"
@@ -140,5 +151,63 @@ def stop_load_report(server: Any) -> bool:
         return False
 
 
-if __name__ == "__main__":  # print this livekit-agents' fingerprint (for VERIFIED)
-    print(fingerprint(), file=sys.stdout)
+def monitor_fingerprint() -> str | None:
+    """A digest of ``telemetry/loop_monitor.py`` (None on releases without the monitor)."""
+    try:
+        from livekit.agents.telemetry import loop_monitor
+
+        with open(str(loop_monitor.__file__), "rb") as source:
+            return hashlib.sha256(source.read()).hexdigest()[:16]
+    except (ImportError, AttributeError, OSError, TypeError):
+        return None
+
+
+def pause_loop_monitor() -> Callable[[], None]:
+    """Stop the running loop's event-loop monitor while the agent is held; returns what
+    starts it again (call it on the same loop, before the session starts).
+
+    Held, the job's loop runs nothing of the agent's (its session waits for ``go``), yet the
+    monitor's tick and watchdog wake every 50 ms. The stop is scheduled behind any tick already
+    due, so a block that ended just before (the entrypoint's own set-up) is still reported;
+    the monitor started again has the same thresholds, name and report context (the job's).
+    """
+    try:
+        from livekit.agents.telemetry import loop_monitor
+    except ImportError:  # before 1.8: no monitor
+        return _nothing
+    loop = asyncio.get_running_loop()
+    monitor = loop_monitor.get_monitor(loop)
+    if monitor is None or monitor_fingerprint() not in VERIFIED_MONITOR.values():
+        return _nothing
+    paused: list[bool] = []
+
+    def pause() -> None:
+        if loop_monitor.get_monitor(loop) is monitor:
+            loop_monitor.stop_monitoring(loop)
+            paused.append(True)
+
+    # a timer due now runs after every timer due earlier: the pending tick goes first
+    stopping = loop.call_later(0, pause)
+
+    def resume() -> None:
+        stopping.cancel()
+        if not paused or loop_monitor.get_monitor(loop) is not None:
+            return
+        thresholds = loop_monitor.LoopMonitorThresholds(
+            warn=monitor.warn_threshold, error=monitor.error_threshold
+        )
+        again = loop_monitor.start_monitoring(
+            loop, thresholds=thresholds, name=monitor._name, emit_spans=monitor._emit_spans
+        )
+        if again is not None:
+            again.set_report_context(monitor._report_context)
+
+    return resume
+
+
+def _nothing() -> None:
+    """The resume of a monitor that was not paused."""
+
+
+if __name__ == "__main__":  # print this livekit-agents' fingerprints (for the VERIFIED tables)
+    print(fingerprint(), monitor_fingerprint(), file=sys.stdout)

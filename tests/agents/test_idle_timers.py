@@ -5,8 +5,11 @@ and on a release whose files were not read nothing changes."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import math
 import multiprocessing
+import threading
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -162,3 +165,66 @@ def test_a_console_server_starts_without_its_load_task_and_closes() -> None:
         assert asyncio.run(scenario()) == (True, True)
     finally:
         ProcPool._main_task = ProcPool._main_task._lkeval_original  # type: ignore[attr-defined,method-assign]
+
+
+def _monitor_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("livekit-loop-monitor-")]
+
+
+def test_the_held_agents_loop_monitor_pauses_and_comes_back_as_it_was() -> None:
+    loop_monitor = pytest.importorskip("livekit.agents.telemetry.loop_monitor")  # 1.8+
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        thresholds = loop_monitor.LoopMonitorThresholds(warn=0.25, error=0.5)
+        before = loop_monitor.start_monitoring(loop, thresholds=thresholds, name="job")
+        context = contextvars.copy_context()
+        before.set_report_context(context)
+        await asyncio.sleep(0.01)  # armed: its watchdog thread runs
+        assert "livekit-loop-monitor-job" in _monitor_threads()
+        resume = idle_timers.pause_loop_monitor()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert loop_monitor.get_monitor(loop) is None
+        assert "livekit-loop-monitor-job" not in _monitor_threads()  # joined when stopped
+        resume()
+        after = loop_monitor.get_monitor(loop)
+        assert after is not None and after is not before
+        assert (after.warn_threshold, after.error_threshold) == (0.25, 0.5)
+        assert after._name == "job" and after._report_context is context
+        await asyncio.sleep(0.01)
+        assert "livekit-loop-monitor-job" in _monitor_threads()
+        loop_monitor.stop_monitoring(loop)
+
+    asyncio.run(scenario())
+
+
+def test_a_block_that_ends_as_the_agent_is_held_is_still_reported() -> None:
+    loop_monitor = pytest.importorskip("livekit.agents.telemetry.loop_monitor")
+
+    async def scenario() -> list[float]:
+        loop = asyncio.get_running_loop()
+        thresholds = loop_monitor.LoopMonitorThresholds(warn=0.1, error=0.5)
+        monitor = loop_monitor.start_monitoring(loop, thresholds=thresholds, name="job")
+        reports: list[float] = []
+        monitor._on_report = lambda report: reports.append(report.duration)
+        await asyncio.sleep(0.05)
+        time.sleep(0.3)  # the entrypoint's set-up blocks the loop, then the session starts
+        resume = idle_timers.pause_loop_monitor()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert loop_monitor.get_monitor(loop) is None  # paused, after the late tick reported
+        resume()
+        loop_monitor.stop_monitoring(loop)
+        return reports
+
+    assert len(asyncio.run(scenario())) == 1
+
+
+def test_without_a_monitor_there_is_nothing_to_pause() -> None:
+    async def scenario() -> None:
+        resume = idle_timers.pause_loop_monitor()
+        await asyncio.sleep(0)
+        resume()
+
+    asyncio.run(scenario())  # and 1.6.6, which has no monitor, runs as before
