@@ -296,7 +296,7 @@ class Server:
             while self._wake_r in readable and os.read(self._wake_r, 512):
                 pass  # drain the wakeup bytes of SIGCHLD
         self._reap()
-        if 0 in readable:
+        if 0 in readable and not self.lost_runner:
             chunk = os.read(0, 65536)
             if not chunk:  # end of input without a shutdown: the runner is gone
                 self.lost_runner = True
@@ -306,7 +306,19 @@ class Server:
                 line, self._buf = self._buf.split(b"\n", 1)
                 if line.strip() and not self._command(line):
                     return False
-        return True
+        return not self.lost_runner
+
+    def _tell(self, event: str, **fields: Any) -> None:
+        """:func:`emit`, unless the runner is gone. A broken pipe says it is: then, as at the
+        end of its input, nobody is left to publish (mask) the raw logs, so :meth:`serve`
+        deletes them. (When a child's exit is reaped before the end of input is read, its
+        report is the first thing that finds out.)"""
+        if self.lost_runner:
+            return
+        try:
+            emit(event, **fields)
+        except BrokenPipeError:
+            self.lost_runner = True
 
     def _command(self, line: bytes) -> bool:
         """Act on one command; False means shut down."""
@@ -317,7 +329,7 @@ class Server:
         if cmd.get("cmd") == "spawn":
             self._spawn(cmd)
         elif cmd.get("cmd") != "shutdown":
-            emit("error", error=f"unknown command {cmd.get('cmd')!r}")
+            self._tell("error", error=f"unknown command {cmd.get('cmd')!r}")
         return cmd.get("cmd") != "shutdown"
 
     def _spawn(self, cmd: dict[str, Any]) -> None:
@@ -333,7 +345,7 @@ class Server:
         except (KeyError, TypeError, ValueError, OSError) as exc:
             if control is not None:
                 os.close(control)
-            emit("spawn_failed", id=spawn_id, error=str(exc))
+            self._tell("spawn_failed", id=spawn_id, error=str(exc))
             return
         sync_r, sync_w = os.pipe()
         server_pid = os.getpid()
@@ -351,7 +363,7 @@ class Server:
         except OSError as exc:
             for fd in (log_fd, sync_r, sync_w, control):
                 os.close(fd)
-            emit("spawn_failed", id=spawn_id, error=f"fork failed: {exc}")
+            self._tell("spawn_failed", id=spawn_id, error=f"fork failed: {exc}")
             return
         if pid == 0:
             fork_child.child_main(
@@ -377,7 +389,7 @@ class Server:
             self.agent_dirs[pid] = env[agent_host.AGENT_DIR_ENV]
         if env.get(agent_host.RAW_LOG_ENV):
             self.raw_logs.add(env[agent_host.RAW_LOG_ENV])
-        emit("spawned", id=spawn_id, pid=pid)
+        self._tell("spawned", id=spawn_id, pid=pid)
 
     def _receive_control(self, spawn_id: str) -> int | None:
         """The control channel the runner sent ahead of this spawn (None when none came)."""
@@ -406,9 +418,10 @@ class Server:
                 continue
             if os.WIFSIGNALED(status):
                 sig = os.WTERMSIG(status)
-                emit("exited", pid=pid, returncode=-sig, signal=signal.Signals(sig).name)
+                self._tell("exited", pid=pid, returncode=-sig, signal=signal.Signals(sig).name)
             else:
-                emit("exited", pid=pid, returncode=os.waitstatus_to_exitcode(status), signal=None)
+                code = os.waitstatus_to_exitcode(status)
+                self._tell("exited", pid=pid, returncode=code, signal=None)
 
 
 def _kill_group(pid: int) -> None:
