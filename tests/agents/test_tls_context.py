@@ -2,9 +2,9 @@
 library would have built the very same context; it verifies a real TLS server exactly as the
 library's own. Each test runs with httpx and with httpx2 (the OpenAI SDK 3's HTTPX).
 
-The server is a real HTTPS server on 127.0.0.1 with a self-signed certificate
-(``tests/data/tls``, valid until 2126): refused by the default trust, accepted when
-``SSL_CERT_FILE`` names it.
+The server is a real HTTPS server on 127.0.0.1 whose certificate a throwaway CA issued for this
+test module (trustme: no key is kept in the repository): refused by the default trust, accepted
+when ``SSL_CERT_FILE`` names the CA.
 """
 
 from __future__ import annotations
@@ -18,18 +18,17 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import certifi
 import httpcore2
 import httpx
 import httpx2
 import pytest
+import trustme
 
 from lkeval.agents import fork_server, tls_context
 
-TLS = Path(__file__).parent.parent / "data" / "tls"
-SELF_SIGNED = TLS / "localhost.pem"
 LIBRARIES = {library.name: library for library in tls_context.LIBRARIES}
 
 
@@ -44,11 +43,28 @@ class _Hello(http.server.BaseHTTPRequestHandler):
         pass
 
 
+class Trust(NamedTuple):
+    """The test's own certificate authority: its PEM file, in a directory of its own."""
+
+    dir: Path
+    ca: Path
+    authority: trustme.CA
+
+
 @pytest.fixture(scope="module")
-def https_url() -> Iterator[str]:
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Trust:
+    authority = trustme.CA()
+    directory = tmp_path_factory.mktemp("tls")
+    ca = directory / "ca.pem"
+    authority.cert_pem.write_to_path(str(ca))
+    return Trust(directory, ca, authority)
+
+
+@pytest.fixture(scope="module")
+def https_url(tls: Trust) -> Iterator[str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(SELF_SIGNED, TLS / "localhost.key")
+    tls.authority.issue_cert("localhost", "127.0.0.1").configure_cert(context)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -132,26 +148,26 @@ def test_a_client_that_changes_its_context_changes_no_other(lib: Any, https_url:
 
 
 def test_an_agent_whose_environment_names_its_certificates_builds_its_own(
-    lib: Any, https_url: str, monkeypatch: pytest.MonkeyPatch
+    lib: Any, https_url: str, tls: Trust, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     prebuilt = _prepare(lib)
-    monkeypatch.setenv("SSL_CERT_FILE", str(SELF_SIGNED))
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls.ca))
     client = lib.Client()
     assert _context(client) is not prebuilt
     assert _accepts(client, https_url)
     monkeypatch.delenv("SSL_CERT_FILE")
-    monkeypatch.setenv("SSL_CERT_DIR", str(TLS))
+    monkeypatch.setenv("SSL_CERT_DIR", str(tls.dir))
     assert _context(lib.Client()) is not prebuilt
     monkeypatch.delenv("SSL_CERT_DIR")
     assert _context(lib.Client()) is prebuilt  # still there for the call it was built for
 
 
 def test_a_context_prebuilt_for_other_certificates_never_reaches_a_default_client(
-    lib: Any, https_url: str, monkeypatch: pytest.MonkeyPatch
+    lib: Any, https_url: str, tls: Trust, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the server trusted the self-signed certificate; an agent whose environment does not must
+    # the fork server trusted the test's CA; an agent whose environment does not must
     # not be handed that trust (a broken set-up would pass)
-    monkeypatch.setenv("SSL_CERT_FILE", str(SELF_SIGNED))
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls.ca))
     prebuilt = _prepare(lib)
     assert _accepts(lib.Client(trust_env=True, verify=prebuilt), https_url)
     monkeypatch.delenv("SSL_CERT_FILE")
@@ -161,13 +177,13 @@ def test_a_context_prebuilt_for_other_certificates_never_reaches_a_default_clien
 
 
 def test_a_ca_file_changed_on_disk_is_read_again(
-    lib: Any, https_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    lib: Any, https_url: str, tls: Trust, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bundle = tmp_path / "ca.pem"
     shutil.copy(certifi.where(), bundle)
     monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
     prebuilt = _prepare(lib)
-    shutil.copy(SELF_SIGNED, bundle)
+    shutil.copy(tls.ca, bundle)
     client = lib.Client()
     assert _context(client) is not prebuilt
     assert _accepts(client, https_url)
