@@ -139,7 +139,7 @@ def signal_in_phase(tmp_path: Path, phase: str, how: signal.Signals) -> None:
             out, err = cli.communicate(timeout=90)
     assert cli.returncode == 128 + how, out + err
     assert "partial results written" in err, out + err
-    assert "Traceback" not in out + err
+    assert "Traceback" not in out + err, out + err
     data = json.loads(results.read_text())
     (scenario,) = data["scenarios"]
     if phase == "writing":  # the results were complete when GitHub held the comment
