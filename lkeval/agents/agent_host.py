@@ -186,6 +186,16 @@ def sibling(name: str) -> Any:
     return load_by_path(f"_lkeval_{name}", os.path.join(HOST_DIR, f"{name}.py"))
 
 
+#: The siblings every agent process loads (:func:`run`); the fork server loads them before it
+#: forks, so a child neither compiles nor executes them again.
+HOST_MODULES = ("tool_schemas", "idle_timers", "greeting_mark")
+
+
+def load_host_modules() -> None:
+    for name in HOST_MODULES:
+        sibling(name)
+
+
 def load_by_path(module_name: str, path: str) -> Any:
     """Execute the file at ``path`` as the module ``module_name`` (registered in
     ``sys.modules`` first, as an import would, so that it can find itself)."""

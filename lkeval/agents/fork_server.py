@@ -170,6 +170,7 @@ WARM_CALLS: tuple[tuple[str, Callable[[], object]], ...] = (
     ("platform facts", _platform_facts),
     ("mock room", lambda: agent_host.warm_mock_room()),
     ("replay recorder", lambda: agent_host.load_tape()),
+    ("host modules", lambda: agent_host.load_host_modules()),
 )
 
 
