@@ -1,16 +1,35 @@
-"""``python -m lkeval`` and the ``lkeval`` command: the command line, leaving fast."""
+"""``python -m lkeval`` and the ``lkeval`` command: the command line, leaving fast.
+
+``lkeval run`` starts its fork server first (:mod:`lkeval.run.early_start`): it preloads the
+framework while lk-eval imports its own command line and checks the run.
+"""
 
 from __future__ import annotations
 
+import sys
+
+from lkeval.run.early_start import EARLY
 from lkeval.startup import paused_collections
 
 
 def main() -> None:
-    """Import the command line with the garbage collector paused, run it, and leave without
-    the interpreter's teardown (:func:`lkeval.cli.entrypoint`)."""
-    with paused_collections():
-        from lkeval.cli import entrypoint  # the bulk of lk-eval's own start-up
-    entrypoint()
+    """Start the run's fork server, import the command line with the garbage collector
+    paused, run it, and leave without the interpreter's teardown
+    (:func:`lkeval.cli.leave`). A fork server the run did not take is gone before then."""
+    argv = sys.argv[1:]
+    code = 130
+    try:
+        EARLY.begin(argv)
+        with paused_collections():
+            from lkeval.cli import leave  # the bulk of lk-eval's start-up
+            from lkeval.cli import main as cli_main
+        code = cli_main(argv)
+    except KeyboardInterrupt:  # a second Ctrl-C while lk-eval was still importing
+        print("lk-eval: interrupted", file=sys.stderr)
+        sys.exit(code)
+    finally:
+        EARLY.end()
+    leave(code)
 
 
 if __name__ == "__main__":

@@ -32,14 +32,16 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import IO, Any, Literal
 
-from lkeval.agents.interface import LaunchError, SpawnRequest
-from lkeval.agents.orphans import LAUNCHER_PIDS
-from lkeval.agents.plugins import agent_plugins
+from lkeval.agents.fork_start import (
+    SERVER_SCRIPT,
+    ForkServerError,
+    ServerProcess,
+    start_server_process,
+)
+from lkeval.agents.interface import SpawnRequest
 
-SERVER_SCRIPT = Path(__file__).resolve().with_name("fork_server.py")
 # Variables the interpreter reads only at start-up: a forked child cannot take new values of
 # these from its environment, so an agent that needs other ones is started cold.
 STARTUP_ONLY_ENV = (
@@ -62,10 +64,6 @@ STARTUP_ONLY_ENV = (
     "PYTHONPYCACHEPREFIX",
     "PYTHONDONTWRITEBYTECODE",
 )
-
-
-class ForkServerError(LaunchError):
-    """The fork server cannot start this agent (unsupported, died, or refused the spawn)."""
 
 
 class ForkedProcess:
@@ -154,83 +152,41 @@ class ForkServer:
 
     @classmethod
     def start(
-        cls,
-        python: str,
-        env: Mapping[str, str],
-        *,
-        cwd: Path | None = None,
-        agent: Path | None = None,
-        log_path: Path | None = None,
-        log_is_raw: bool = False,
-        ready_timeout: float = 120.0,
+        cls, python: str, env: Mapping[str, str], *, ready_timeout: float = 120.0, **where: Any
     ) -> ForkServer:
         """Start the server and wait until it has preloaded (blocking: ~1-3 s of its CPU).
 
-        :meth:`begin` then :meth:`wait_ready`; see there. Raises :class:`ForkServerError` with
-        the reason when warm starts cannot work.
+        :meth:`begin` (``where``: its keywords) then :meth:`wait_ready`; see there. Raises
+        :class:`ForkServerError` with the reason when warm starts cannot work.
         """
-        server = cls.begin(
-            python, env, cwd=cwd, agent=agent, log_path=log_path, log_is_raw=log_is_raw
-        )
+        server = cls.begin(python, env, **where)
         server.wait_ready(ready_timeout)
         return server
 
     @classmethod
-    def begin(
-        cls,
-        python: str,
-        env: Mapping[str, str],
-        *,
-        cwd: Path | None = None,
-        agent: Path | None = None,
-        log_path: Path | None = None,
-        log_is_raw: bool = False,
-    ) -> ForkServer:
+    def begin(cls, python: str, env: Mapping[str, str], **where: Any) -> ForkServer:
         """Start the server without waiting for its preload: the caller does other work
         meanwhile (the run's judge preflight) and then calls :meth:`wait_ready`, or
         :meth:`kill` when it no longer needs it.
 
         ``env`` is the environment a cold agent would get: import-time code in the preloaded
-        framework sees the same values. ``agent`` is only read (never imported) for the
-        ``livekit.plugins`` it uses, which the server preloads.
-        Raises :class:`ForkServerError` when the interpreter cannot be started.
+        framework sees the same values. ``where`` is
+        :func:`~lkeval.agents.fork_start.start_server_process`'s keywords (``cwd``, ``agent``,
+        ``log_path``, ``log_is_raw``). Raises :class:`ForkServerError` when the interpreter
+        cannot be started.
         """
-        ours, theirs = socket.socketpair()  # control channels travel to the server over it
-        argv = [python, str(SERVER_SCRIPT), "--fd-channel", str(theirs.fileno())]
-        if log_path is not None and log_is_raw:  # unmasked: deleted if lk-eval dies first
-            argv += ["--raw-log", str(log_path)]
-        for plugin in agent_plugins(agent):
-            argv += ["--preload", plugin]
-        stderr: IO[bytes] | None = None
-        if log_path is not None:
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            stderr = log_path.open("wb")
-        started = time.monotonic()
+        return cls.adopt(start_server_process(python, env, script=SERVER_SCRIPT, **where), env)
+
+    @classmethod
+    def adopt(cls, started: ServerProcess, env: Mapping[str, str]) -> ForkServer:
+        """The client of a server process started earlier (:mod:`lkeval.agents.fork_start`,
+        before lk-eval's own imports) with ``env``; what it said meanwhile waits in its pipe."""
         try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                env=dict(env),
-                cwd=str(cwd) if cwd else None,
-                start_new_session=True,
-                pass_fds=(theirs.fileno(),),
-            )
-        except OSError as exc:
-            if stderr is not None:
-                stderr.close()
-            ours.close()
-            raise ForkServerError(f"could not start {python}: {exc}") from None
-        finally:
-            theirs.close()
-        LAUNCHER_PIDS.add(proc.pid)  # not an orphan to sweep
-        try:
-            server = cls(proc, stderr, env, ours)
+            server = cls(started.proc, started.log, env, started.channel)
         except BaseException:
-            _discard(proc, ours, stderr)
+            started.kill()
             raise
-        server._started = started
+        server._started = started.started
         return server
 
     def wait_ready(self, timeout: float = 120.0) -> None:

@@ -4,9 +4,11 @@ Kept apart from :mod:`lkeval.agents.fork_client` and :mod:`lkeval.agents.cold` b
 the one place that chooses between the two behind the :class:`~lkeval.agents.interface.Launcher`
 seam.
 
-A run starts its launcher before its judge preflight (:func:`begin_launcher`) and takes it once
-the first agent is due (:meth:`StartingLauncher.result`): the fork server's preload (~1.7 s of
-its own CPU) overlaps the preflight's LLM round trips and lk-eval's own imports. A run that
+A run starts its launcher before its judge preflight (:func:`begin_launcher`, or adopts the
+fork server ``lkeval run`` started in its first lines: :mod:`lkeval.run.early_start`) and takes
+it once the first agent is due (:meth:`StartingLauncher.result`): the fork server's preload
+(~2.9 s of its own CPU) overlaps lk-eval's own imports, checks and the preflight's LLM round
+trips. A run that
 stops before then (a failed preflight, a bad baseline, a signal) calls
 :meth:`StartingLauncher.cancel`, which kills the server at once: nothing boots.
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from lkeval.agents.cold import ColdLauncher
 from lkeval.agents.fork_client import ForkServer, ForkServerError
+from lkeval.agents.fork_start import ServerProcess
 from lkeval.agents.interface import Launcher
 
 
@@ -72,8 +75,13 @@ def begin_launcher(
     cold_start: bool = False,
     log_path: Path | None = None,
     log_is_raw: bool = False,
+    started: ServerProcess | None = None,
 ) -> StartingLauncher:
-    """Start the run's launcher without waiting for it: the fork server preloads meanwhile."""
+    """Start the run's launcher without waiting for it: the fork server preloads meanwhile.
+    ``started``: its process, started already with this ``python`` and ``env``
+    (:mod:`lkeval.run.early_start`)."""
+    if started is not None:
+        return StartingLauncher(python, ForkServer.adopt(started, env))
     if cold_start:
         return StartingLauncher(python, None, "--cold-start")
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from lkeval.agents import agent_host
+from lkeval.agents.fork_start import LAUNCHER_PIDS
 from lkeval.agents.process import LIVE_PROCESSES
 
 
@@ -19,8 +20,6 @@ def kill_all_now() -> None:
         _sweep_orphans()
 
 
-# Processes of the run's launchers (a fork server): lk-eval's children, but not orphans.
-LAUNCHER_PIDS: set[int] = set()
 _ADOPTING = False
 
 

@@ -39,6 +39,9 @@ from typing import Any
 from lkeval import defaults
 from lkeval.agents import agent_host, tool_mocks
 from lkeval.agents.cold import ColdLauncher
+from lkeval.agents.environment import LOOP_MONITOR_ENV as LOOP_MONITOR_ENV
+from lkeval.agents.environment import LOOP_MONITOR_WARN_MS as LOOP_MONITOR_WARN_MS
+from lkeval.agents.environment import agent_environment
 from lkeval.agents.interface import AgentProc, Launcher, LaunchError, SpawnRequest, StartMode
 from lkeval.agents.limits import (
     DEFAULT_AGENT_LOG_MIB,
@@ -99,44 +102,10 @@ class AgentLaunch:
     inference_class: str = defaults.INFERENCE_CLASS
 
 
-# lk-eval's own credentials, which the agent under test has no use for: the CI token (it can
-# write to the repository), the Actions runtime tokens, and the caller's and judge's keys.
-# ``--env`` can still hand any of them to the agent explicitly.
-WITHHELD_FROM_AGENT = (
-    "GITHUB_TOKEN",
-    "ACTIONS_RUNTIME_TOKEN",
-    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
-    "LKEVAL_CALLER_API_KEY",
-    "LKEVAL_JUDGE_API_KEY",
-)
-
-
-#: livekit-agents' event-loop monitor (1.8 and later) checks the agent's job loop (the console
-#: does not monitor its server's) from a timer and a thread, every fifth of its warn threshold
-#: but at least every 50 ms: at its default (100 ms) that is 100 wake-ups a second, ~12 ms of
-#: CPU per second per agent, a quarter of what a turn on a 1 s LLM costs the agent
-#: (BENCHMARKS.md, "CPU per turn"). From 250 ms the tick is 50 ms; blocks of 250 ms and more
-#: are still logged. The user's own value (the environment, ``--env``) wins.
-LOOP_MONITOR_ENV = "LIVEKIT_AGENTS_LOOP_BLOCK_WARN_MS"
-LOOP_MONITOR_WARN_MS = "250"
-
-
 def agent_env(launch: AgentLaunch) -> dict[str, str]:
-    """The agent's environment (cold or warm): ours without lk-eval's own credentials and
-    Action inputs, plus the run's additions, with unbuffered output and, unless set, a loop
-    monitor that wakes less often (:data:`LOOP_MONITOR_ENV`)."""
-    inherited = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in WITHHELD_FROM_AGENT and not k.startswith("INPUT_")
-    }
-    return {
-        LOOP_MONITOR_ENV: LOOP_MONITOR_WARN_MS,
-        **inherited,
-        **launch.env,
-        agent_host.INFERENCE_CLASS_ENV: launch.inference_class,
-        "PYTHONUNBUFFERED": "1",
-    }
+    """The agent's environment (cold or warm): :func:`~lkeval.agents.environment.agent_environment`
+    with the run's ``--env`` and inference class."""
+    return agent_environment(launch.env, launch.inference_class)
 
 
 def _conditions(received: bytes) -> dict[str, Any]:

@@ -54,6 +54,7 @@ from lkeval.results.pricing import PriceTable, warm_price_table
 from lkeval.results.wording import without_credentials
 from lkeval.run.attempt import CONVERSATION_MODE, RunSettings
 from lkeval.run.collaborators import RunEvaluator
+from lkeval.run.early_start import EARLY, RAW_LOGS_PREFIX, EarlyStart, LaunchKey
 from lkeval.run.engine import (
     AttemptRunner,
     Engine,
@@ -115,6 +116,9 @@ class Collaborators:
     commit: Callable[[], tuple[str | None, str | None]] = lambda: (None, None)
     """(sha, branch) the results record."""
     launcher: LauncherOpener = begin_launcher
+    early: EarlyStart = EARLY
+    """The fork server ``python -m lkeval`` started before its imports, if any: the run
+    takes it when it is the one it would start (:mod:`lkeval.run.early_start`)."""
 
 
 class Suite:
@@ -141,11 +145,16 @@ class Suite:
         """
         with RunSignals(on_second=kill_all_now) as signals:
             self._signals = signals
+            # one that came while lk-eval was importing: acted on once the scenarios are known
+            signals.received = self.parts.early.take_signal()
             self._clock = (dt.datetime.now(dt.timezone.utc), time.monotonic())
             try:
                 return self._run()
             except Interrupted as exc:
                 return self._interrupted(exc.signal)
+            finally:
+                with signals.deferred():
+                    self.parts.early.discard()  # a fork server this run did not take
 
     def _run(self) -> int:
         settings, parts = self.settings, self.parts
@@ -153,6 +162,7 @@ class Suite:
         plan = self.plan = build_plan(
             settings.agent, settings.scenario_files, options, settings.shard, settings.python
         )
+        self._signals.check()  # a signal while lk-eval imported: every scenario "not run"
         parts.writers.check_writable(
             [
                 settings.results_path,
@@ -165,20 +175,24 @@ class Suite:
         adopt_orphans()  # what a crashed agent leaves behind comes to us, stopped at the end
         # a bad rules file is exit 2 before anything runs; None: record/replay is off
         rules = cassette_rules(settings.cassettes, settings.cassette_rules)
-        # Agents (and the fork server) write their raw logs here (private, 0700), never into
-        # the results dir: logs/ only gets masked copies. A SIGKILL of lk-eval leaves it behind.
-        raw_logs = Path(tempfile.mkdtemp(prefix="lkeval-raw-logs-"))
+        # Agents (and the fork server) write their raw logs in a private (0700) directory,
+        # never into the results dir: logs/ only gets masked copies. A SIGKILL of lk-eval
+        # leaves it behind.
+        raw_logs: Path | None = None
         starting: StartingLauncher | None = None
         try:
             # the fork server preloads while the checks below and the judge preflight run;
             # whatever stops the run before its first agent kills it (nothing boots)
-            starting = self._begin_launcher(raw_logs)
+            with self._signals.deferred():  # both are ours to remove, whatever comes
+                raw_logs, starting = self._begin_launcher()
+            self._signals.check()
             return self._check_and_execute(plan, rules, starting, raw_logs)
         finally:
             with self._signals.deferred():
                 if starting is not None:
                     starting.cancel()  # nothing to do once the engine took the launcher
-                shutil.rmtree(raw_logs, ignore_errors=True)
+                if raw_logs is not None:
+                    shutil.rmtree(raw_logs, ignore_errors=True)
 
     def _check_and_execute(
         self, plan: Plan, rules: Rules | None, starting: StartingLauncher, raw_logs: Path
@@ -243,6 +257,8 @@ class Suite:
         # A fork server cut short inside Popen, before its pid was known, is still our child:
         # the sweep stops it now, not when its own start times out.
         kill_all_now()
+        with self._signals.deferred():
+            self.parts.early.discard()  # started before the imports, not taken: stopped now
         if self.plan is None:
             print(f"lk-eval: interrupted by {sig.name} before the scenarios were loaded")
             return ExitCode.for_signal(sig)
@@ -292,18 +308,40 @@ class Suite:
             return ExitCode.for_signal(stopped_by)
         return exit_code
 
-    def _begin_launcher(self, raw_logs: Path) -> StartingLauncher:
-        """Start the run's launcher (the fork server begins its preload) without waiting."""
+    def _begin_launcher(self) -> tuple[Path, StartingLauncher]:
+        """The run's raw-log directory and its launcher, started without waiting: the fork
+        server ``python -m lkeval`` started before its imports when it is the one this run
+        would start (same interpreter, environment and agent), else a new one."""
         launch = self._agent_launch()
-        return self.parts.launcher(
-            launch.python,
-            agent_env(launch),
-            agent=launch.agent,
-            cwd=launch.cwd,
-            cold_start=self.settings.cold_start,
-            log_path=raw_logs / "fork-server.log",
-            log_is_raw=True,
-        )
+        env = agent_env(launch)
+        if self.settings.cold_start:
+            self.parts.early.discard()  # none was started; never one to keep
+            claimed = None
+        else:
+            claimed = self.parts.early.claim(self.launch_key())
+        if claimed is not None:
+            return claimed.raw_logs, self.parts.launcher(
+                launch.python, env, agent=launch.agent, cwd=launch.cwd, started=claimed.process
+            )
+        raw_logs = Path(tempfile.mkdtemp(prefix=RAW_LOGS_PREFIX))
+        try:
+            return raw_logs, self.parts.launcher(
+                launch.python,
+                env,
+                agent=launch.agent,
+                cwd=launch.cwd,
+                cold_start=self.settings.cold_start,
+                log_path=raw_logs / "fork-server.log",
+                log_is_raw=True,
+            )
+        except BaseException:
+            shutil.rmtree(raw_logs, ignore_errors=True)
+            raise
+
+    def launch_key(self) -> LaunchKey:
+        """What this run's fork server is started with (interpreter, environment, agent)."""
+        launch = self._agent_launch()
+        return LaunchKey.of(launch.python, agent_env(launch), launch.agent, launch.cwd)
 
     def _agent_launch(self) -> AgentLaunch:
         settings = self.settings
