@@ -1,9 +1,10 @@
 """What ``import lkeval.cli`` loads: nothing a run needs only late, or only sometimes.
 
 Every ``lkeval`` command imports the CLI, and a run's judge preflight and first agent wait for
-it (the fork server preloads meanwhile), so what it imports is on the path to the first agent. The GitHub client's httpx (with its command line's
-``rich``, ``click`` and ``pygments``) is needed only to publish, and genai-prices (with
-pydantic) only to price a usage; each is imported where it is used.
+it (the fork server preloads meanwhile), so what it imports is on the path to the first agent.
+The GitHub client's httpx (with its command line's ``rich``, ``click`` and ``pygments``) is
+needed only to publish, and genai-prices (with pydantic) only to price a usage; each is
+imported where it is used.
 """
 
 from __future__ import annotations
