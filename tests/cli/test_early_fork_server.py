@@ -10,6 +10,8 @@ fork server it is asked to start and then only sleeps; its own TMPDIR shows what
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
 import time
@@ -38,14 +40,16 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PO
 class World:
     """The stand-in python, an agent file, scenario files and a private TMPDIR."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, on_start: str = "") -> None:
+        """``on_start``: a shell command the fork server runs first (``$PPID`` is lk-eval)."""
         self.tmp = tmp_path / "tmp"
         self.tmp.mkdir()
         self.mark = tmp_path / "servers"
         self.python = tmp_path / "python"
         self.python.write_text(
             "#!/bin/sh\n"
-            f'case "$*" in *fork_server.py*) echo $$ >> "{self.mark}"; exec sleep 600;; esac\n'
+            f'case "$*" in *fork_server.py*) echo $$ >> "{self.mark}"; {on_start}\n'
+            "  exec sleep 600;; esac\n"
             f'exec {sys.executable} "$@"\n'
         )
         self.python.chmod(0o755)
@@ -142,6 +146,27 @@ def test_other_commands_start_none(tmp_path: Path, command: str) -> None:
     argv[0] = command
     world.lkeval(argv)  # their own usage errors: not this test's business
     assert world.servers() == []
+    world.left_nothing()
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_a_signal_while_lkeval_imports_reports_every_scenario_not_run(
+    tmp_path: Path, how: signal.Signals
+) -> None:
+    """The fork server signals lk-eval as soon as it is started, long before lk-eval has
+    imported its command line: the run still loads its scenarios, writes every one "not run
+    (interrupted)" with its reports, exits 128+N, and stops the server."""
+    world = World(tmp_path, on_start=f"kill -{how.name.removeprefix('SIG')} $PPID;")
+    junit = tmp_path / "out" / "junit.xml"
+    proc = world.lkeval(world.argv("--junit", str(junit)))
+    assert proc.returncode == 128 + how, proc.stdout + proc.stderr
+    assert "partial results written" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    data = json.loads(world.results.read_text())
+    assert data["metadata"]["interrupted"] is True
+    assert [s["reason"] for s in data["scenarios"]] == ["not run (interrupted)"]
+    assert junit.exists()
+    assert len(world.servers()) == 1
     world.left_nothing()
 
 
