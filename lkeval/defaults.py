@@ -117,10 +117,33 @@ def prepared_agents(concurrency: int, cores: int | None = None) -> int:
     return max(1, min(concurrency, max(2, per_core)))
 
 
+#: Seconds a warm boot counts against :func:`booting_agents`: its CPU-bound part (fork,
+#: entrypoint, server start) takes 0.1-0.3 s; a boot still going after this waits on
+#: something else (the network, a lock) and no longer holds the next one back.
+BOOT_CPU_WINDOW = 1.0
+
+
+def booting_agents(concurrency: int, warm: bool = True, cores: int | None = None) -> int:
+    """Agents booting at once, at most (of the :func:`prepared_agents`).
+
+    A warm boot is CPU-bound for its first ~0.1-0.3 s, and the scheduler shares the cores
+    equally among everything runnable: four boots beside 32 conversations on 2 cores gave
+    each turn's ~30 ms of agent CPU a fraction of a core, and turns at c=32 stretched to a
+    p95 of 1.4-1.6x the LLM's latency; one boot at a time kept it at 1.1-1.26x with the same
+    wall (issue 20.3, BENCHMARKS.md). So one per two cores, at least one. Cold boots (~2.5
+    CPU-s each, nothing else to share the cores with) keep one per prepared agent."""
+    prepared = prepared_agents(concurrency, cores)
+    if not warm:
+        return prepared
+    n = max(1, cores if cores is not None else os.cpu_count() or 1)
+    return max(1, min(prepared, n // 2))
+
+
 __all__ = [
     "AGENT_LOG_MIB",
     "AGENT_MEMORY_MIB",
     "BASELINE_ARTIFACT",
+    "BOOT_CPU_WINDOW",
     "BOOT_TIMEOUT",
     "CALLER_TEMPERATURE",
     "CASSETTES_ARTIFACT",
@@ -138,6 +161,7 @@ __all__ = [
     "RUN_ATTEMPTS_PER_SCENARIO",
     "STOP_GRACE",
     "TURN_TIMEOUT",
+    "booting_agents",
     "default_concurrency",
     "prepared_agents",
 ]

@@ -109,6 +109,8 @@ class EngineOptions:
     # scenario id -> (content digest, judge error) from the baseline's calibration
     # (lkeval.results.calibration): that scenario's rule assumes that error, if unedited
     judge_errors: dict[str, tuple[str, float]] = field(default_factory=dict)
+    # Agents are forked from the fork server (False: cold starts, each boot ~2.5 CPU-s)
+    warm_starts: bool = True
 
     def rule_for(self, scenario: Scenario) -> SequentialRule:
         """The sequential test of ``scenario``: the run's, with its calibrated judge error
@@ -153,46 +155,77 @@ class AgentSlots:
     (or prepared and waiting to talk), P = :func:`lkeval.defaults.prepared_agents` (N on a
     small run; a few per core on a large one). Boots then overlap conversations instead of
     queueing behind them, while the number of live agents stays bounded (N + P): a prepared
-    agent needs only cover a boot (~0.3 s warm), not a conversation, and agents booting at
-    once compete for the cores. A prepared agent has imported its code, started its server
+    agent needs only cover a boot (~0.3 s warm), not a conversation. Of the P, at most B boot
+    at once (:func:`lkeval.defaults.booting_agents`): a boot is CPU-bound and would take the
+    cores from the turns of the conversations in flight. A boot stops counting against B
+    once its agent is prepared, or ``boot_window`` seconds after it began (what is left of
+    it waits, not computes). A prepared agent has imported its code, started its server
     and run its entrypoint up to its session's start, but not the session: that starts when
     :meth:`_SlotHandle.converse` returns, so waiting for a slot cannot change a transcript
     (no greeting, idle nudge or away timer runs before its conversation can start)."""
 
-    def __init__(self, n: int, prepared: int | None = None) -> None:
-        self._boot = asyncio.Semaphore(prepared if prepared is not None else n)
+    def __init__(
+        self,
+        n: int,
+        prepared: int | None = None,
+        booting: int | None = None,
+        boot_window: float = defaults.BOOT_CPU_WINDOW,
+    ) -> None:
+        self._ready = asyncio.Semaphore(prepared if prepared is not None else n)
+        self._booting = asyncio.Semaphore(booting or (prepared if prepared is not None else n))
         self._talk = asyncio.Semaphore(n)
+        self._boot_window = boot_window
 
     @contextlib.asynccontextmanager
     async def attempt(self) -> AsyncIterator[_SlotHandle]:
-        """Hold a boot slot now; the handle trades it for a conversation slot."""
-        await self._boot.acquire()
-        handle = _SlotHandle(self._boot, self._talk)
+        """Hold a prepared slot and a booting one now; the handle trades them for a
+        conversation slot."""
+        await self._ready.acquire()
+        handle = _SlotHandle(self._ready, self._talk)
         try:
+            await self._booting.acquire()
+            handle.boot(self._booting, self._boot_window)
             yield handle
         finally:
             handle.release()
 
 
 class _SlotHandle:
-    def __init__(self, boot: asyncio.Semaphore, talk: asyncio.Semaphore) -> None:
-        self._boot: asyncio.Semaphore | None = boot
+    def __init__(self, ready: asyncio.Semaphore, talk: asyncio.Semaphore) -> None:
+        self._ready: asyncio.Semaphore | None = ready
         self._talk_sem = talk
         self._talk: asyncio.Semaphore | None = None
+        self._booting: asyncio.Semaphore | None = None
+        self._boot_timer: asyncio.TimerHandle | None = None
+
+    def boot(self, booting: asyncio.Semaphore, window: float) -> None:
+        """Count as booting until prepared, ``window`` seconds at the most."""
+        self._booting = booting
+        self._boot_timer = asyncio.get_running_loop().call_later(window, self._booted)
+
+    def _booted(self) -> None:
+        if self._boot_timer is not None:
+            self._boot_timer.cancel()
+            self._boot_timer = None
+        if self._booting is not None:
+            self._booting.release()
+            self._booting = None
 
     async def converse(self) -> None:
-        """Trade the boot slot for a conversation slot (waits while N agents talk)."""
-        if self._talk is None and self._boot is not None:
+        """Trade the prepared slot for a conversation slot (waits while N agents talk)."""
+        self._booted()
+        if self._talk is None and self._ready is not None:
             await self._talk_sem.acquire()
             self._talk = self._talk_sem
-            self._boot.release()
-            self._boot = None
+            self._ready.release()
+            self._ready = None
 
     def release(self) -> None:
-        for sem in (self._boot, self._talk):
+        self._booted()
+        for sem in (self._ready, self._talk):
             if sem is not None:
                 sem.release()
-        self._boot = self._talk = None
+        self._ready = self._talk = None
 
 
 class Engine:
@@ -234,7 +267,11 @@ class Engine:
             self.plan(s)[0] for s in runnable if self.options.fixed(s)
         )
         concurrency = max(1, self.options.concurrency)
-        slots = AgentSlots(concurrency, defaults.prepared_agents(concurrency))
+        slots = AgentSlots(
+            concurrency,
+            defaults.prepared_agents(concurrency),
+            defaults.booting_agents(concurrency, warm=self.options.warm_starts),
+        )
         jobs: list[Coroutine[Any, Any, None]] = []
         for scenario in self._to_play(scenarios):
             if self.options.fixed(scenario):

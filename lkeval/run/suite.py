@@ -412,9 +412,12 @@ class Suite:
             prices=PriceTable(dict(settings.prices)),
             cassettes=self._cassettes,
         )
-        if launcher.mode == "cold" and not settings.concurrency_given:
-            cold = defaults.default_concurrency(warm=False)
-            options = dataclasses.replace(plan.engine_options, concurrency=cold)
+        if launcher.mode == "cold":
+            options = dataclasses.replace(plan.engine_options, warm_starts=False)
+            if not settings.concurrency_given:
+                options = dataclasses.replace(
+                    options, concurrency=defaults.default_concurrency(warm=False)
+                )
             plan = dataclasses.replace(plan, engine_options=options)
         if self._cassettes is not None:
             self._cassettes.scratch = raw_logs  # the agents' tapes: private, like raw logs
