@@ -17,6 +17,11 @@ How it reaches the code that runs:
 - while the engine runs, it cancels the engine's task, which then gathers what finished;
 - while the results file is written, it is only recorded: the run ends right after.
 A second signal stops every agent at once (no more waiting for graceful exits).
+
+A signal can land while a finalizer runs (an object's ``__del__``, a weakref callback, the
+garbage collector): Python cannot raise out of those, and prints the exception as "Exception
+ignored in ..." with a traceback. The signal is recorded all the same and ends the run at the
+next check, so that report is noise in the user's log; :class:`RunSignals` drops it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 from collections.abc import Awaitable, Callable, Iterator
 from types import FrameType
 from typing import Any, TypeVar
@@ -51,15 +57,29 @@ class RunSignals:
         self._cancel: Callable[[], None] | None = None
         self._deferred = False
         self._previous: dict[signal.Signals, Any] = {}
+        self._unraisable: Callable[[Any], object] | None = None
 
     def __enter__(self) -> RunSignals:
         for sig in SIGNALS:
             self._previous[sig] = signal.signal(sig, self._handle)
+        self._unraisable = sys.unraisablehook
+        sys.unraisablehook = self._drop_interrupted
         return self
 
     def __exit__(self, *exc: object) -> None:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
+        if self._unraisable is not None:
+            sys.unraisablehook = self._unraisable
+            self._unraisable = None
+
+    def _drop_interrupted(self, unraisable: Any) -> None:
+        """Our own :class:`Interrupted`, raised inside a finalizer, is already recorded (the
+        next :meth:`check` ends the run): not printed. Anything else goes on as before."""
+        if isinstance(unraisable.exc_value, Interrupted):
+            return
+        if self._unraisable is not None:
+            self._unraisable(unraisable)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.received is not None:  # a second signal: no more waiting for graceful exits

@@ -14,7 +14,9 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -87,6 +89,49 @@ def test_while_results_are_written_a_signal_is_recorded_not_raised() -> None:
 
 def test_the_handlers_before_the_run_come_back_after_it() -> None:
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    hook = sys.unraisablehook
     with RunSignals(on_second=lambda: None):
         assert signal.getsignal(signal.SIGTERM) not in before
+        assert sys.unraisablehook is not hook
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+    assert sys.unraisablehook is hook
+
+
+_FINALIZER_RUN = textwrap.dedent(
+    """
+    import gc, os, signal, sys
+    from lkeval.run.interrupt import Interrupted, RunSignals
+
+    class Client:
+        def __del__(self):  # a library's finalizer, e.g. an HTTP client closing its pool
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # the handler runs between two of these bytecodes
+                pass
+
+    class Other:
+        def __del__(self):
+            raise ValueError("a library's own bug in a finalizer")
+
+    with RunSignals(on_second=lambda: None) as signals:
+        Client()  # finalized at once: the signal lands inside __del__
+        gc.collect()
+        Other()
+        try:
+            signals.check()
+        except Interrupted as exc:
+            print("interrupted by", exc.signal.name)
+    """
+)
+
+
+def test_a_signal_inside_a_finalizer_prints_no_traceback_and_still_ends_the_run() -> None:
+    """CI once showed a Traceback in a run stopped by SIGTERM before its engine (with the
+    right exit and partial results): the handler's :class:`Interrupted` raised inside a
+    finalizer, which Python prints as "Exception ignored in". The signal still ends the run;
+    other finalizers' errors are still reported as Python reports them."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _FINALIZER_RUN], capture_output=True, text=True, timeout=60
+    )
+    assert proc.stdout.strip() == "interrupted by SIGTERM", proc.stderr
+    assert "Interrupted" not in proc.stderr and "SIGTERM" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("Traceback") == 1 and "ValueError" in proc.stderr, proc.stderr
