@@ -15,8 +15,9 @@ agent, directory), and anything else (a flag this reading took differently, a ch
 environment) kills it and the suite starts its own. Nothing starts when the guess cannot be
 made or the run may not want a server: not ``run``, ``--help``, ``--cold-start``, ``--shard``
 (an empty shard boots nothing, and only the scenarios say whether it is empty),
-``--cassette-mode replay`` (the agent's placeholder keys), a missing agent file, anything
-this reading does not follow.
+``--cassette-mode replay`` (the agent's placeholder keys), ``--cassettes-from`` (a download
+before the run, which a Ctrl-C must still cut short), a missing agent file, anything this
+reading does not follow.
 
 What it leaves is the run's to remove: a run that stops before it claims the server (bad
 flags, bad scenarios, an empty shard, a signal) discards it (:meth:`EarlyStart.discard`,
@@ -49,7 +50,8 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: The flags read here (each takes a value); the rest of ``run``'s are skipped, and these
 #: stop the guess: a run that may start no fork server, or with another environment.
 _READ = frozenset({"--agent", "--python", "--env", "--inference-class", "--cassette-mode"})
-_NOT_STARTING = frozenset({"-h", "--help", "--cold-start", "--shard", "--"})
+#: ``--cassettes-from`` downloads before the run begins: a signal meanwhile must not wait.
+_NOT_STARTING = frozenset({"-h", "--help", "--cold-start", "--shard", "--cassettes-from", "--"})
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,7 @@ def test_the_key_is_the_agents_environment_interpreter_and_resolved_path(agent: 
         ["-h"],
         ["--cassettes", "c", "--cassette-mode", "replay"],
         ["--cassette-mode=replay"],
+        ["--cassettes", "c", "--cassettes-from", "github:main"],
         ["--env", "NOVALUE"],
         ["--env", "=x"],
         ["--python"],
