@@ -186,6 +186,16 @@ def assert_all_gone(pids: Iterable[int], timeout: float = 60) -> None:
 
 
 @pytest.fixture
+def sleeper(tmp_path: Path) -> Path:
+    """A stand-in interpreter that only sleeps: a fork server that never gets ready, for tests
+    of who starts, keeps and stops it."""
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\nexec sleep 600\n")
+    python.chmod(0o755)
+    return python
+
+
+@pytest.fixture
 def hotel_llm() -> Iterator[LLMServer]:
     with LLMServer.from_file(HOTEL / "llm_rules.yaml") as server:
         yield server

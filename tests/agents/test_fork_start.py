@@ -23,14 +23,6 @@ from lkeval.agents.fork_start import LAUNCHER_PIDS, ForkServerError, start_serve
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX")
 
 
-@pytest.fixture
-def sleeper(tmp_path: Path) -> Path:
-    python = tmp_path / "python"
-    python.write_text("#!/bin/sh\nexec sleep 600\n")
-    python.chmod(0o755)
-    return python
-
-
 def test_the_process_is_ours_not_an_orphan_and_logs_where_asked(
     sleeper: Path, tmp_path: Path
 ) -> None:

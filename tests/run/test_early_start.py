@@ -23,14 +23,6 @@ from lkeval.run.early_start import RAW_LOGS_PREFIX, EarlyStart, LaunchKey, launc
 
 
 @pytest.fixture
-def sleeper(tmp_path: Path) -> Path:
-    python = tmp_path / "python"
-    python.write_text("#!/bin/sh\nexec sleep 600\n")
-    python.chmod(0o755)
-    return python
-
-
-@pytest.fixture
 def agent(tmp_path: Path) -> Path:
     path = tmp_path / "agent.py"
     path.write_text("from livekit.plugins import openai\n")
