@@ -65,8 +65,8 @@ CALLER_TEMPERATURE = 0.7
 """The simulated caller's temperature (the judge always uses 0)."""
 
 
-WARM_CONCURRENCY_PER_CORE = 8
-WARM_CONCURRENCY_MAX = 16
+WARM_CONCURRENCY_PER_CORE = 16
+WARM_CONCURRENCY_MAX = 32
 AGENT_BUDGET_MIB = 256
 """Memory the default concurrency plans per live agent (a warm one holds ~35 MiB of its own
 and ~95 MiB PSS after its first turns; the rest is headroom for the agent's own work)."""
@@ -78,11 +78,13 @@ def default_concurrency(warm: bool = True, cores: int | None = None) -> int:
     Cold starts (``--cold-start``, or warm starts unavailable): an agent boots CPU-bound
     (~2.5 CPU-s), so more at once than cores only queues them: ``min(4, cores)``.
 
-    Warm starts: a boot is ~0.1-0.35 CPU-s and a whole scripted scenario ~0.55 CPU-s, while
-    its conversation lasts as long as its LLM answers (seconds each with a real provider):
-    an LLM-bound suite keeps a core ~10 % busy per conversation. So 8 per core, at most 16
-    (past that, measured turns slowed and runs got no faster on 2 cores), and no more than
-    the available memory holds at :data:`AGENT_BUDGET_MIB` per agent (talking and prepared).
+    Warm starts: a boot is ~0.1-0.35 CPU-s and a turn ~30 ms of CPU, while a conversation
+    lasts as long as its LLM answers (seconds each with a real provider): an LLM-bound suite
+    keeps a core a few % busy per conversation. So 16 per core, at most 32: with one boot at
+    a time per two cores (:func:`booting_agents`), 40 scenarios on 2 cores with 1 s answers ran
+    fastest at 32 (14.9 s; 19.6 at 16, 16.0 at 48) with turns at 1.17x the LLM's latency at
+    the p95 (BENCHMARKS.md). And no more than the available memory holds at
+    :data:`AGENT_BUDGET_MIB` per agent (talking and prepared).
     """
     n = max(1, cores if cores is not None else os.cpu_count() or 1)
     if not warm:

@@ -22,9 +22,9 @@ def plenty_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("plenty_of_memory")
 def test_warm_starts_default_to_many_conversations_and_cold_to_the_cores() -> None:
-    assert defaults.default_concurrency(warm=True, cores=2) == 16
-    assert defaults.default_concurrency(warm=True, cores=1) == 8
-    assert defaults.default_concurrency(warm=True, cores=64) == 16
+    assert defaults.default_concurrency(warm=True, cores=2) == 32
+    assert defaults.default_concurrency(warm=True, cores=1) == 16
+    assert defaults.default_concurrency(warm=True, cores=64) == 32
     assert defaults.default_concurrency(warm=False, cores=2) == 2
     assert defaults.default_concurrency(warm=False, cores=64) == 4
 
