@@ -312,24 +312,24 @@ class Suite:
         """The run's raw-log directory and its launcher, started without waiting: the fork
         server ``python -m lkeval`` started before its imports when it is the one this run
         would start (same interpreter, environment and agent), else a new one."""
-        launch = self._agent_launch()
-        env = agent_env(launch)
+        key = self.launch_key()
+        env = dict(key.env)
         if self.settings.cold_start:
             self.parts.early.discard()  # none was started; never one to keep
             claimed = None
         else:
-            claimed = self.parts.early.claim(self.launch_key())
+            claimed = self.parts.early.claim(key)
         if claimed is not None:
             return claimed.raw_logs, self.parts.launcher(
-                launch.python, env, agent=launch.agent, cwd=launch.cwd, started=claimed.process
+                key.python, env, agent=key.agent, cwd=key.cwd, started=claimed.process
             )
         raw_logs = Path(tempfile.mkdtemp(prefix=RAW_LOGS_PREFIX))
         try:
             return raw_logs, self.parts.launcher(
-                launch.python,
+                key.python,
                 env,
-                agent=launch.agent,
-                cwd=launch.cwd,
+                agent=key.agent,
+                cwd=key.cwd,
                 cold_start=self.settings.cold_start,
                 log_path=raw_logs / "fork-server.log",
                 log_is_raw=True,
