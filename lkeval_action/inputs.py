@@ -54,7 +54,7 @@ class Input:
     kind: str = "value"
     default: str = ""
     commands: tuple[str, ...] = (RUN,)
-    required: bool = False
+    required: tuple[str, ...] = ()  # the commands that cannot go without it
     off_flag: str | None = None
 
     @property
@@ -73,8 +73,10 @@ INPUTS: tuple[Input, ...] = (
     Input("command", kind="setting", default=RUN, commands=COMMANDS),
     Input("working-directory", kind="setting", default=".", commands=COMMANDS),
     Input("install", kind="setting", default=INSTALL_AUTO),
-    Input("agent", "--agent", required=True),
-    Input("scenarios", "--scenarios", kind="list", required=True, commands=JUDGING),
+    # `run` reads [tool.lkeval] in the checkout's pyproject.toml (or lkeval.toml) and says
+    # itself when neither the file nor the inputs name the agent or the scenarios
+    Input("agent", "--agent"),
+    Input("scenarios", "--scenarios", kind="list", required=(CALIBRATE,), commands=JUDGING),
     Input("caller-model", "--caller-model"),
     Input("caller-base-url", "--caller-base-url"),
     Input("judge-model", "--judge-model", commands=JUDGING),
@@ -222,7 +224,7 @@ def check_inputs(environ: Mapping[str, str], values: Mapping[str, str]) -> str:
         # the token's default is the runner's own token, always set: unused, never refused
         if command not in spec.commands and value != spec.default and spec.kind != "secret":
             raise InputError(spec.name, f"applies to command: {_either(spec.commands)} only")
-        if spec.required and command in spec.commands and not value:
+        if command in spec.required and not value:
             raise InputError(spec.name, f"required with command: {command}")
     return command
 

@@ -14,7 +14,8 @@ The control channel (a socket lk-eval hands over as fd N) does three things:
 - *Dies with lk-eval.* End of file on the channel (lk-eval exited, even by SIGKILL) makes the
   host kill its whole process tree and itself. The host is a child subreaper, so descendants
   that called ``setsid`` and lost their parent stay in its tree and are found by walking
-  ``/proc``. (A parent-death signal would kill the host before it could take them along.)
+  the process table (psutil). (A parent-death signal would kill the host before it could take
+  them along.)
 - *Leaves nothing behind.* The host cleans its per-agent directory (see ``LKEVAL_AGENT_DIR``).
 
 Why not plain ``python -m livekit.agents console``: it starts the session in audio mode (a
@@ -377,49 +378,43 @@ def become_subreaper() -> None:
             ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def process_tree(root: int) -> list[tuple[int, int]]:
-    """Every descendant of ``root`` as (pid, start time), from ``/proc`` (empty elsewhere).
+def process_tree(root: int) -> list[tuple[int, float]]:
+    """Every descendant of ``root`` as (pid, start time), through psutil (a dependency of
+    livekit-agents, so in every agent interpreter): the same walk on Linux and macOS.
 
     Descendants that called ``setsid`` left ``root``'s process group but not its tree; the
     start time lets a later kill skip a pid the kernel has given to someone else since.
     """
-    children: dict[int, list[int]] = {}
-    starts: dict[int, int] = {}
+    import psutil
+
+    found: list[tuple[int, float]] = []
     try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if name.isdigit():
-            fields = read_stat(int(name))
-            if fields is not None:
-                children.setdefault(int(fields[1]), []).append(int(name))
-                starts[int(name)] = int(fields[19])
-    found: list[tuple[int, int]] = []
-    queue = [root]
-    while queue:
-        for child in children.get(queue.pop(), ()):
-            found.append((child, starts[child]))
-            queue.append(child)
+        children = psutil.Process(root).children(recursive=True)
+    except psutil.Error:
+        return found
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            found.append((child.pid, child.create_time()))
     return found
 
 
-def read_stat(pid: int) -> list[bytes] | None:
-    """The fields of ``/proc/PID/stat`` after the command name (state, ppid, ...)."""
+def parent_of(pid: int) -> int | None:
+    """``pid``'s parent now, or None when it is gone."""
+    import psutil
+
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-        return stat[stat.rindex(b")") + 2 :].split()
-    except (OSError, ValueError):
+        return int(psutil.Process(pid).ppid())
+    except psutil.Error:
         return None
 
 
-def kill_processes(processes: Iterable[tuple[int, int]], sig: int = signal.SIGKILL) -> None:
+def kill_processes(processes: Iterable[tuple[int, float]], sig: int = signal.SIGKILL) -> None:
     """Signal each (pid, start time) that is still the process it was."""
+    import psutil
+
     for pid, started in processes:
-        fields = read_stat(pid)
-        if fields is not None and int(fields[19]) == started:
-            with contextlib.suppress(OSError):
+        with contextlib.suppress(psutil.Error, OSError):
+            if psutil.Process(pid).create_time() == started:
                 os.kill(pid, sig)
 
 

@@ -35,7 +35,6 @@ def adopt_orphans() -> None:
 def _sweep_orphans() -> None:
     me = os.getpid()
     for pid, started in agent_host.process_tree(me):
-        fields = agent_host.read_stat(pid)
-        if fields is None or int(fields[1]) != me or pid in LAUNCHER_PIDS:
+        if agent_host.parent_of(pid) != me or pid in LAUNCHER_PIDS:
             continue
         agent_host.kill_processes([(pid, started), *agent_host.process_tree(pid)])

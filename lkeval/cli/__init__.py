@@ -29,6 +29,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from lkeval import __version__
@@ -37,6 +38,7 @@ from lkeval.cli import merge as merge_command
 from lkeval.cli import report as report_command
 from lkeval.cli import run as run_command
 from lkeval.cli import validate as validate_command
+from lkeval.cli.settings_file import Settings, load_settings, with_settings
 from lkeval.errors import ExitCode, LkevalError
 from lkeval.publish.github.action_inputs import for_action
 from lkeval.text.masking import mask, register_argv
@@ -137,9 +139,28 @@ def guarded(handler: Callable[[argparse.Namespace], int], args: argparse.Namespa
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``lkeval``; returns the process exit code (argparse itself exits 2 on bad flags)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        settings = run_settings(parser, argv)
+    except LkevalError as exc:
+        announce_secrets(argv, sys.stdout)
+        return int(report_error(exc))
+    argv = with_settings(argv, settings)
     announce_secrets(argv, sys.stdout)  # before argparse or anything else prints a line
-    args = build_parser().parse_args(argv)
+    if settings is not None:
+        sys.stderr.write(inert_lines(for_action(mask(settings.describe()))) + "\n")
+    args = parser.parse_args(argv)
     return int(guarded(args.handler, args))
+
+
+def run_settings(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Settings | None:
+    """``[tool.lkeval]`` (or lkeval.toml) for ``lkeval run``; None for the other commands, or
+    when ``--no-settings`` is given or the project has none."""
+    command = next((word for word in argv if not word.startswith("-")), None)
+    if command != "run" or "--no-settings" in argv:
+        return None
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return load_settings(sub.choices["run"], Path.cwd())
 
 
 def entrypoint() -> None:

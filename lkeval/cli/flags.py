@@ -76,7 +76,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="extra environment variable for the agent (repeatable)",
     )
     _add_secret_env(parser)
-    _add_limits(parser.add_argument_group("limits and scale"))
+    parser.add_argument(
+        "--no-settings",
+        action="store_true",
+        help="ignore [tool.lkeval] in pyproject.toml and lkeval.toml (docs/settings.md)",
+    )
+    _add_limits(parser.add_argument_group("limits, repeats and scale"))
     _add_selection(parser.add_argument_group("selection"))
     _add_cassettes(parser.add_argument_group("record and replay (docs/replay.md)"))
 
@@ -248,7 +253,7 @@ def _add_selection(group: argparse._ArgumentGroup) -> None:
 def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     """The caller/judge LLM and judging flags of ``run`` (one group)."""
     group = parser.add_argument_group(
-        "LLMs and judging",
+        "caller and judge models",
         "API keys come from the environment only: LKEVAL_CALLER_API_KEY / LKEVAL_JUDGE_API_KEY, "
         "else OPENAI_API_KEY; LiveKit Inference uses LIVEKIT_API_KEY and LIVEKIT_API_SECRET.",
     )
@@ -273,7 +278,7 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
         f"default {defaults.CALLER_TEMPERATURE:g}: --repeat samples other conversations; "
         "the judge always uses 0)",
     )
-    _add_judging(group)
+    _add_judging(parser.add_argument_group("judging"))
     group.add_argument(
         "--llm-retries",
         metavar="N",
@@ -355,7 +360,7 @@ def _add_endpoint(group: argparse._ArgumentGroup, role: str, what: str) -> None:
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     """The report and merge-gate flags shared by ``lkeval run`` and ``lkeval report``."""
-    group = parser.add_argument_group("reports and merge gate")
+    group = parser.add_argument_group("reports, baseline and gate")
     parser.set_defaults(report_files={})
     for name, reporter in REPORTER_BY_NAME.items():
         group.add_argument(
@@ -403,7 +408,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         help="also fail when the pass rate (non-quarantined, non-skipped scenarios) is below "
         "RATE: 0.9 or 90%%",
     )
-    _add_budgets(group)
+    _add_budgets(parser.add_argument_group("latency and cost budgets"))
     group.add_argument(
         "--allow-nothing-to-check",
         action="store_true",
@@ -416,8 +421,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         help="pass a run in which every scenario that ran is quarantined (by default a gate "
         "that counted no scenario fails)",
     )
-    _add_comment(group)
-    _add_github(group)
+    _add_comment(parser.add_argument_group("pull-request comment"))
+    _add_github(parser.add_argument_group("GitHub"))
 
 
 def _add_budgets(group: argparse._ArgumentGroup) -> None:

@@ -281,13 +281,12 @@ def test_unbalanced_quotes_name_the_input() -> None:
 
 
 @pytest.mark.parametrize("name", ["agent", "scenarios"])
-def test_missing_required_input(name: str) -> None:
+def test_run_leaves_agent_and_scenarios_to_lkeval(name: str) -> None:
+    # `lkeval run` may find them in [tool.lkeval] (pyproject.toml) or lkeval.toml; when
+    # neither names them, lkeval itself says so, naming the input (the test below)
     values = {"agent": "agent.py", "scenarios": "s.yaml"}
     del values[name]
-    with pytest.raises(ep.InputError, match=f"input `{name}`: required with command: run"):
-        ep.build_plan(inputs(**values))
-    with pytest.raises(ep.InputError, match=f"input `{name}`: required with command: run"):
-        ep.build_plan(inputs(**values, **{name: " \n"}))
+    assert f"--{name}" not in ep.build_plan(inputs(**values)).argv
 
 
 def test_report_command_needs_no_agent_and_takes_the_report_inputs() -> None:
@@ -643,11 +642,27 @@ def test_bad_input_is_an_error_annotation_and_exit_2(tmp_path: Path) -> None:
 
 
 def test_missing_required_input_as_the_runner_leaves_it(tmp_path: Path) -> None:
-    # The runner sets inputs that have defaults and leaves `agent` out when it is not given.
+    # The runner sets inputs that have defaults and leaves `agent` out when it is not given;
+    # no [tool.lkeval] names it either, so lkeval's own check names the input.
     env = container_env(tmp_path, **inputs(install="auto", summary="true", scenarios="s.yaml"))
     proc = run_entrypoint(env, tmp_path)
     assert proc.returncode == 2
-    assert "::error::lk-eval: input `agent`: required with command: run" in proc.stdout
+    assert "::error::" in proc.stdout + proc.stderr
+    assert "input `agent`" in proc.stdout + proc.stderr
+
+
+def test_the_action_reads_tool_lkeval_from_the_checkout(tmp_path: Path) -> None:
+    # A workflow needs only the inputs that differ per job: the agent comes from the file.
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "my-agent"\n\n[tool.lkeval]\nagent = "from_settings.py"\n',
+        encoding="utf-8",
+    )
+    env = container_env(tmp_path, **inputs(install="none", scenarios="s.yaml"))
+    proc = run_entrypoint(env, tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "[tool.lkeval]" in out  # the run names the file it read
+    assert "from_settings.py: no such file" in out
 
 
 def test_missing_working_directory(tmp_path: Path) -> None:

@@ -68,6 +68,17 @@ def test_release_builds_tests_pushes_then_pins_on_the_tag() -> None:
     assert list(wf["on"]) == ["push"] and wf["on"]["push"]["tags"]
     assert wf["permissions"] == {}, "each job gets only what it uses"
     jobs = wf["jobs"]
+    # nothing is built or published unless the whole CI workflow passes on the tagged commit
+    tests = jobs.pop("ci")
+    assert tests["uses"] == "./.github/workflows/ci.yml"
+    assert tests["permissions"] == {"contents": "read"}
+    assert jobs["image"]["needs"] == "ci" and jobs["dist"]["needs"] == "ci"
+    ci = load(RELEASE.parent / "ci.yml")
+    assert "workflow_call" in ci["on"] and "pull_request" in ci["on"]
+    steps = [step for job in ci["jobs"].values() for step in job["steps"]]
+    runs = " ".join(str(step.get("run", "")) for step in steps)
+    for target in ("make test", "make test-exhaustive", "make lint", ".ci/wheel-check"):
+        assert target in runs, f"ci.yml does not run {target}"
     assert jobs["image"]["permissions"] == {"contents": "read", "packages": "write"}
     assert jobs["dist"]["permissions"] == {"contents": "read"}
     assert jobs["tags"]["permissions"] == {"contents": "write"}
@@ -102,6 +113,8 @@ def test_every_action_is_pinned_by_commit_with_its_version() -> None:
             if "uses:" not in line or line.lstrip().startswith("#"):
                 continue
             ref = line.split("uses:", 1)[1].strip()
+            if ref.startswith("./.github/workflows/"):  # this repository's own, same commit
+                continue
             if ref.startswith("org/lk-eval@"):
                 assert ref == "org/lk-eval@v1", f"{path.name}: {ref}"
                 continue
