@@ -251,13 +251,51 @@ def _report_yaml_error(exc: yaml.YAMLError, text: str, problems: FileProblems) -
     if source[mark.column : mark.column + 1] == "\t":
         problems.at(mark.line + 1, "tab character; YAML allows only spaces here", mark.column + 1)
         return
-    message = f"YAML syntax error: {getattr(exc, 'problem', None) or exc}"
+    problem = getattr(exc, "problem", None) or str(exc)
+    message = f"YAML syntax error: {problem}"
     context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
     if context and context_mark is not None and context_mark.line != mark.line:
         message += f" ({context} at line {context_mark.line + 1})"
     elif context:
         message += f" ({context})"
+    if any(problem.startswith(words) for words in INDENTATION_PROBLEMS):
+        message += indentation_hint(lines, mark.line)
     problems.at(mark.line + 1, message, mark.column + 1)
+
+
+#: The parser's words for what is, in a hand-written scenario file, nearly always a line
+#: indented one level too deep or too shallow.
+INDENTATION_PROBLEMS = (
+    "expected <block end>",
+    "mapping values are not allowed here",
+    "did not find expected key",
+    "did not find expected '-' indicator",
+)
+
+
+def indentation_hint(lines: list[str], index: int) -> str:
+    """``; check the indentation: line 5 has 6 spaces, line 4 above it has 4`` when the line
+    the parser stopped at is indented unlike the line before it (else nothing)."""
+
+    def indent(line: str) -> int:
+        return len(line) - len(line.lstrip(" "))
+
+    if index >= len(lines):
+        return ""
+    above = next(
+        (
+            n
+            for n in range(index - 1, -1, -1)
+            if lines[n].strip() and not lines[n].lstrip().startswith("#")
+        ),
+        None,
+    )
+    if above is None or indent(lines[index]) == indent(lines[above]):
+        return ""
+    return (
+        f"; check the indentation: line {index + 1} has {indent(lines[index])} spaces, "
+        f"line {above + 1} above it has {indent(lines[above])}"
+    )
 
 
 # --- values ---------------------------------------------------------------------------------

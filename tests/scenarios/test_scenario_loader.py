@@ -216,6 +216,18 @@ FILE_ERRORS = [
     ("scenarios:\n  - label: A\n\tinstructions: x\n", f"3:1 {TAB}"),
     ("scenarios:\n  - label: A\n    \tinstructions: x\n", f"3:5 {TAB}"),
     ("a: 1\n---\nb: 2\n", "2:1 YAML syntax error: but found another document"),
+    # a key one space short or two deep: the parser's words, then what to look at
+    (
+        "name: x\nscenarios:\n  - label: a\n    instructions: hi\n   agent_expectations: y\n",
+        "5:4 YAML syntax error: expected <block end>, but found '<block mapping start>' "
+        "(while parsing a block collection at line 3); check the indentation: line 5 has 3 "
+        "spaces, line 4 above it has 4",
+    ),
+    (
+        "name: x\nscenarios:\n  - label: a\n    instructions: hi\n      agent_expectations: y\n",
+        "5:25 YAML syntax error: mapping values are not allowed here; check the indentation: "
+        "line 5 has 6 spaces, line 4 above it has 4",
+    ),
 ]
 
 
