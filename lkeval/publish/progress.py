@@ -7,7 +7,10 @@ one-line title, the way ``lk agent simulate`` prints its jobs). Scenarios run co
 so writes are serialised with a lock and a scenario's lines never interleave with another's.
 
 Each finished scenario is counted against the run's total: ``[3/12 · 0:41]`` with the elapsed
-time in a terminal, a compact ``[3/12]`` in CI logs (which stamp their own times).
+time in a terminal, a compact ``[3/12]`` in CI logs (which stamp their own times). While
+scenarios run and nothing else is printed, a status line says how many run, wait and are
+decided: redrawn in place every second on a terminal, a line every 10 s in a CI log, so a long
+conversation never looks like a hang.
 
 Output passes through the process's one masker (:mod:`lkeval.text.masking`): the log of a
 public repository's workflow is as public as its PR comments.
@@ -57,15 +60,65 @@ def headline(result: ScenarioResult) -> str:
     return f"{mark} {terminal_text(result.label, 120)} ({seconds(result.duration_seconds)}{suffix})"
 
 
+#: Seconds of silence before the status line is shown: redrawn in place on a terminal; a
+#: line of its own in a CI log, which keeps every line (so less often).
+STATUS_EVERY_TTY = 1.0
+STATUS_EVERY_LOG = 10.0
+
+
 class _Writer:
-    def __init__(self, stream: TextIO, total: int | None = None) -> None:
+    def __init__(
+        self, stream: TextIO, total: int | None = None, status_every: float | None = None
+    ) -> None:
         self.stream = stream
         self._lock = threading.Lock()
         self.total = total
         self.done = 0
+        self.running = 0
         self.started = time.monotonic()
         isatty = getattr(stream, "isatty", None)
         self.tty = bool(isatty and isatty())
+        default_every = STATUS_EVERY_TTY if self.tty else STATUS_EVERY_LOG
+        self.status_every = default_every if status_every is None else status_every
+        self._last_write = self.started
+        self._status_shown = False  # a status line is on the terminal's last line
+        self._ticker: threading.Thread | None = None
+
+    def scenario_started(self) -> None:
+        """Count a scenario as running; the status ticker starts with the first."""
+        with self._lock:
+            self.running += 1
+            if self._ticker is None:
+                self._ticker = threading.Thread(target=self._tick, daemon=True, name="status")
+                self._ticker.start()
+
+    def status(self) -> str:
+        """``… 3 running, 4 waiting, 5 of 12 decided · 0:41``: never 20 s of silence."""
+        minutes, secs = divmod(int(time.monotonic() - self.started), 60)
+        parts = [f"{self.running} running"]
+        if self.total:
+            waiting = max(self.total - self.done - self.running, 0)
+            parts += [f"{waiting} waiting", f"{self.done} of {self.total} decided"]
+        else:
+            parts.append(f"{self.done} decided")
+        return f"… {', '.join(parts)} · {minutes}:{secs:02d}"
+
+    def _tick(self) -> None:
+        while True:
+            time.sleep(min(self.status_every, 1.0))
+            with self._lock:
+                if self.total is not None and self.done >= self.total:
+                    return
+                quiet = time.monotonic() - self._last_write >= self.status_every
+                if not (quiet and self.running):
+                    continue
+                if self.tty:  # redrawn in place, wiped before the next real line
+                    self.stream.write("\r\x1b[K" + self.status())
+                    self._status_shown = True
+                else:
+                    self.stream.write(self.status() + "\n")
+                self._last_write = time.monotonic()
+                self.stream.flush()
 
     def counter(self) -> str:
         """``[3/12 · 0:41]`` on a terminal, ``[3/12]`` elsewhere; counts one more scenario."""
@@ -78,11 +131,17 @@ class _Writer:
         minutes, secs = divmod(int(time.monotonic() - self.started), 60)
         return f"[{done}{of} · {minutes}:{secs:02d}]"
 
-    def write(self, lines: list[str]) -> None:
+    def write(self, lines: list[str], finished: bool = False) -> None:
         text = mask("".join(line + "\n" for line in lines))
         with self._lock:
+            if finished:
+                self.running = max(self.running - 1, 0)
+            if self._status_shown:
+                text = "\r\x1b[K" + text
+                self._status_shown = False
             self.stream.write(text)
             self.stream.flush()
+            self._last_write = time.monotonic()
 
 
 class _Progress:
@@ -90,11 +149,14 @@ class _Progress:
     (with scenarios running in parallel, a start line is noise and a ``::group::`` opened then
     would swallow other scenarios' groups)."""
 
-    def __init__(self, stream: TextIO, total: int | None = None) -> None:
-        self._out = _Writer(stream, total)
+    def __init__(
+        self, stream: TextIO, total: int | None = None, status_every: float | None = None
+    ) -> None:
+        self._out = _Writer(stream, total, status_every)
 
     def scenario_started(self, scenario_id: str, label: str) -> None:
-        """Nothing: see the class docstring."""
+        """No line (see the class docstring): counted in the status line instead."""
+        self._out.scenario_started()
 
 
 class TerminalProgress(_Progress):
@@ -107,7 +169,8 @@ class TerminalProgress(_Progress):
         reason = primary_reason(result) if result.status != "passed" else ""
         if reason:
             line += f" — {terminal_text(reason, 160)}"
-        self._out.write([inert_line(line, 4000)])  # a CI log may still read it for commands
+        # a CI log may still read it for commands
+        self._out.write([inert_line(line, 4000)], finished=True)
 
 
 class GitHubProgress(_Progress):
@@ -129,7 +192,7 @@ class GitHubProgress(_Progress):
             lines.append("Last log lines:")
             lines.extend(f"  {plain(line)}" for line in attempt.log_tail[-20:])
         title = f"{self._out.counter()} {headline(result)}"
-        self._out.write([command("group", title), *inert(lines), "::endgroup::"])
+        self._out.write([command("group", title), *inert(lines), "::endgroup::"], finished=True)
 
 
 def make_progress(stream: TextIO, github: bool, total: int | None = None) -> ProgressObserver:

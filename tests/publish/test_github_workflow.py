@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -166,6 +167,45 @@ def test_terminal_progress_counts_with_the_elapsed_time_on_a_tty() -> None:
     progress = make_progress(stream, github=False, total=2)
     progress.scenario_finished(run_results().scenarios[0])
     assert stream.getvalue() == "[1/2 · 0:00] ✓ Simple room booking (3.2s)\n"
+
+
+def _until(predicate: Callable[[], bool]) -> bool:
+    deadline = time.monotonic() + 10
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_a_quiet_terminal_shows_a_status_line_redrawn_in_place() -> None:
+    stream = _Terminal()
+    progress = TerminalProgress(stream, total=3, status_every=0.05)
+    scenarios = run_results().scenarios
+    for s in scenarios[:2]:
+        progress.scenario_started(s.scenario_id, s.label)
+    assert _until(lambda: "2 running, 1 waiting, 0 of 3 decided" in stream.getvalue())
+    assert stream.getvalue().startswith("\r\x1b[K… 2 running")  # in place: no newline
+    assert "\n" not in stream.getvalue()
+    progress.scenario_finished(scenarios[0])
+    # the status line is wiped before the scenario's own line
+    assert "\r\x1b[K[1/3 · 0:00] ✓ Simple room booking (3.2s)\n" in stream.getvalue()
+    assert _until(lambda: "1 running, 1 waiting, 1 of 3 decided" in stream.getvalue())
+
+
+def test_a_quiet_ci_log_gets_a_status_line_of_its_own_and_none_when_idle() -> None:
+    stream = io.StringIO()
+    progress = make_progress(stream, github=True, total=2)
+    assert isinstance(progress, GitHubProgress)
+    progress._out.status_every = 0.05
+    first = run_results().scenarios[0]
+    time.sleep(0.2)
+    assert stream.getvalue() == ""  # nothing runs yet: nothing to say
+    progress.scenario_started(first.scenario_id, first.label)
+    assert _until(lambda: "… 1 running, 1 waiting, 0 of 2 decided · 0:00\n" in stream.getvalue())
+    assert "\r" not in stream.getvalue()  # a log keeps lines, it cannot redraw
+    progress.scenario_finished(first)
+    seen = stream.getvalue()
+    time.sleep(0.3)
+    assert stream.getvalue() == seen  # nothing running: silence is honest
 
 
 def test_a_scenarios_line_shows_its_latency_and_cost() -> None:
