@@ -35,6 +35,7 @@ from typing import Any, NoReturn, TextIO
 from lkeval import __version__
 from lkeval.cli import calibrate as calibrate_command
 from lkeval.cli import merge as merge_command
+from lkeval.cli import pin as pin_command
 from lkeval.cli import report as report_command
 from lkeval.cli import run as run_command
 from lkeval.cli import validate as validate_command
@@ -51,6 +52,7 @@ COMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], 
     report_command.add_command,
     merge_command.add_command,
     calibrate_command.add_command,
+    pin_command.add_command,
 )
 
 
