@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
 from lkeval.errors import InputFileError
-from lkeval.results.history import HistoryRate, digests, rate_of, scenario_entry
+from lkeval.results.history import MAX_WINDOW, HistoryRate, digests, rate_of, scenario_entry
 from lkeval.results.metrics import Metrics, Spread, scenario_metrics, suite_metrics
 from lkeval.results.model import FORMAT_VERSION, RunResults
+from lkeval.startup import paused_collections
 
 
 def figures(metrics: Metrics) -> dict[str, Any]:
@@ -120,7 +121,8 @@ def load_results(path: str | Path) -> RunResults:
                 f"{path}: larger than {MAX_RESULTS_BYTES // (1024 * 1024)} MiB: "
                 "not a results file lk-eval wrote"
             )
-        raw = json.loads(data.decode("utf-8"))
+        with paused_collections():  # containers are all it makes: ~40% of a large parse
+            raw = json.loads(data.decode("utf-8"))
     except RecursionError:
         raise ResultsFileError(_too_deep(path)) from None
     except FileNotFoundError:
@@ -129,9 +131,59 @@ def load_results(path: str | Path) -> RunResults:
         raise ResultsFileError(f"{path}: cannot read: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ResultsFileError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    raw = bounded_history(raw)  # before anything walks it: the rest is never looked at
     if _depth_over(raw, MAX_RESULTS_DEPTH):
         raise ResultsFileError(_too_deep(path))
     return results_from_dict(raw, source=str(path))
+
+
+def bounded_history(raw: Any) -> Any:
+    """``raw`` (a parsed results file) with its ``history`` cut to what a reader can use.
+
+    Every reader of a history (:func:`~lkeval.results.history.rolled`, the file's own
+    ``history_rate``) keeps at most :data:`~lkeval.results.history.MAX_WINDOW` runs, and looks
+    a scenario up by the id and content digest of the file's own suite. So the last
+    ``MAX_WINDOW`` runs are kept, scenarios whose id and digest are not the suite's are
+    dropped, and so are counts of runs no longer kept (one per run, the last). What is dropped
+    is never walked nor turned into model objects: a fork's artifact with 200,000 runs or
+    28,000 unknown scenarios costs its JSON parse, which :data:`MAX_RESULTS_BYTES` bounds.
+    Not-quite-history values are left for the model to refuse.
+    """
+    if not isinstance(raw, dict) or not isinstance(history := raw.get("history"), dict):
+        return raw
+    runs = history.get("runs")
+    scenarios = history.get("scenarios")
+    if not isinstance(runs, list) or not isinstance(scenarios, dict):
+        return raw
+    runs = runs[-MAX_WINDOW:]
+    kept = {r.get("started_at") for r in runs if isinstance(r, dict)} - {None}
+    kept = {run for run in kept if isinstance(run, str)}
+    metadata = raw.get("metadata")
+    suite = metadata.get("suite") if isinstance(metadata, dict) else None
+    suite_digests = suite.get("scenarios") if isinstance(suite, dict) else None
+    if not isinstance(suite_digests, dict):
+        suite_digests = {}
+    in_suite = {}
+    for scenario_id, digest in suite_digests.items():
+        entry = scenarios.get(scenario_id)
+        if isinstance(entry, dict) and isinstance(digest, str) and entry.get("digest") == digest:
+            in_suite[scenario_id] = {**entry, "counts": _counts_kept(entry.get("counts"), kept)}
+    return {**raw, "history": {**history, "runs": runs, "scenarios": in_suite}}
+
+
+def _counts_kept(counts: Any, kept: set[Any]) -> Any:
+    """A scenario's counts of the runs kept, the last one of each run (at most
+    :data:`~lkeval.results.history.MAX_WINDOW`), oldest first."""
+    if not isinstance(counts, list):
+        return counts
+    last: dict[Any, Any] = {}
+    for count in reversed(counts):
+        if len(last) == len(kept):
+            break
+        run = count.get("run") if isinstance(count, dict) else None
+        if isinstance(run, str) and run in kept and run not in last:
+            last[run] = count
+    return list(reversed(last.values()))
 
 
 def _too_deep(path: str | Path) -> str:
@@ -173,8 +225,19 @@ def results_from_dict(raw: Any, source: str = "<results>") -> RunResults:
 T = TypeVar("T")
 
 
+_HINTS: dict[Any, dict[str, Any]] = {}
+
+
+def _hints(cls: Any) -> dict[str, Any]:
+    """A dataclass's field types, resolved once (resolving them per object made a large
+    file take seconds per megabyte)."""
+    if cls not in _HINTS:
+        _HINTS[cls] = get_type_hints(cls)
+    return _HINTS[cls]
+
+
 def _build(cls: type[T], raw: Any) -> T:
-    hints = get_type_hints(cls)
+    hints = _hints(cls)
     kwargs: dict[str, Any] = {}
     for f in fields(cls):  # type: ignore[arg-type]
         if f.name in raw:
@@ -203,6 +266,7 @@ __all__ = [
     "MAX_RESULTS_BYTES",
     "MAX_RESULTS_DEPTH",
     "ResultsFileError",
+    "bounded_history",
     "dump_results",
     "figures",
     "load_results",
