@@ -44,6 +44,7 @@ from lkeval.run.plan import Plan, SuiteSettings
 from lkeval.run.suite import Collaborators, Suite
 from lkeval.scenarios.model import Selection, shard_text
 from lkeval.text.masking import mask_results
+from lkeval.text.untrusted import one_line
 
 
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -231,7 +232,7 @@ def _fork_without_secrets(
     )
     results = mask_results(results)
     write_text(settings.results_path, dump_results(results))
-    out.write(f"results: {settings.results_path}\n")
+    out.write(one_line(f"results: {settings.results_path}") + "\n")
     return finish(results, str(settings.results_path), options.report, out).exit_code
 
 
