@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import re
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from action_runner import container_step
 from conftest import clean_env
 from report_fixtures import run_results, write_results
-from test_action_runner import ENTRYPOINT, TOKEN, action
+from test_action_runner import TOKEN, action, run_container
 
 from lkeval_action.inputs import INPUTS_BY_NAME, REPORT, RUN
 
@@ -103,15 +101,7 @@ def test_no_input_can_start_a_workflow_command(tmp_path: Path, name: str) -> Non
         OPENAI_API_KEY="sk-test-not-a-key",
         **step.env,
     )
-    proc = subprocess.run(
-        [sys.executable, str(ENTRYPOINT), *step.argv],
-        env=env,
-        cwd=workspace,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        stdin=subprocess.DEVNULL,
-    )
+    proc = run_container(step.argv, env, workspace, timeout=180)
     log = proc.stdout + proc.stderr
     assert "Traceback" not in log and proc.returncode != 4, log
     assert injected_lines(log) == [], log
