@@ -24,7 +24,7 @@ from lkeval.cli.options import RunOptions, run_options
 from lkeval.cli.report import RunWriters, finish
 from lkeval.llm.config import MissingCredentialsError
 from lkeval.llm.evaluator import agent_placeholders, run_evaluator
-from lkeval.publish.files import write_text
+from lkeval.publish.files import ResultsDirLock, write_text
 from lkeval.publish.github.checkout import recorded_commit
 from lkeval.publish.github.context import read_context
 from lkeval.publish.github.fork import (
@@ -231,9 +231,10 @@ def _fork_without_secrets(
         argv=sys.argv[1:],
     )
     results = mask_results(results)
-    write_text(settings.results_path, dump_results(results))
-    out.write(one_line(f"results: {settings.results_path}") + "\n")
-    return finish(results, str(settings.results_path), options.report, out).exit_code
+    with ResultsDirLock(settings.results_path.parent):  # one run per results directory
+        write_text(settings.results_path, dump_results(results))
+        out.write(one_line(f"results: {settings.results_path}") + "\n")
+        return finish(results, str(settings.results_path), options.report, out).exit_code
 
 
 def _relative_to_cwd(path: str) -> str:

@@ -274,7 +274,8 @@ class Suite:
         scenarios = [ScenarioResult.of(s, "skipped", why) for s in plan.scenarios]
         metadata = dataclasses.replace(self.metadata(scenarios, None), empty_shard=True)
         results = RunResults(metadata, tuple(scenarios))
-        return self._write_and_finish(mask_results(results), None)
+        with self.parts.writers.lock(self.settings.results_path.parent):  # one run per dir
+            return self._write_and_finish(mask_results(results), None)
 
     def _write_and_finish(self, results: RunResults, stopped_by: signal.Signals | None) -> int:
         """Write the results file, then the reports and the gate; a write error is raised
