@@ -170,6 +170,13 @@ class Suite:
                 *map(Path, settings.report_paths),
             ]
         )
+        # one run per results directory, held before anything costs (the judge preflight)
+        with parts.writers.lock(settings.results_path.parent):
+            return self._run_held(plan)
+
+    def _run_held(self, plan: Plan) -> int:
+        """The run once its results directory is held: an empty shard, or the agents."""
+        settings = self.settings
         if not plan.selected:  # check_selection: the suite has some, so this shard has none
             return self._empty_shard(plan)
         adopt_orphans()  # what a crashed agent leaves behind comes to us, stopped at the end
@@ -219,10 +226,9 @@ class Suite:
                 options, nothing_to_check=unchecked, judge_errors=dict(calibrated)
             ),
         )
-        with parts.writers.lock(settings.results_path.parent):
-            self._clock = (dt.datetime.now(dt.timezone.utc), time.monotonic())
-            scenario_results, stopped_by = self.execute(plan, evaluator, starting, raw_logs)
-            return self._write_and_finish(self._results(scenario_results, stopped_by), stopped_by)
+        self._clock = (dt.datetime.now(dt.timezone.utc), time.monotonic())
+        scenario_results, stopped_by = self.execute(plan, evaluator, starting, raw_logs)
+        return self._write_and_finish(self._results(scenario_results, stopped_by), stopped_by)
 
     def _preflight(self, evaluator: RunEvaluator | None) -> JudgeCheck | None:
         """The judge preflight; with cassettes, from (or into) the run's preflight cassette."""
@@ -274,8 +280,7 @@ class Suite:
         scenarios = [ScenarioResult.of(s, "skipped", why) for s in plan.scenarios]
         metadata = dataclasses.replace(self.metadata(scenarios, None), empty_shard=True)
         results = RunResults(metadata, tuple(scenarios))
-        with self.parts.writers.lock(self.settings.results_path.parent):  # one run per dir
-            return self._write_and_finish(mask_results(results), None)
+        return self._write_and_finish(mask_results(results), None)
 
     def _write_and_finish(self, results: RunResults, stopped_by: signal.Signals | None) -> int:
         """Write the results file, then the reports and the gate; a write error is raised

@@ -2,7 +2,8 @@
 
 The first run is held in its judging (the judge never answers its verdict request), so it
 holds its results directory; a second ``lkeval run`` into the same directory exits 2 naming the
-first run's pid and command line, and writes nothing there. Once the first one is stopped
+first run's pid and command line, before its judge preflight (no LLM call), and writes nothing
+there. Once the first one is stopped
 (SIGTERM: its partial results written), the next run may use the directory again.
 """
 
@@ -40,7 +41,9 @@ def test_a_second_run_into_a_held_results_dir_is_refused_naming_the_first(
                 assert first.poll() is None, first.communicate()
                 assert time.monotonic() < deadline, "the first run never reached its judging"
                 time.sleep(0.05)
+            asked = len(llm.requests)
             second = run_lkeval([*argv, "--cold-start"], env)
+            assert len(llm.requests) == asked, "refused only after its judge preflight"
             assert not results.exists(), "the second run wrote into the first one's directory"
             first.send_signal(signal.SIGTERM)
             first.communicate(timeout=90)
