@@ -112,6 +112,9 @@ class ResultsDirLock:
     def __init__(self, directory: str | Path) -> None:
         self.path = Path(directory) / LOCK_NAME
         self._fd: int | None = None
+        #: Directories the lock made, deepest first: removed again if the run left them empty
+        #: (a run that stopped on bad input creates nothing).
+        self._made: list[Path] = []
 
     def acquire(self) -> None:
         """Take the lock or raise :class:`UsageError` naming the directory and its holder."""
@@ -137,8 +140,10 @@ class ResultsDirLock:
         raise OutputError(str(self.path), "the lock file keeps being replaced")
 
     def _open(self) -> int:
+        missing = [p for p in (self.path.parent, *self.path.parent.parents) if not p.exists()]
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._made = self._made or missing
             return os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         except OSError as exc:
             raise OutputError(str(self.path.parent), _why(exc)) from None
@@ -151,6 +156,12 @@ class ResultsDirLock:
             self.path.unlink()
         os.close(self._fd)
         self._fd = None
+        for made in self._made:
+            try:
+                made.rmdir()
+            except OSError:  # not empty: the run wrote there
+                break
+        self._made = []
 
     def __enter__(self) -> ResultsDirLock:
         self.acquire()

@@ -94,8 +94,20 @@ def test_a_second_run_into_the_same_results_dir_is_refused(tmp_path: Path) -> No
         )
         assert other.returncode != 0 and "another lkeval run" in other.stderr
     with ResultsDirLock(tmp_path / "out"):  # released: the next run may go
+        (tmp_path / "out" / "results.json").write_text("{}")
+    assert list((tmp_path / "out").iterdir()) == [tmp_path / "out" / "results.json"]
+
+
+def test_a_run_that_wrote_nothing_leaves_no_directory_behind(tmp_path: Path) -> None:
+    """The lock makes the results directory; a run stopped on bad input before it wrote
+    anything creates nothing, and a directory that was there stays."""
+    with ResultsDirLock(tmp_path / "new" / "deeper"):
+        assert (tmp_path / "new" / "deeper").is_dir()
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "kept").mkdir()
+    with ResultsDirLock(tmp_path / "kept"):
         pass
-    assert list((tmp_path / "out").iterdir()) == []  # the lock file goes with the lock
+    assert (tmp_path / "kept").is_dir()
 
 
 def test_the_refusal_names_the_run_that_holds_the_directory(tmp_path: Path) -> None:
