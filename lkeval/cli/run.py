@@ -77,7 +77,7 @@ def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
             artifact=options.cassettes_artifact,
             token=report.github_token,
         )
-        out.write(restored + "\n")
+        out.write(one_line(restored) + "\n")  # names the branch the input gave
     withheld = empty_secrets(os.environ)
     if withheld and _fork_with_cassettes(options):
         # a key the workflow passes arrived empty: the agent's too, so nothing goes live

@@ -53,6 +53,8 @@ def _inputs(name: str, workspace: Path) -> dict[str, str]:
     value = HOSTILE
     if name == "install":  # the user's own shell line: one that runs, quoting the value
         value = "printf '' '" + HOSTILE + "'"
+    if name in ("baseline", "cassettes-from"):  # a branch: the download is looked for
+        value = "github:" + HOSTILE
     if REPORT in spec.commands:
         return {"command": "report", "results": "results.json", name: value}
     unreachable = f"http://127.0.0.1:{_closed_port()}/v1"
@@ -66,6 +68,7 @@ def _inputs(name: str, workspace: Path) -> dict[str, str]:
         "caller-base-url": unreachable,
         "judge-base-url": unreachable,
         "extra-args": "--cold-start --llm-timeout 5",
+        "cassettes": "tapes",  # so that cassettes-from restores into it
     }
     return {**run, name: value}
 
