@@ -1,4 +1,5 @@
-"""What a hostile results file's history costs to read: 200,000 runs, 28,000 unknown scenarios.
+"""What a hostile results file costs to read: a history of 200,000 runs or 28,000 unknown
+scenarios, and 1.99 million empty lists (just under the bound on arrays and objects).
 
 The comment job reads a fork's artifact (``lkeval report``), and every run reads its baseline;
 either can carry a ``history`` far past anything lk-eval writes. Prints the time to read each
@@ -55,10 +56,22 @@ def unknown_scenarios(n: int = 28_000) -> dict[str, Any]:
     return _document({"window": 20, "runs": runs, "scenarios": scenarios})
 
 
+def empty_lists(n: int = 1_990_000) -> dict[str, Any]:
+    """``n`` empty lists in one value, just under the bound on arrays and objects."""
+    doc = _document({"window": 20, "runs": [], "scenarios": {}})
+    doc["metadata"]["git_branch"] = [[] for _ in range(n)]
+    return doc
+
+
 def main() -> None:
     print(f"load average (1 min) at the start: {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as tmp:
-        for name, build in (("200,000 runs", many_runs), ("28,000 unknown", unknown_scenarios)):
+        cases = (
+            ("200,000 runs", many_runs),
+            ("28,000 unknown", unknown_scenarios),
+            ("1.99M [] lists", empty_lists),
+        )
+        for name, build in cases:
             path = Path(tmp) / "results.json"
             path.write_text(json.dumps(build()), encoding="utf-8")
             size = path.stat().st_size / (1024 * 1024)

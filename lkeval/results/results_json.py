@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, fields, is_dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
@@ -109,6 +110,11 @@ MAX_RESULTS_BYTES = 64 * 1024 * 1024
 #: A deeper file is refused, so no reader below (the masker, the comparison) ever recurses
 #: through a fork's 100,000 brackets.
 MAX_RESULTS_DEPTH = 200
+#: Arrays and objects a results file may hold, counted as ``[`` and ``{`` bytes before it is
+#: parsed (brackets inside strings count too: an upper bound). lk-eval writes one per ~120
+#: bytes, about 550,000 in a file at the size bound; 20 million empty lists in 60 MiB took
+#: 3 GB and minutes to read.
+MAX_RESULTS_CONTAINERS = 2_000_000
 
 
 def load_results(path: str | Path) -> RunResults:
@@ -119,6 +125,11 @@ def load_results(path: str | Path) -> RunResults:
         if len(data) > MAX_RESULTS_BYTES:
             raise ResultsFileError(
                 f"{path}: larger than {MAX_RESULTS_BYTES // (1024 * 1024)} MiB: "
+                "not a results file lk-eval wrote"
+            )
+        if data.count(b"[") + data.count(b"{") > MAX_RESULTS_CONTAINERS:
+            raise ResultsFileError(
+                f"{path}: more than {MAX_RESULTS_CONTAINERS:,} JSON arrays and objects: "
                 "not a results file lk-eval wrote"
             )
         with paused_collections():  # containers are all it makes: ~40% of a large parse
@@ -132,7 +143,9 @@ def load_results(path: str | Path) -> RunResults:
     except json.JSONDecodeError as exc:
         raise ResultsFileError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
     raw = bounded_history(raw)  # before anything walks it: the rest is never looked at
-    if _depth_over(raw, MAX_RESULTS_DEPTH):
+    with paused_collections():
+        too_deep = _depth_over(raw, MAX_RESULTS_DEPTH)
+    if too_deep:
         raise ResultsFileError(_too_deep(path))
     return results_from_dict(raw, source=str(path))
 
@@ -194,15 +207,17 @@ def _too_deep(path: str | Path) -> str:
 
 
 def _depth_over(raw: Any, limit: int) -> bool:
-    """Whether parsed JSON nests deeper than ``limit`` (iterative: no recursion to exhaust)."""
-    stack: list[tuple[Any, int]] = [(raw, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, (dict, list)):
-            if depth > limit:
-                return True
-            items = value.values() if isinstance(value, dict) else value
-            stack.extend((item, depth + 1) for item in items)
+    """Whether parsed JSON nests deeper than ``limit`` (the top is level 1): one level at a
+    time, no recursion to exhaust and nothing allocated per value (a file of 20 million empty
+    lists took minutes walked value by value, the collector re-scanning them meanwhile)."""
+    level, depth = [raw], 1
+    while containers := [v for v in level if isinstance(v, (dict, list))]:
+        if depth > limit:
+            return True
+        level = list(
+            chain.from_iterable(v.values() if isinstance(v, dict) else v for v in containers)
+        )
+        depth += 1
     return False
 
 
@@ -264,6 +279,7 @@ def _convert(tp: Any, value: Any) -> Any:
 
 __all__ = [
     "MAX_RESULTS_BYTES",
+    "MAX_RESULTS_CONTAINERS",
     "MAX_RESULTS_DEPTH",
     "ResultsFileError",
     "bounded_history",
