@@ -160,7 +160,8 @@ def bounded_history(raw: Any) -> Any:
     dropped, and so are counts of runs no longer kept (one per run, the last). What is dropped
     is never walked nor turned into model objects: a fork's artifact with 200,000 runs or
     28,000 unknown scenarios costs its JSON parse, which :data:`MAX_RESULTS_BYTES` bounds.
-    Not-quite-history values are left for the model to refuse.
+    A run or a count that is not one (a start time that is not a string, passes that are not
+    a count) is dropped too: the readers hash and sum them.
     """
     if not isinstance(raw, dict) or not isinstance(history := raw.get("history"), dict):
         return raw
@@ -168,9 +169,8 @@ def bounded_history(raw: Any) -> Any:
     scenarios = history.get("scenarios")
     if not isinstance(runs, list) or not isinstance(scenarios, dict):
         return raw
-    runs = runs[-MAX_WINDOW:]
-    kept = {r.get("started_at") for r in runs if isinstance(r, dict)} - {None}
-    kept = {run for run in kept if isinstance(run, str)}
+    runs = [r for r in runs[-MAX_WINDOW:] if _is_run(r)]
+    kept = {r["started_at"] for r in runs}
     metadata = raw.get("metadata")
     suite = metadata.get("suite") if isinstance(metadata, dict) else None
     suite_digests = suite.get("scenarios") if isinstance(suite, dict) else None
@@ -188,15 +188,34 @@ def _counts_kept(counts: Any, kept: set[Any]) -> Any:
     """A scenario's counts of the runs kept, the last one of each run (at most
     :data:`~lkeval.results.history.MAX_WINDOW`), oldest first."""
     if not isinstance(counts, list):
-        return counts
+        return []
     last: dict[Any, Any] = {}
     for count in reversed(counts):
         if len(last) == len(kept):
             break
         run = count.get("run") if isinstance(count, dict) else None
-        if isinstance(run, str) and run in kept and run not in last:
+        if isinstance(run, str) and run in kept and run not in last and _is_count(count):
             last[run] = count
     return list(reversed(last.values()))
+
+
+def _is_run(run: Any) -> bool:
+    """A history's run: a start time, and a commit or none."""
+    return (
+        isinstance(run, dict)
+        and isinstance(run.get("started_at"), str)
+        and isinstance(run.get("git_sha"), (str, type(None)))
+    )
+
+
+def _is_count(count: dict[str, Any]) -> bool:
+    """A scenario's count in one run: 0 <= passes <= attempts, whole numbers."""
+    passes, attempts = count.get("passes"), count.get("attempts")
+    if not isinstance(passes, int) or not isinstance(attempts, int):
+        return False
+    if isinstance(passes, bool) or isinstance(attempts, bool):
+        return False
+    return 0 <= passes <= attempts and isinstance(count.get("status", ""), str)
 
 
 def _too_deep(path: str | Path) -> str:

@@ -106,3 +106,25 @@ def test_a_bounded_history_gives_the_verdict_the_window_gives(tmp_path: Path) ->
     assert change.history.attempts == 20  # the default window of the last runs, plus its own
     code = main(["report", "--results", str(path), "--baseline", str(path), "--no-github"])
     assert code in (ExitCode.PASSED, ExitCode.GATE_FAILED)
+
+
+def test_a_malformed_run_or_count_is_dropped_not_a_crash(tmp_path: Path) -> None:
+    """A baseline whose history holds a start time that is a list, or passes that are text,
+    once ended ``lkeval report`` with exit 4 (the readers hash and sum them)."""
+    good = [_count(_run_id(0), 3, 4)]
+    bad = [
+        {"run": _run_id(1), "passes": "3", "attempts": 4},
+        {"run": _run_id(1), "passes": 5, "attempts": 4},
+        {"run": _run_id(1), "passes": True, "attempts": 1},
+        "not a count",
+    ]
+    path = _results_file(tmp_path, 2, {SID: {"digest": "d1", "counts": good + bad}})
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw["history"]["runs"].append({"started_at": ["a list"], "git_sha": None})
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    history = load_results(path).history
+    assert history is not None
+    assert [r.started_at for r in history.runs] == [_run_id(0), _run_id(1)]
+    assert history.scenarios[SID].counts == (RunCount(_run_id(0), 3, 4, "passed"),)
+    code = main(["report", "--results", str(path), "--baseline", str(path), "--no-github"])
+    assert code in (ExitCode.PASSED, ExitCode.GATE_FAILED)
