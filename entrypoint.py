@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lkeval.text.masking import redact_argv
+from lkeval.text.untrusted import one_line, shown_command
 from lkeval_action.commands import log, workflow_command
 from lkeval_action.inputs import (
     INPUT_OF_FLAG,
@@ -159,7 +159,9 @@ def _run(
         caches = cache_environment(scratch)
         run_install(install, action_environment(environ, caches), log, relay, cwd=where)
     shown = redact_argv(plan.argv)  # its secrets were announced before the first line
-    log(f"lk-eval: {shlex.join(['lkeval', *shown])}  (in {Path.cwd()})")
+    # one line whatever the inputs hold: a title or a path with a line break in it could
+    # otherwise start a workflow command of its own
+    log(f"lk-eval: {shown_command(['lkeval', *shown])}  (in {one_line(str(Path.cwd()))})")
     return run_lkeval(plan.argv, env, relay)
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from lkeval.text.untrusted import shown_command
 from lkeval_action.commands import workflow_command
 from lkeval_action.inputs import INSTALL_AUTO, INSTALL_NONE
 from lkeval_action.processes import Interrupted, SignalRelay
@@ -208,7 +209,7 @@ def run_install(
     log(workflow_command("group", f"lk-eval: install the agent's dependencies ({plan.what})"))
     try:
         for command in plan.commands:
-            log("$ " + shlex.join(command))
+            log("$ " + shown_command(command))  # the install input, on one line
             try:
                 # its own process group, so a signal stops `sh -c` and all it started
                 code = relay.run(

@@ -34,7 +34,7 @@ from lkeval.results.sampling import JUDGE_SOURCE
 from lkeval.scenarios.loader import load_or_raise
 from lkeval.scenarios.model import Scenario
 from lkeval.text.masking import mask_results
-from lkeval.text.untrusted import inert_line
+from lkeval.text.untrusted import inert_line, one_line
 
 DEFAULT_VOTES = 10
 MAX_VOTES = 50
@@ -126,7 +126,7 @@ def calibrate_main(
         for s in results.scenarios
     )
     write_text(Path(output), dump_results(dataclasses.replace(results, scenarios=updated)))
-    out.write(f"calibrated {len(calibrated)} of {len(todo)} scenario(s): {output}\n")
+    out.write(one_line(f"calibrated {len(calibrated)} of {len(todo)} scenario(s): {output}") + "\n")
     if not calibrated:
         raise NothingToRunError("nothing could be calibrated: the judge gave no vote")
     return 0

@@ -11,7 +11,7 @@ from lkeval.errors import ExitCode, UsageError
 from lkeval.publish.files import write_text
 from lkeval.results.model import RunMetadata, RunResults, SuiteFingerprint, run_inference_class
 from lkeval.results.results_json import dump_results, load_results
-from lkeval.text.untrusted import inert_line
+from lkeval.text.untrusted import inert_line, one_line
 
 
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -195,7 +195,8 @@ def merge_main(files: list[str], output: str, allow_partial: bool = False) -> Ex
     parts = [(path, load_results(path)) for path in files]
     merged = merge_results(parts, allow_partial=allow_partial)
     write_text(output, dump_results(merged))  # masked as it leaves the process
-    print(f"merged {len(parts)} file(s), {len(merged.scenarios)} scenario(s) into {output}")
+    counts = f"{len(parts)} file(s), {len(merged.scenarios)} scenario(s)"
+    print(one_line(f"merged {counts} into {output}"))
     if merged.metadata.missing_shards:
         missing = ", ".join(merged.metadata.missing_shards)
         # shard names come from the results files: one inert line

@@ -36,7 +36,7 @@ from lkeval.results.model import RunResults
 from lkeval.results.results_json import ResultsFileError, dump_results, load_results
 from lkeval.results.sampling import recheck, run_cost_line
 from lkeval.text.masking import mask, mask_results
-from lkeval.text.untrusted import inert_line
+from lkeval.text.untrusted import inert_line, one_line
 
 
 class BaselineError(ResultsFileError):
@@ -194,14 +194,14 @@ def finish(
         )
         written += publish_step(report, ctx, settings, emit)
     if written:
-        emit("reports: " + " · ".join(written))
+        emit(one_line("reports: " + " · ".join(written)))  # paths from inputs
     cost = run_cost_line(results)
     if cost:
         emit(cost)
     emit(printed_gate_line(gate := report.gate))
     stream.flush()
     for failure in failures[1:]:  # every file that could not be written is named
-        print(f"lk-eval: {failure}", file=sys.stderr)
+        print(one_line(f"lk-eval: {failure}"), file=sys.stderr)
     if failures:
         raise failures[0]
     return gate

@@ -24,7 +24,7 @@ from lkeval.cli.options import RunOptions, run_options
 from lkeval.cli.report import RunWriters, finish
 from lkeval.llm.config import MissingCredentialsError
 from lkeval.llm.evaluator import agent_placeholders, run_evaluator
-from lkeval.publish.files import write_text
+from lkeval.publish.files import ResultsDirLock, write_text
 from lkeval.publish.github.checkout import recorded_commit
 from lkeval.publish.github.context import read_context
 from lkeval.publish.github.fork import (
@@ -44,6 +44,7 @@ from lkeval.run.plan import Plan, SuiteSettings
 from lkeval.run.suite import Collaborators, Suite
 from lkeval.scenarios.model import Selection, shard_text
 from lkeval.text.masking import mask_results
+from lkeval.text.untrusted import one_line
 
 
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -76,7 +77,7 @@ def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
             artifact=options.cassettes_artifact,
             token=report.github_token,
         )
-        out.write(restored + "\n")
+        out.write(one_line(restored) + "\n")  # names the branch the input gave
     withheld = empty_secrets(os.environ)
     if withheld and _fork_with_cassettes(options):
         # a key the workflow passes arrived empty: the agent's too, so nothing goes live
@@ -230,9 +231,10 @@ def _fork_without_secrets(
         argv=sys.argv[1:],
     )
     results = mask_results(results)
-    write_text(settings.results_path, dump_results(results))
-    out.write(f"results: {settings.results_path}\n")
-    return finish(results, str(settings.results_path), options.report, out).exit_code
+    with ResultsDirLock(settings.results_path.parent):  # one run per results directory
+        write_text(settings.results_path, dump_results(results))
+        out.write(one_line(f"results: {settings.results_path}") + "\n")
+        return finish(results, str(settings.results_path), options.report, out).exit_code
 
 
 def _relative_to_cwd(path: str) -> str:

@@ -40,6 +40,7 @@ from lkeval.results.model import JudgeCheck, LLMInUse, TranscriptItem, Usage, Ve
 from lkeval.run.collaborators import JudgingFailed
 from lkeval.run.expectations import IntentJudge
 from lkeval.scenarios.model import Scenario
+from lkeval.text.untrusted import one_line
 
 
 def _has_intent(scenario: Scenario) -> bool:
@@ -103,7 +104,7 @@ class LLMEvaluator:
         other wrong canary verdict is printed as a warning and returned.
         """
         names = [f"{s.role} {s.model} at {s.host}" for s in self.llms_in_use()]
-        print("LLMs: " + " · ".join(names), file=out, flush=True)
+        print(one_line("LLMs: " + " · ".join(names)), file=out, flush=True)  # names from inputs
         if self.judge_spec is None:
             return None
         from lkeval.llm.preflight import preflight_judge, preflight_line

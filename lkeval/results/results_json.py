@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, fields, is_dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
 from lkeval.errors import InputFileError
-from lkeval.results.history import HistoryRate, digests, rate_of, scenario_entry
+from lkeval.results.history import MAX_WINDOW, HistoryRate, digests, rate_of, scenario_entry
 from lkeval.results.metrics import Metrics, Spread, scenario_metrics, suite_metrics
 from lkeval.results.model import FORMAT_VERSION, RunResults
+from lkeval.startup import paused_collections
 
 
 def figures(metrics: Metrics) -> dict[str, Any]:
@@ -108,6 +110,11 @@ MAX_RESULTS_BYTES = 64 * 1024 * 1024
 #: A deeper file is refused, so no reader below (the masker, the comparison) ever recurses
 #: through a fork's 100,000 brackets.
 MAX_RESULTS_DEPTH = 200
+#: Arrays and objects a results file may hold, counted as ``[`` and ``{`` bytes before it is
+#: parsed (brackets inside strings count too: an upper bound). lk-eval writes one per ~120
+#: bytes, about 550,000 in a file at the size bound; 20 million empty lists in 60 MiB took
+#: 3 GB and minutes to read.
+MAX_RESULTS_CONTAINERS = 2_000_000
 
 
 def load_results(path: str | Path) -> RunResults:
@@ -120,7 +127,13 @@ def load_results(path: str | Path) -> RunResults:
                 f"{path}: larger than {MAX_RESULTS_BYTES // (1024 * 1024)} MiB: "
                 "not a results file lk-eval wrote"
             )
-        raw = json.loads(data.decode("utf-8"))
+        if data.count(b"[") + data.count(b"{") > MAX_RESULTS_CONTAINERS:
+            raise ResultsFileError(
+                f"{path}: more than {MAX_RESULTS_CONTAINERS:,} JSON arrays and objects: "
+                "not a results file lk-eval wrote"
+            )
+        with paused_collections():  # containers are all it makes: ~40% of a large parse
+            raw = json.loads(data.decode("utf-8"))
     except RecursionError:
         raise ResultsFileError(_too_deep(path)) from None
     except FileNotFoundError:
@@ -129,9 +142,80 @@ def load_results(path: str | Path) -> RunResults:
         raise ResultsFileError(f"{path}: cannot read: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ResultsFileError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-    if _depth_over(raw, MAX_RESULTS_DEPTH):
+    raw = bounded_history(raw)  # before anything walks it: the rest is never looked at
+    with paused_collections():
+        too_deep = _depth_over(raw, MAX_RESULTS_DEPTH)
+    if too_deep:
         raise ResultsFileError(_too_deep(path))
     return results_from_dict(raw, source=str(path))
+
+
+def bounded_history(raw: Any) -> Any:
+    """``raw`` (a parsed results file) with its ``history`` cut to what a reader can use.
+
+    Every reader of a history (:func:`~lkeval.results.history.rolled`, the file's own
+    ``history_rate``) keeps at most :data:`~lkeval.results.history.MAX_WINDOW` runs, and looks
+    a scenario up by the id and content digest of the file's own suite. So the last
+    ``MAX_WINDOW`` runs are kept, scenarios whose id and digest are not the suite's are
+    dropped, and so are counts of runs no longer kept (one per run, the last). What is dropped
+    is never walked nor turned into model objects: a fork's artifact with 200,000 runs or
+    28,000 unknown scenarios costs its JSON parse, which :data:`MAX_RESULTS_BYTES` bounds.
+    A run or a count that is not one (a start time that is not a string, passes that are not
+    a count) is dropped too: the readers hash and sum them.
+    """
+    if not isinstance(raw, dict) or not isinstance(history := raw.get("history"), dict):
+        return raw
+    runs = history.get("runs")
+    scenarios = history.get("scenarios")
+    if not isinstance(runs, list) or not isinstance(scenarios, dict):
+        return raw
+    runs = [r for r in runs[-MAX_WINDOW:] if _is_run(r)]
+    kept = {r["started_at"] for r in runs}
+    metadata = raw.get("metadata")
+    suite = metadata.get("suite") if isinstance(metadata, dict) else None
+    suite_digests = suite.get("scenarios") if isinstance(suite, dict) else None
+    if not isinstance(suite_digests, dict):
+        suite_digests = {}
+    in_suite = {}
+    for scenario_id, digest in suite_digests.items():
+        entry = scenarios.get(scenario_id)
+        if isinstance(entry, dict) and isinstance(digest, str) and entry.get("digest") == digest:
+            in_suite[scenario_id] = {**entry, "counts": _counts_kept(entry.get("counts"), kept)}
+    return {**raw, "history": {**history, "runs": runs, "scenarios": in_suite}}
+
+
+def _counts_kept(counts: Any, kept: set[Any]) -> Any:
+    """A scenario's counts of the runs kept, the last one of each run (at most
+    :data:`~lkeval.results.history.MAX_WINDOW`), oldest first."""
+    if not isinstance(counts, list):
+        return []
+    last: dict[Any, Any] = {}
+    for count in reversed(counts):
+        if len(last) == len(kept):
+            break
+        run = count.get("run") if isinstance(count, dict) else None
+        if isinstance(run, str) and run in kept and run not in last and _is_count(count):
+            last[run] = count
+    return list(reversed(last.values()))
+
+
+def _is_run(run: Any) -> bool:
+    """A history's run: a start time, and a commit or none."""
+    return (
+        isinstance(run, dict)
+        and isinstance(run.get("started_at"), str)
+        and isinstance(run.get("git_sha"), (str, type(None)))
+    )
+
+
+def _is_count(count: dict[str, Any]) -> bool:
+    """A scenario's count in one run: 0 <= passes <= attempts, whole numbers."""
+    passes, attempts = count.get("passes"), count.get("attempts")
+    if not isinstance(passes, int) or not isinstance(attempts, int):
+        return False
+    if isinstance(passes, bool) or isinstance(attempts, bool):
+        return False
+    return 0 <= passes <= attempts and isinstance(count.get("status", ""), str)
 
 
 def _too_deep(path: str | Path) -> str:
@@ -142,15 +226,17 @@ def _too_deep(path: str | Path) -> str:
 
 
 def _depth_over(raw: Any, limit: int) -> bool:
-    """Whether parsed JSON nests deeper than ``limit`` (iterative: no recursion to exhaust)."""
-    stack: list[tuple[Any, int]] = [(raw, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, (dict, list)):
-            if depth > limit:
-                return True
-            items = value.values() if isinstance(value, dict) else value
-            stack.extend((item, depth + 1) for item in items)
+    """Whether parsed JSON nests deeper than ``limit`` (the top is level 1): one level at a
+    time, no recursion to exhaust and nothing allocated per value (a file of 20 million empty
+    lists took minutes walked value by value, the collector re-scanning them meanwhile)."""
+    level, depth = [raw], 1
+    while containers := [v for v in level if isinstance(v, (dict, list))]:
+        if depth > limit:
+            return True
+        level = list(
+            chain.from_iterable(v.values() if isinstance(v, dict) else v for v in containers)
+        )
+        depth += 1
     return False
 
 
@@ -173,8 +259,19 @@ def results_from_dict(raw: Any, source: str = "<results>") -> RunResults:
 T = TypeVar("T")
 
 
+_HINTS: dict[Any, dict[str, Any]] = {}
+
+
+def _hints(cls: Any) -> dict[str, Any]:
+    """A dataclass's field types, resolved once (resolving them per object made a large
+    file take seconds per megabyte)."""
+    if cls not in _HINTS:
+        _HINTS[cls] = get_type_hints(cls)
+    return _HINTS[cls]
+
+
 def _build(cls: type[T], raw: Any) -> T:
-    hints = get_type_hints(cls)
+    hints = _hints(cls)
     kwargs: dict[str, Any] = {}
     for f in fields(cls):  # type: ignore[arg-type]
         if f.name in raw:
@@ -201,8 +298,10 @@ def _convert(tp: Any, value: Any) -> Any:
 
 __all__ = [
     "MAX_RESULTS_BYTES",
+    "MAX_RESULTS_CONTAINERS",
     "MAX_RESULTS_DEPTH",
     "ResultsFileError",
+    "bounded_history",
     "dump_results",
     "figures",
     "load_results",

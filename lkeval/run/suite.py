@@ -67,7 +67,7 @@ from lkeval.run.revote import ask_again_with
 from lkeval.scenarios.model import Scenario, shard_text
 from lkeval.startup import paused_collections
 from lkeval.text.masking import mask_results, redact_argv
-from lkeval.text.untrusted import inert_line
+from lkeval.text.untrusted import inert_line, one_line
 
 SUPPORTED_LIVEKIT_AGENTS = SUPPORTED_RANGE
 """The livekit-agents versions an agent may use (checked by the agent host at boot)."""
@@ -170,6 +170,13 @@ class Suite:
                 *map(Path, settings.report_paths),
             ]
         )
+        # one run per results directory, held before anything costs (the judge preflight)
+        with parts.writers.lock(settings.results_path.parent):
+            return self._run_held(plan)
+
+    def _run_held(self, plan: Plan) -> int:
+        """The run once its results directory is held: an empty shard, or the agents."""
+        settings = self.settings
         if not plan.selected:  # check_selection: the suite has some, so this shard has none
             return self._empty_shard(plan)
         adopt_orphans()  # what a crashed agent leaves behind comes to us, stopped at the end
@@ -219,10 +226,9 @@ class Suite:
                 options, nothing_to_check=unchecked, judge_errors=dict(calibrated)
             ),
         )
-        with parts.writers.lock(settings.results_path.parent):
-            self._clock = (dt.datetime.now(dt.timezone.utc), time.monotonic())
-            scenario_results, stopped_by = self.execute(plan, evaluator, starting, raw_logs)
-            return self._write_and_finish(self._results(scenario_results, stopped_by), stopped_by)
+        self._clock = (dt.datetime.now(dt.timezone.utc), time.monotonic())
+        scenario_results, stopped_by = self.execute(plan, evaluator, starting, raw_logs)
+        return self._write_and_finish(self._results(scenario_results, stopped_by), stopped_by)
 
     def _preflight(self, evaluator: RunEvaluator | None) -> JudgeCheck | None:
         """The judge preflight; with cassettes, from (or into) the run's preflight cassette."""
@@ -284,10 +290,10 @@ class Suite:
         try:
             with self._signals.deferred():  # a results file is written whole or not at all
                 self.parts.writers.write_results(path, results)  # masked by the caller
-            self.out.write(f"results: {path}\n")
+            self.out.write(one_line(f"results: {path}") + "\n")
         except OutputError as exc:  # the reports below are still written
             failure = exc
-        self.out.write(f"logs: {self.settings.logs_dir}\n")
+        self.out.write(one_line(f"logs: {self.settings.logs_dir}") + "\n")
         stopped_by = stopped_by or self._signals.received
         exit_code: int = ExitCode.USAGE
         try:
@@ -295,7 +301,7 @@ class Suite:
         except OutputError as exc:  # a full disk is exit 2 naming each file, never exit 4
             if failure is None:
                 raise
-            print(f"lk-eval: {exc}", file=sys.stderr)
+            print(one_line(f"lk-eval: {exc}"), file=sys.stderr)
         except Interrupted as exc:  # publishing cut short: the files above are written
             stopped_by = exc.signal
         if failure is not None:

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import html
 import re
+import shlex
 import uuid
+from collections.abc import Sequence
 
 from lkeval.text.masking import clip, markdown_entities, process_masker
 
@@ -40,10 +42,13 @@ REASON_CHARS = 2000
 
 _SPACE = re.compile(r"\s+")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-# C0 and C1 controls and DEL, plus the bidirectional overrides that reorder what a reader sees
-# ("Trojan Source"). Tab and LF stay where lines are allowed.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_CONTROL_ALL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# C0 and C1 controls and DEL, the Unicode line and paragraph separators (a line break to
+# every reader that follows Unicode, str.splitlines included), plus the bidirectional overrides
+# that reorder what a reader sees ("Trojan Source"). Tab and LF stay where lines are allowed.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_CONTROL_ALL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+#: What ends a line besides CR and LF (``str.splitlines``'s list): shown escaped in a command.
+_OTHER_BREAKS = re.compile("[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 _MENTION = re.compile(r"@(?=[A-Za-z0-9_])")
 _BACKTICKS = re.compile(r"`+")
 ZERO_WIDTH_SPACE = "\u200b"
@@ -128,9 +133,10 @@ def _escape(value: str) -> str:
 
 
 def escape_data(value: str) -> str:
-    """Escape a workflow command's message: ``%``, CR and LF as the runner expects, and no
-    ``##[`` (a label in a ``::group::`` title or an annotation is untrusted text)."""
-    return without_legacy(_escape(value))
+    """Escape a workflow command's message: ``%``, CR and LF as the runner expects, every other
+    line break shown escaped (``\\u2028``), and no ``##[`` (a label in a ``::group::`` title
+    or an annotation is untrusted text)."""
+    return without_legacy(_OTHER_BREAKS.sub(_escape_char, _escape(value)))
 
 
 def escape_property(value: str) -> str:
@@ -172,6 +178,21 @@ def inert_line(text: str, limit: int = REASON_CHARS) -> str:
     """
     line = without_legacy(terminal_text(text, limit))
     return ZERO_WIDTH_SPACE + line if line.lstrip().startswith("::") else line
+
+
+def one_line(text: str) -> str:
+    """Text that may hold anything (a path, a model name, a title from an input) as one log
+    line, whole: every control character and line break shown escaped (``\\x0a``), ``##[``
+    broken, and a zero-width space before a leading ``::``. Unlike :func:`inert_line` nothing
+    is collapsed or cut, so a path or a command line reads exactly; the caller masks."""
+    line = without_legacy(visible(text))
+    return ZERO_WIDTH_SPACE + line if line.lstrip().startswith("::") else line
+
+
+def shown_command(argv: Sequence[str]) -> str:
+    """A command line as one :func:`one_line`, each argument quoted as a shell would need
+    (``lkeval run --title 'a\\x0a::error::x'``)."""
+    return one_line(shlex.join(visible(arg) for arg in argv))
 
 
 def inert_lines(text: str) -> str:

@@ -72,17 +72,25 @@ def run_step(
         **step.env,
         **extra_env,
     )
-    proc = subprocess.run(
-        [sys.executable, str(ENTRYPOINT), *step.argv],
+    proc = run_container(step.argv, env, workspace)
+    seen = json.loads(record.read_text()) if record.exists() else None
+    return proc, seen
+
+
+def run_container(
+    argv: list[str], env: dict[str, str], workspace: Path, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """The entrypoint as the container runs it: ``argv`` and ``env`` from the runner, in the
+    workspace, stdin closed; its output captured."""
+    return subprocess.run(
+        [sys.executable, str(ENTRYPOINT), *argv],
         env=env,
         cwd=workspace,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
-    seen = json.loads(record.read_text()) if record.exists() else None
-    return proc, seen
 
 
 def contains(argv: list[str], part: list[str]) -> bool:
@@ -212,14 +220,7 @@ def test_lkevals_own_errors_name_the_input_the_user_set(
     workspace.mkdir()
     step = container_step(action(), {**RUN_INPUTS, "install": "none", name: value}, token=TOKEN)
     env = clean_env(GITHUB_ACTIONS="true", GITHUB_WORKSPACE=str(workspace), **step.env)
-    proc = subprocess.run(
-        [sys.executable, str(ENTRYPOINT), *step.argv],
-        env=env,
-        cwd=workspace,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_container(step.argv, env, workspace)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = [x for x in proc.stderr.splitlines() if x.startswith("::error::")]
     assert f"input `{name}`" in line and says in line, line

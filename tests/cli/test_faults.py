@@ -19,7 +19,7 @@ from report_fixtures import run_results
 
 from lkeval.cli import main
 from lkeval.errors import ExitCode
-from lkeval.results.results_json import MAX_RESULTS_DEPTH, dump_results
+from lkeval.results.results_json import MAX_RESULTS_CONTAINERS, MAX_RESULTS_DEPTH, dump_results
 from lkeval.testing.llm_server import LLMServer
 
 
@@ -35,6 +35,18 @@ def _nested_results(tmp_path: Path, name: str, depth: int) -> Path:
     return path
 
 
+def _reading(reader: str, path: Path, tmp_path: Path) -> list[str]:
+    """The command line of each reader of a results file (report, --baseline, merge) that
+    reads ``path`` (beside a good one where it needs two)."""
+    good = tmp_path / "good.json"
+    good.write_text(dump_results(run_results()), encoding="utf-8")
+    return {
+        "report": ["report", "--results", str(path)],
+        "baseline": ["report", "--results", str(good), "--baseline", str(path)],
+        "merge": ["merge", str(good), str(path), "-o", str(tmp_path / "merged.json")],
+    }[reader]
+
+
 @pytest.mark.parametrize("depth", [MAX_RESULTS_DEPTH, 100_000])
 @pytest.mark.parametrize("reader", ["report", "baseline", "merge"])
 def test_a_deeply_nested_results_file_is_exit_2_naming_it(
@@ -42,18 +54,27 @@ def test_a_deeply_nested_results_file_is_exit_2_naming_it(
 ) -> None:
     """A fork's artifact nested 100,000 deep once crashed ``lkeval report`` (RecursionError,
     exit 4); every reader of a results file (report, --baseline, merge) refuses it by name."""
-    good = tmp_path / "good.json"
-    good.write_text(dump_results(run_results()), encoding="utf-8")
     deep = _nested_results(tmp_path, "deep.json", depth)
-    argv = {
-        "report": ["report", "--results", str(deep)],
-        "baseline": ["report", "--results", str(good), "--baseline", str(deep)],
-        "merge": ["merge", str(good), str(deep), "-o", str(tmp_path / "merged.json")],
-    }[reader]
-    assert main(argv) == ExitCode.USAGE
+    assert main(_reading(reader, deep, tmp_path)) == ExitCode.USAGE
     err = capsys.readouterr().err
     assert str(deep) in err and f"nested more than {MAX_RESULTS_DEPTH} levels" in err
     assert "Traceback" not in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("reader", ["report", "baseline", "merge"])
+def test_a_results_file_of_millions_of_empty_lists_is_exit_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], reader: str
+) -> None:
+    """20 million empty lists in 60 MiB once took 3 GB and minutes to read (the depth walk
+    allocated per value while the collector re-scanned them); refused before it is parsed."""
+    raw = json.loads(dump_results(run_results()))
+    flat = "[" + "[]," * MAX_RESULTS_CONTAINERS + "[]]"
+    text = json.dumps(raw).replace('"git_branch": "feature/booking"', f'"git_branch": {flat}')
+    wide = tmp_path / "wide.json"
+    wide.write_text(text, encoding="utf-8")
+    assert main(_reading(reader, wide, tmp_path)) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert str(wide) in err and f"more than {MAX_RESULTS_CONTAINERS:,} JSON arrays" in err
 
 
 def test_a_results_file_nested_within_the_limit_is_read(tmp_path: Path) -> None:

@@ -94,8 +94,79 @@ def test_a_second_run_into_the_same_results_dir_is_refused(tmp_path: Path) -> No
         )
         assert other.returncode != 0 and "another lkeval run" in other.stderr
     with ResultsDirLock(tmp_path / "out"):  # released: the next run may go
+        (tmp_path / "out" / "results.json").write_text("{}")
+    assert list((tmp_path / "out").iterdir()) == [tmp_path / "out" / "results.json"]
+
+
+def test_a_run_that_wrote_nothing_leaves_no_directory_behind(tmp_path: Path) -> None:
+    """The lock makes the results directory; a run stopped on bad input before it wrote
+    anything creates nothing, and a directory that was there stays."""
+    with ResultsDirLock(tmp_path / "new" / "deeper"):
+        assert (tmp_path / "new" / "deeper").is_dir()
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "kept").mkdir()
+    with ResultsDirLock(tmp_path / "kept"):
         pass
-    assert list((tmp_path / "out").iterdir()) == []  # the lock file goes with the lock
+    assert (tmp_path / "kept").is_dir()
+
+
+def test_the_refusal_names_the_run_that_holds_the_directory(tmp_path: Path) -> None:
+    """The holder is a live process whose command line carried a token: the second run is
+    told its pid and command, never the token."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from lkeval.publish.files import ResultsDirLock\n"
+            f"ResultsDirLock({str(tmp_path / 'out')!r}).acquire()\n"
+            "print('held', flush=True)\n"
+            "time.sleep(120)\n",
+            "run",
+            "--github-token",
+            "ghs_holders_token_123456",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(UsageError) as refused:
+            ResultsDirLock(tmp_path / "out").acquire()
+    finally:
+        holder.kill()
+        holder.wait()
+    message = str(refused.value)
+    assert f"pid {holder.pid}, started " in message, message
+    assert "lkeval run --github-token ***" in message and "ghs_holders" not in message
+    with ResultsDirLock(tmp_path / "out"):  # killed: its lock went with it
+        pass
+
+
+class _OpenedBeforeTheRelease(ResultsDirLock):
+    """A run that opened the lock file just before its holder released (and removed) it."""
+
+    def __init__(self, directory: Path, stale: int) -> None:
+        super().__init__(directory)
+        self.stale: int | None = stale
+
+    def _open(self) -> int:
+        if self.stale is not None:
+            fd, self.stale = self.stale, None
+            return fd
+        return super()._open()
+
+
+def test_a_lock_on_a_removed_lock_file_is_not_a_lock(tmp_path: Path) -> None:
+    """Locking the file its holder had just removed would let a third run lock the new one at
+    the same time: the run tries again on the file at the path."""
+    first = ResultsDirLock(tmp_path / "out")
+    first.acquire()
+    late = _OpenedBeforeTheRelease(tmp_path / "out", os.open(first.path, os.O_RDWR))
+    first.release()
+    with late, pytest.raises(UsageError, match="another lkeval run is writing here"):
+        ResultsDirLock(tmp_path / "out").acquire()
 
 
 def test_report_writes_the_other_outputs_when_one_fails(

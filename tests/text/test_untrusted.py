@@ -178,3 +178,15 @@ def test_no_workflow_command_carries_an_unbroken_legacy_prefix() -> None:
     assert "legacy" in out and legacy_markers(out) == [], legacy_markers(out)
     names = [c.split("::")[1].split(" ")[0] for c in runner_commands(out)]
     assert names == ["error", "notice", "warning", "error", "group", "endgroup"]
+
+
+def test_every_line_break_is_escaped_in_a_command_and_a_log_line() -> None:
+    """U+2028/U+2029 and the other breaks ``str.splitlines`` knows end a line for a reader
+    that follows Unicode: neither a command's message nor a log line carries one raw."""
+    from lkeval.text.untrusted import escape_data, one_line, shown_command
+
+    value = "a\u2028::error::x\u2029b\x85c\x0bd\x0ce\x1cf"
+    for text in (escape_data(value), one_line(value), shown_command(["lkeval", value])):
+        assert len(text.splitlines()) == 1, text
+    assert one_line("::error::x").startswith("\u200b")  # a leading command is broken
+    assert shown_command(["a", "b\nc"]) == "a 'b\\x0ac'"
