@@ -43,7 +43,7 @@ from lkeval.cli.settings_file import Settings, load_settings, with_settings
 from lkeval.errors import ExitCode, LkevalError
 from lkeval.publish.github.action_inputs import for_action
 from lkeval.text.masking import mask, register_argv
-from lkeval.text.untrusted import add_mask_commands, inert_lines
+from lkeval.text.untrusted import add_mask_commands, inert_lines, one_line
 
 #: The subcommands, in ``--help`` order: each adds its parser and sets its ``handler``.
 COMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
@@ -150,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = with_settings(argv, settings)
     announce_secrets(argv, sys.stdout)  # before argparse or anything else prints a line
     if settings is not None:
-        sys.stderr.write(inert_lines(for_action(mask(settings.describe()))) + "\n")
+        sys.stderr.write(one_line(mask(settings.describe())) + "\n")  # a path: one line
     args = parser.parse_args(argv)
     return int(guarded(args.handler, args))
 
