@@ -212,6 +212,29 @@ def _add_limits(group: argparse._ArgumentGroup) -> None:
         "every latency figure",
     )
     group.add_argument(
+        "--mode",
+        choices=defaults.MODES,
+        default=RunOptions.mode,
+        help="text (default): typed turns; audio: every scenario without its own mode: is "
+        "spoken into the agent's microphone in real time and heard from its speaker (its VAD, "
+        "turn detection, STT and TTS in the loop; docs/audio.md)",
+    )
+    group.add_argument(
+        "--speech",
+        choices=defaults.SPEECH_CHOICES,
+        default=RunOptions.speech,
+        help="audio mode: agent (default) keeps the agent's own speech models; local serves "
+        "its LiveKit Inference / OpenAI STT and TTS from lk-eval's local speech server (an "
+        "oracle STT told each line: recognition not tested)",
+    )
+    group.add_argument(
+        "--voice",
+        default=RunOptions.voice,
+        metavar="SPEC",
+        help="audio mode: the caller's voice, espeak[:VOICE] (default), openai:MODEL[:VOICE] "
+        "or inference:PROVIDER/MODEL[:VOICE]",
+    )
+    group.add_argument(
         "--shard",
         type=opt.shard,
         metavar="I/N",

@@ -104,6 +104,12 @@ class RunOptions:
     cold_start: bool = False
     inference_class: str = defaults.INFERENCE_CLASS
     """``--inference-class``: "low" (as LiveKit's text simulation pins it) or "agent"."""
+    mode: str = defaults.MODE
+    """``--mode``: text or audio, for scenarios without their own ``mode:``."""
+    speech: str = defaults.SPEECH
+    """``--speech``: agent (its own speech models) or local (lk-eval's speech server)."""
+    voice: str = defaults.VOICE
+    """``--voice``: the caller's text-to-speech in audio mode."""
     shard: tuple[int, int] | None = None
     tags: tuple[tuple[str, str], ...] = ()
     match: tuple[str, ...] = ()
@@ -362,6 +368,9 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         agent_log_limit=args.agent_log_limit,
         cold_start=args.cold_start,
         inference_class=args.inference_class,
+        mode=args.mode,
+        speech=args.speech,
+        voice=args.voice,
         shard=args.shard,
         tags=tuple(args.tag),
         match=tuple(args.match),

@@ -130,6 +130,8 @@ def latency_conditions(metadata: RunMetadata) -> str:
     production does not use; ``--inference-class agent`` measures at the agent's own class.
     """
     parts = [f"{metadata.conversation_mode} mode"] if metadata.conversation_mode else []
+    if metadata.speech:
+        parts.append(metadata.speech)
     if metadata.inference_class == "low":
         parts.append(
             "LiveKit Inference calls at the low class, as livekit-agents pins text simulations "

@@ -51,6 +51,8 @@ class TranscriptItem:
     old_agent: str | None = None
     new_agent: str | None = None
     interrupted: bool = False
+    # An audio turn's caller line as the caller said it; ``text`` is what the agent heard.
+    said: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,19 @@ class TurnMetrics:
     # (``--cassettes``): the figure measures lk-eval's replay, not the agent's models, so it is
     # kept for the record but never pooled into figures, budgets or a baseline comparison.
     replayed: bool = False
+    # Audio turns (``--mode audio``, docs/audio.md); a text turn leaves them unset.
+    mode: str = "text"
+    first_audio_ms: float | None = None  # caller stopped speaking -> agent's first audio (wire)
+    end_of_turn_ms: float | None = None  # the agent's end_of_turn_delay
+    transcription_ms: float | None = None  # the agent's transcription_delay
+    said: str | None = None  # the caller's line
+    heard: str | None = None  # what the agent's STT heard (user_input_transcribed)
+    wer: float | None = None  # word error rate of heard against said
+    agent_audio_s: float | None = None  # seconds of the agent's reply that played
+    interrupted_agent: bool = False  # this line cut into the agent, which stopped
+    agent_stopped_ms: float | None = None  # caller started -> agent stopped (its clear)
+    false_interruptions: int = 0  # the agent stopped for the caller and resumed
+    overlaps: int = 0  # both spoke at once (the agent's overlapping_speech)
 
 
 ReplayMode = Literal["replayed", "partial", "recorded", "missed"]
@@ -426,6 +441,9 @@ class RunMetadata:
     # (:func:`run_inference_class`); empty in older results files.
     conversation_mode: str = ""
     inference_class: str = ""
+    # Audio mode ("audio", or "mixed" with text scenarios): the caller's voice and the agent's
+    # speech models (an oracle STT says recognition was not tested); empty in text runs.
+    speech: str = ""
     # The suite and options the run was cut from; None in older results files (which
     # ``lkeval merge`` refuses) and in a run interrupted before its scenarios were loaded.
     suite: SuiteFingerprint | None = None

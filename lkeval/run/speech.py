@@ -1,0 +1,102 @@
+"""The run's speech in audio mode: the caller's voice, and the speech models the agent reaches.
+
+``--speech agent`` (the default) leaves the agent's STT and TTS as it configured them: the
+provider keys it is given are used, and recognition is tested for real. ``--speech local``
+starts lk-eval's local speech server for the run (``lkeval/testing/speech_server.py``), a
+LiveKit-Inference-compatible ``/stt`` and ``/tts`` (and the OpenAI ``/audio`` routes) with an
+*oracle* STT: lk-eval tells it each line just before the microphone speaks it, so the agent
+hears exactly what the caller said, with stable latency, and no network is needed. What that
+does not test (recognition) every report says, from :attr:`RunSpeech.conditions`.
+
+Each attempt gets its own URL prefix on the server (its oracle lines are its own), set in its
+agent's environment as ``LIVEKIT_INFERENCE_URL`` and, for the openai plugin, ``OPENAI_BASE_URL``;
+the agent's LLM calls there are forwarded unchanged to where they would have gone
+(the agent's own ``LIVEKIT_INFERENCE_URL`` or ``OPENAI_BASE_URL``).
+
+The local server is a test double the user asks for by name, so this module (alone in the
+product) imports from ``lkeval/testing/``; tests/project/test_architecture.py allows it here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lkeval.run.audio_turns import AudioSettings, BeforeLine
+
+LOCAL_KEY = "lkeval-local-speech"  # the local server checks no key; LiveKit's SDK wants one
+INFERENCE_URL = "LIVEKIT_INFERENCE_URL"
+OPENAI_URL = "OPENAI_BASE_URL"
+#: Where LiveKit Inference lives when an agent names no URL (livekit-agents' default).
+DEFAULT_INFERENCE_URL = "https://agent-gateway.livekit.cloud/v1"
+
+
+class RunSpeech:
+    """The :class:`~lkeval.run.collaborators.AudioRig` of one run; ``start`` it in the run's
+    event loop before the first audio attempt, ``stop`` it after the last."""
+
+    def __init__(self, speech: str, voice: str, env: Mapping[str, str]) -> None:
+        self.speech = speech
+        self.voice_spec = voice
+        self.env = dict(env)
+        self._server: Any = None
+        self._voice: Any = None
+        self.conditions = self._describe()
+
+    def _describe(self) -> str:
+        voice = f"caller voice {self.voice_spec}"
+        if self.speech == "local":
+            return (
+                f"{voice}; agent's STT/TTS from lk-eval's local speech server "
+                "(oracle STT: recognition not tested; espeak TTS)"
+            )
+        return f"{voice}; agent's own speech models"
+
+    @property
+    def local(self) -> bool:
+        return self.speech == "local"
+
+    def upstream(self) -> str:
+        """Where the agent's LLM calls go without the local server: its own URL."""
+        return self.env.get(INFERENCE_URL) or self.env.get(OPENAI_URL) or DEFAULT_INFERENCE_URL
+
+    async def start(self) -> None:
+        from lkeval.audio.voice import build_voice
+
+        self._voice = build_voice(self.voice_spec, self.env)
+        if self.local:
+            from lkeval.testing.speech_server import SpeechServer
+
+            self._server = SpeechServer(upstream=self.upstream(), stt="oracle")
+            await self._server.start()
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            server, self._server = self._server, None
+            await server.stop()
+
+    def agent_env(self, attempt_key: str) -> dict[str, str]:
+        if self._server is None:
+            return {}
+        url = str(self._server.url_for(attempt_key))
+        return {
+            INFERENCE_URL: url,
+            "LIVEKIT_API_KEY": self.env.get("LIVEKIT_API_KEY") or LOCAL_KEY,
+            "LIVEKIT_API_SECRET": self.env.get("LIVEKIT_API_SECRET") or LOCAL_KEY,
+            OPENAI_URL: url,
+            "OPENAI_API_KEY": self.env.get("OPENAI_API_KEY") or LOCAL_KEY,
+        }
+
+    def audio_settings(self, attempt_key: str) -> AudioSettings:
+        assert self._voice is not None, "start() first"
+        return AudioSettings(speak=self._voice.speak, before_line=self._oracle(attempt_key))
+
+    def _oracle(self, attempt_key: str) -> BeforeLine | None:
+        server = self._server
+        if server is None:
+            return None
+
+        def before_line(text: str) -> None:
+            server.expect_line(attempt_key, text)
+
+        return before_line

@@ -1,0 +1,228 @@
+"""Audio mode's pieces without an agent: the dispatch, the scenario's mode, the word error
+rate, and the microphone and speaker on a real loopback connection."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+import textwrap
+from pathlib import Path
+
+import pytest
+from google.protobuf import json_format
+from livekit.protocol import agent_simulation as sim_pb
+from livekit.protocol.agent_pb import agent_session as pb
+
+from lkeval.agents import agent_host
+from lkeval.agents.protocol import SessionConnection
+from lkeval.run.attempt import dispatch_json
+from lkeval.run.audio_line import FRAME_BYTES, WIRE_RATE, Microphone, Speaker
+from lkeval.run.word_errors import word_error_rate
+from lkeval.scenarios.loader import load_scenario_file
+from lkeval.scenarios.model import Scenario
+
+HEAD = struct.Struct(">I")
+
+
+def _scenario(text: str, tmp_path: Path) -> tuple[tuple[Scenario, ...], list[str]]:
+    path = tmp_path / "s.yaml"
+    path.write_text(textwrap.dedent(text))
+    group, diagnostics = load_scenario_file(path)
+    return group.scenarios, [str(d).replace(f"{path}:", "s.yaml:") for d in diagnostics]
+
+
+def test_an_audio_dispatch_says_audio_and_the_host_turns_the_console_to_audio(
+    tmp_path: Path,
+) -> None:
+    (scenario,), _ = _scenario("scenarios:\n  - label: A\n    instructions: hi\n", tmp_path)
+    audio = dispatch_json(scenario, "run", "job", audio=True)
+    parsed = json_format.Parse(audio, sim_pb.SimulationDispatch())
+    assert parsed.mode == sim_pb.SimulationMode.SIMULATION_MODE_AUDIO
+    assert agent_host.console_mode_for(audio) == "audio"
+    assert agent_host.console_mode_for(dispatch_json(scenario, "run", "job")) == "text"
+    assert agent_host.console_mode_for("not json") == "text"
+
+
+def test_mode_keys_resolve_per_scenario_and_turn(tmp_path: Path) -> None:
+    scenarios, found = _scenario(
+        """\
+        scenarios:
+          - label: Plain
+            instructions: hi
+          - label: Spoken
+            mode: audio
+            instructions: hi
+          - label: Typed
+            mode: text
+            instructions: hi
+          - label: Mixed
+            turns:
+              - user: hello
+              - user: my number is 42
+                mode: audio
+              - user: stop
+                interrupt_after: 1.5s
+        """,
+        tmp_path,
+    )
+    assert found == []
+    plain, spoken, typed, mixed = scenarios
+    assert not plain.plays_audio("text") and plain.plays_audio("audio")
+    assert spoken.plays_audio("text") and not typed.plays_audio("audio")
+    assert mixed.plays_audio("text")  # a spoken turn makes the call an audio one
+    assert mixed.turns[2].interrupt_after == 1.5
+    assert mixed.turn_mode(mixed.turns[1], "text") == "audio"
+
+
+def test_audio_keys_do_not_change_the_digest_of_scenarios_without_them(tmp_path: Path) -> None:
+    (scenario,), _ = _scenario(
+        "scenarios:\n  - label: A\n    instructions: hi\n    turns:\n      - user: x\n", tmp_path
+    )
+    # the digest from before the audio keys existed (history and baselines key on it)
+    import dataclasses
+    import hashlib
+
+    content = dataclasses.asdict(scenario)
+    content.pop("file")
+    content.pop("mode")
+    for turn in content["turns"]:
+        turn.pop("mode")
+        turn.pop("interrupt_after")
+    text = json.dumps(content, sort_keys=True, default=str, ensure_ascii=False)
+    assert scenario.digest == hashlib.sha256(text.encode()).hexdigest()[:16]
+    spoken = dataclasses.replace(scenario, mode="audio")
+    assert spoken.digest != scenario.digest
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("mode: speech\n    instructions: hi", "must be one of text, audio"),
+        (
+            "mode: text\n    turns:\n      - user: a\n      - user: b\n        mode: audio",
+            "is text, but turns[1]",
+        ),
+        ("turns:\n      - user: a\n        interrupt_after: 1.5s", "first turn has no reply"),
+        (
+            "turns:\n      - user: a\n      - user: b\n        interrupt_after: 1.5",
+            "not a duration with its unit",
+        ),
+        (
+            "turns:\n      - user: a\n      - user: b\n        mode: text\n"
+            "        interrupt_after: 1s",
+            "a text turn cannot interrupt",
+        ),
+    ],
+)
+def test_audio_key_mistakes_are_errors_at_their_line(text: str, error: str, tmp_path: Path) -> None:
+    _, found = _scenario(f"scenarios:\n  - label: A\n    {text}\n", tmp_path)
+    assert any(error in line for line in found), found
+
+
+def test_word_error_rate() -> None:
+    assert word_error_rate("My booking is B-4-2.", "my booking is b 4 2") == 0.0
+    assert word_error_rate("book a room for two nights", "book a group or two") == 0.5
+    assert word_error_rate("", "") == 0.0
+    assert word_error_rate("", "noise") == 1.0
+
+
+async def _pair() -> tuple[SessionConnection, asyncio.StreamReader, asyncio.StreamWriter]:
+    """Our connection and the agent's end of it, over real loopback sockets."""
+    accepted: asyncio.Future[SessionConnection] = asyncio.get_running_loop().create_future()
+
+    def on_connect(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        accepted.set_result(SessionConnection(r, w))
+
+    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    conn = await accepted
+    server.close()
+    return conn, reader, writer
+
+
+async def _read(reader: asyncio.StreamReader) -> pb.AgentSessionMessage:
+    (n,) = HEAD.unpack(await reader.readexactly(4))
+    msg = pb.AgentSessionMessage()
+    msg.ParseFromString(await reader.readexactly(n))
+    return msg
+
+
+def _send(writer: asyncio.StreamWriter, msg: pb.AgentSessionMessage) -> None:
+    data = msg.SerializeToString()
+    writer.write(HEAD.pack(len(data)) + data)
+
+
+def test_microphone_streams_20ms_frames_with_silence_between_lines() -> None:
+    asyncio.run(_test_microphone_streams_20ms_frames_with_silence_between_lines())
+
+
+async def _test_microphone_streams_20ms_frames_with_silence_between_lines() -> None:
+    conn, reader, _ = await _pair()
+    mic = Microphone(conn)
+    mic.start()
+    line = mic.say("hi", b"\x01\x00" * (WIRE_RATE // 10))  # 100 ms of speech
+    frames = [await _read(reader) for _ in range(10)]
+    await mic.stop()
+    assert all(f.WhichOneof("message") == "audio_input" for f in frames)
+    assert {len(f.audio_input.data) for f in frames} == {FRAME_BYTES}
+    assert {f.audio_input.sample_rate for f in frames} == {WIRE_RATE}
+    spoken = [f for f in frames if any(f.audio_input.data)]
+    assert len(spoken) == 5 and line.done.is_set()  # then silence, still streaming
+    assert line.started is not None and line.stopped is not None
+    assert line.stopped - line.started == pytest.approx(0.1, abs=0.001)
+    await conn.close()
+
+
+def test_speaker_answers_a_flush_only_when_the_reply_has_played() -> None:
+    asyncio.run(_test_speaker_answers_a_flush_only_when_the_reply_has_played())
+
+
+async def _test_speaker_answers_a_flush_only_when_the_reply_has_played() -> None:
+    conn, reader, writer = await _pair()
+    woken: list[int] = []
+    speaker = Speaker(conn, lambda: woken.append(1))
+    frame = pb.AgentSessionMessage.ConsoleIO.AudioFrame(
+        data=bytes(WIRE_RATE // 5 * 2), sample_rate=WIRE_RATE, num_channels=1
+    )  # 200 ms, sent at once as the agent does
+    _send(writer, pb.AgentSessionMessage(audio_output=frame))
+    flush = pb.AgentSessionMessage.ConsoleIO.AudioPlaybackFlush()
+    _send(writer, pb.AgentSessionMessage(audio_playback_flush=flush))
+    await writer.drain()
+    loop = asyncio.get_running_loop()
+    sent = loop.time()
+    answer = await asyncio.wait_for(_read(reader), 5)
+    assert answer.WhichOneof("message") == "audio_playback_finished"
+    assert loop.time() - sent >= 0.19  # not before the audio would have finished playing
+    (reply,) = speaker.replies
+    assert reply.seconds == pytest.approx(0.2) and reply.cleared is None and speaker.idle
+    assert woken
+    await conn.close()
+
+
+def test_a_clear_cuts_the_reply_and_is_not_answered() -> None:
+    asyncio.run(_test_a_clear_cuts_the_reply_and_is_not_answered())
+
+
+async def _test_a_clear_cuts_the_reply_and_is_not_answered() -> None:
+    conn, reader, writer = await _pair()
+    speaker = Speaker(conn, lambda: None)
+    frame = pb.AgentSessionMessage.ConsoleIO.AudioFrame(
+        data=bytes(WIRE_RATE * 2), sample_rate=WIRE_RATE, num_channels=1
+    )  # 1 s
+    _send(writer, pb.AgentSessionMessage(audio_output=frame))
+    flush = pb.AgentSessionMessage.ConsoleIO.AudioPlaybackFlush()
+    _send(writer, pb.AgentSessionMessage(audio_playback_flush=flush))
+    await writer.drain()
+    await asyncio.sleep(0.2)
+    clear = pb.AgentSessionMessage.ConsoleIO.AudioPlaybackClear()
+    _send(writer, pb.AgentSessionMessage(audio_playback_clear=clear))
+    await writer.drain()
+    await asyncio.sleep(1.2)
+    (reply,) = speaker.replies
+    assert reply.cleared is not None and reply.ends - reply.starts < 0.9
+    assert speaker.idle
+    with pytest.raises(asyncio.TimeoutError):  # the finished message never came
+        await asyncio.wait_for(_read(reader), 0.2)
+    await conn.close()
