@@ -319,8 +319,9 @@ class ScenarioAttempt:
                 p.transcript.extend(items)
                 p.turn_seconds.append(seconds)
                 self._measured(conv.last_metrics)
+            metrics = conv.last_metrics if turn.user is not None else None
             try:
-                p.expectations.extend(await check_turn(turn_no, turn, items, intent_judge))
+                p.expectations.extend(await check_turn(turn_no, turn, items, intent_judge, metrics))
             except Exception as exc:  # an intent judge whose LLM failed
                 raise AttemptError(f"turn {turn_no}: intent check failed: {exc}") from exc
         if self.scenario.turns:

@@ -11,7 +11,7 @@ does not test (recognition) every report says, from :attr:`RunSpeech.conditions`
 Each attempt gets its own URL prefix on the server (its oracle lines are its own), set in its
 agent's environment as ``LIVEKIT_INFERENCE_URL`` and, for the openai plugin, ``OPENAI_BASE_URL``;
 the agent's LLM calls there are forwarded unchanged to where they would have gone
-(the agent's own ``LIVEKIT_INFERENCE_URL`` or ``OPENAI_BASE_URL``).
+(the agent's own ``LIVEKIT_INFERENCE_URL`` and ``OPENAI_BASE_URL``, else their defaults).
 
 The local server is a test double the user asks for by name, so this module (alone in the
 product) imports from ``lkeval/testing/``; tests/project/test_architecture.py allows it here.
@@ -19,6 +19,8 @@ product) imports from ``lkeval/testing/``; tests/project/test_architecture.py al
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,8 +29,16 @@ from lkeval.run.audio_turns import AudioSettings, BeforeLine
 LOCAL_KEY = "lkeval-local-speech"  # the local server checks no key; LiveKit's SDK wants one
 INFERENCE_URL = "LIVEKIT_INFERENCE_URL"
 OPENAI_URL = "OPENAI_BASE_URL"
-#: Where LiveKit Inference lives when an agent names no URL (livekit-agents' default).
+#: Where LiveKit Inference and OpenAI live when an agent names no URL (their SDKs' defaults).
 DEFAULT_INFERENCE_URL = "https://agent-gateway.livekit.cloud/v1"
+DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
+
+
+def server_key(attempt_key: str) -> str:
+    """An attempt's key as a URL path segment (``hotel/books#2`` -> ``hotel_books_2-1a2b3c4d``):
+    readable in the server's log, unique by its digest."""
+    digest = hashlib.sha256(attempt_key.encode("utf-8")).hexdigest()[:8]
+    return f"{re.sub(r'[^A-Za-z0-9_.-]', '_', attempt_key)[:100]}-{digest}"
 
 
 class RunSpeech:
@@ -56,10 +66,6 @@ class RunSpeech:
     def local(self) -> bool:
         return self.speech == "local"
 
-    def upstream(self) -> str:
-        """Where the agent's LLM calls go without the local server: its own URL."""
-        return self.env.get(INFERENCE_URL) or self.env.get(OPENAI_URL) or DEFAULT_INFERENCE_URL
-
     async def start(self) -> None:
         from lkeval.audio.voice import build_voice
 
@@ -67,7 +73,12 @@ class RunSpeech:
         if self.local:
             from lkeval.testing.speech_server import SpeechServer
 
-            self._server = SpeechServer(upstream=self.upstream(), stt="oracle")
+            # the agent's LLM calls are forwarded to where they would have gone
+            self._server = SpeechServer(
+                upstream=self.env.get(INFERENCE_URL) or DEFAULT_INFERENCE_URL,
+                openai_upstream=self.env.get(OPENAI_URL) or DEFAULT_OPENAI_URL,
+                stt="oracle",
+            )
             await self._server.start()
 
     async def stop(self) -> None:
@@ -78,12 +89,12 @@ class RunSpeech:
     def agent_env(self, attempt_key: str) -> dict[str, str]:
         if self._server is None:
             return {}
-        url = str(self._server.url_for(attempt_key))
+        key = server_key(attempt_key)
         return {
-            INFERENCE_URL: url,
+            INFERENCE_URL: str(self._server.url_for(key)),
             "LIVEKIT_API_KEY": self.env.get("LIVEKIT_API_KEY") or LOCAL_KEY,
             "LIVEKIT_API_SECRET": self.env.get("LIVEKIT_API_SECRET") or LOCAL_KEY,
-            OPENAI_URL: url,
+            OPENAI_URL: str(self._server.openai_url_for(key)),
             "OPENAI_API_KEY": self.env.get("OPENAI_API_KEY") or LOCAL_KEY,
         }
 
@@ -96,7 +107,9 @@ class RunSpeech:
         if server is None:
             return None
 
+        key = server_key(attempt_key)
+
         def before_line(text: str) -> None:
-            server.expect_line(attempt_key, text)
+            server.expect_line(key, text)
 
         return before_line

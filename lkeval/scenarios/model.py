@@ -51,6 +51,8 @@ ExpectationKind = Literal[
     "handoff",
     "skip",
     "no_more_events",
+    "heard",
+    "barge_in",
 ]
 
 
@@ -81,6 +83,12 @@ class Expectation:
     to: str | None = None
     # skip
     count: int = 1
+    # heard (audio: what the agent's STT heard of the caller's line; contains/matches too)
+    max_wer: float | None = None
+    # barge_in (audio: this line cut into the agent's reply): it stopped within the bound,
+    # or (``yields: false``, a back-channel) it did not stop
+    within_ms: float | None = None
+    yields: bool | None = None
 
     def describe(self) -> str:
         """A short human description, used in results and reports."""
@@ -108,6 +116,20 @@ class Expectation:
             return prefix + " ".join(parts)
         if self.kind == "handoff":
             return f"{prefix}handoff to {self.to or 'any agent'}"
+        if self.kind == "heard":
+            parts = ["the agent heard the caller's line"]
+            if self.contains:
+                parts.append("containing " + ", ".join(repr(c) for c in self.contains))
+            if self.matches:
+                parts.append(f"matching /{self.matches}/")
+            if self.max_wer is not None:
+                parts.append(f"with a word error rate of at most {self.max_wer:g}")
+            return " ".join(parts)
+        if self.kind == "barge_in":
+            if self.yields is False:
+                return "the agent kept speaking through the caller's line (no false yield)"
+            bound = f" within {self.within_ms / 1000:g}s" if self.within_ms is not None else ""
+            return f"the agent stopped speaking{bound} when the caller cut in"
         if self.kind == "skip":
             return f"skip {self.count} event(s)"
         return "no more events"

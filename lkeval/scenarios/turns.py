@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from lkeval.scenarios.audio_checks import AUDIO_CHECK_FIELDS, parse_audio_check
 from lkeval.scenarios.latency import parse_duration_ms
 from lkeval.scenarios.model import (
     CONVERSATION_MODES,
@@ -48,7 +49,14 @@ EVENT_CHECK_FIELDS: dict[str, tuple[str, ...]] = {
     "handoff": ("to",),
 }
 KIND_ALIASES = {"agent_handoff": "handoff"}
-EXPECTATION_KEYS = (*EVENT_CHECK_FIELDS, *KIND_ALIASES, "skip", "no_more_events", "contains")
+EXPECTATION_KEYS = (
+    *EVENT_CHECK_FIELDS,
+    *KIND_ALIASES,
+    "skip",
+    "no_more_events",
+    "contains",
+    *AUDIO_CHECK_FIELDS,
+)
 MESSAGE_ROLES = ("assistant", "user")
 
 
@@ -239,6 +247,8 @@ def _parse_kind(
     if anywhere:
         problems.error(key_node, path, f"'{key}' cannot be used inside 'contains'")
         return None
+    if kind in AUDIO_CHECK_FIELDS:
+        return parse_audio_check(kind, value, path, line, problems, _read_contains_texts)
     if kind == "skip":
         if is_null(value) or is_true(value):
             return Expectation(kind="skip", line=line, count=1)

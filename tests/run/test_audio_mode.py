@@ -16,8 +16,10 @@ from livekit.protocol.agent_pb import agent_session as pb
 
 from lkeval.agents import agent_host
 from lkeval.agents.protocol import SessionConnection
+from lkeval.results.model import TurnMetrics
 from lkeval.run.attempt import dispatch_json
 from lkeval.run.audio_line import FRAME_BYTES, WIRE_RATE, Microphone, Speaker
+from lkeval.run.expectations import check_turn
 from lkeval.run.word_errors import word_error_rate
 from lkeval.scenarios.loader import load_scenario_file
 from lkeval.scenarios.model import Scenario
@@ -226,3 +228,74 @@ async def _test_a_clear_cuts_the_reply_and_is_not_answered() -> None:
     with pytest.raises(asyncio.TimeoutError):  # the finished message never came
         await asyncio.wait_for(_read(reader), 0.2)
     await conn.close()
+
+
+def _checks(expect: str, tmp_path: Path) -> tuple[Scenario, list[str]]:
+    scenarios, found = _scenario(
+        "scenarios:\n  - label: A\n    mode: audio\n    turns:\n      - user: a\n"
+        "      - user: My booking is B 4 2.\n        interrupt_after: 1s\n"
+        f"        expect:\n{textwrap.indent(textwrap.dedent(expect), ' ' * 10)}",
+        tmp_path,
+    )
+    return scenarios[0], found
+
+
+def _audio_turn(**fields: object) -> TurnMetrics:
+    base: dict = dict(turn=2, latency_ms=1.0, mode="audio", said="My booking is B 4 2.")
+    base.update(fields)
+    return TurnMetrics(**base)
+
+
+def test_heard_and_barge_in_checks_decide_on_what_the_agent_heard_and_did(tmp_path: Path) -> None:
+    scenario, found = _checks(
+        """\
+        - heard: {contains: "b 4 2", max_wer: 0.2}
+        - barge_in: {stopped_within: 1.5s}
+        """,
+        tmp_path,
+    )
+    assert found == []
+    turn = scenario.turns[1]
+
+    def check(metrics: TurnMetrics | None) -> list[tuple[bool, str]]:
+        results = asyncio.run(check_turn(2, turn, [], None, metrics))
+        return [(r.passed, r.reason) for r in results]
+
+    heard = dict(heard="my booking is b 4 2", wer=0.0)
+    assert check(_audio_turn(**heard, agent_stopped_ms=900.0)) == [(True, ""), (True, "")]
+    misheard = check(_audio_turn(heard="my booking is before two", wer=0.6, agent_stopped_ms=900.0))
+    assert not misheard[0][0] and "b 4 2" in misheard[0][1]
+    late = check(_audio_turn(**heard, agent_stopped_ms=2500.0))
+    assert late[1] == (False, "the agent stopped only after 2.50s")
+    kept_talking = check(_audio_turn(**heard))
+    assert kept_talking[1] == (False, "the agent did not stop speaking when the caller cut in")
+    # a typed turn (or none at all) cannot pass a check on what was heard
+    assert [ok for ok, _ in check(TurnMetrics(turn=2, latency_ms=1.0))] == [False, False]
+    assert [ok for ok, _ in check(None)] == [False, False]
+
+
+def test_a_back_channel_must_not_stop_the_agent(tmp_path: Path) -> None:
+    scenario, found = _checks("- barge_in: {yields: false}\n", tmp_path)
+    assert found == []
+    turn = scenario.turns[1]
+    ok = asyncio.run(check_turn(2, turn, [], None, _audio_turn(heard="x", wer=1.0)))
+    assert ok[0].passed
+    yielded = asyncio.run(
+        check_turn(2, turn, [], None, _audio_turn(heard="x", wer=1.0, agent_stopped_ms=400.0))
+    )
+    assert not yielded[0].passed and "false yield" in yielded[0].reason
+
+
+@pytest.mark.parametrize(
+    ("expect", "error"),
+    [
+        ("- heard: {}\n", "checks nothing"),
+        ("- heard: {max_wer: 2}\n", "from 0 to 1"),
+        ("- heard: {cotains: x}\n", "cotains"),
+        ("- barge_in: {stopped_within: 1}\n", "not a duration with its unit"),
+        ("- barge_in: {stopped_within: 1s, yields: false}\n", "contradicts stopped_within"),
+    ],
+)
+def test_audio_check_mistakes_are_errors(expect: str, error: str, tmp_path: Path) -> None:
+    _, found = _checks(expect, tmp_path)
+    assert any(error in line for line in found), found
