@@ -109,6 +109,23 @@ def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class AudioCallRecord:
+    """One audio attempt's call on the wire (docs/audio.md): what the speaker played and the
+    microphone sent. ``greeting_audio_s`` is the agent's audio before the caller's first line
+    (None: it did not greet aloud); ``mic_stalls`` counts the times lk-eval's own event loop
+    fell behind the microphone's 20 ms schedule by more than 0.2 s (a loaded machine: the
+    figures of that call are suspect)."""
+
+    agent_replies: int = 0
+    agent_audio_s: float = 0.0
+    interrupted_replies: int = 0
+    greeting_audio_s: float | None = None
+    caller_lines: int = 0
+    caller_audio_s: float = 0.0
+    mic_stalls: int = 0
+
+
+@dataclass(frozen=True)
 class TurnMetrics:
     """How long one user turn took, named as LiveKit's simulation protos name turn metrics.
 
@@ -214,6 +231,8 @@ class Attempt:
     inference_class: str = ""
     # How this attempt used its cassette; None without ``--cassettes`` (and in older files).
     replay: Replay | None = None
+    # The call as lk-eval's microphone and speaker saw it; None for a text attempt.
+    call: AudioCallRecord | None = None
 
 
 def run_start_mode(scenarios: Any) -> str:

@@ -487,6 +487,7 @@ class ScenarioAttempt:
             start_mode=agent.started.mode if agent.started else "",
             cold_start_reason=agent.started.why if agent.started else "",
             inference_class=agent.inference_class,
+            call=self.call.record() if self.call is not None else None,
         )
 
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from livekit.protocol.agent_pb import agent_session as pb
 
 from lkeval.agents.machine import with_load
-from lkeval.results.model import TranscriptItem, TurnMetrics
+from lkeval.results.model import AudioCallRecord, TranscriptItem, TurnMetrics
 from lkeval.run.audio_line import FrameFilter, Microphone, Speaker, SpokenLine
 from lkeval.run.turn_metrics import measure_turn
 from lkeval.run.word_errors import word_error_rate
@@ -86,6 +86,21 @@ class AudioCall:
     async def close(self) -> None:
         await self.mic.stop()
         self.speaker.close()
+
+    def record(self) -> AudioCallRecord:
+        """The call so far, for the attempt's result."""
+        replies, lines = self.speaker.replies, [x for x in self.mic.lines if x.started]
+        first_line = lines[0].started if lines else None
+        greeting = [r for r in replies if first_line is None or r.arrived < first_line]
+        return AudioCallRecord(
+            agent_replies=len(replies),
+            agent_audio_s=round(sum(r.ends - r.starts for r in replies), 3),
+            interrupted_replies=sum(1 for r in replies if r.cleared is not None),
+            greeting_audio_s=round(sum(r.seconds for r in greeting), 3) if greeting else None,
+            caller_lines=len(lines),
+            caller_audio_s=round(sum(x.seconds for x in lines), 3),
+            mic_stalls=self.mic.stalls,
+        )
 
     def _on_event(self, event: pb.AgentSessionEvent) -> None:
         at = time.monotonic()
@@ -206,7 +221,7 @@ class AudioCall:
     ) -> TurnMetrics:
         assert line.started is not None and line.stopped is not None
         chat = [item for _, item in self.heard.chat_items[marks[2] :]]
-        base = measure_turn(turn_no, elapsed, chat)
+        base = measure_turn(turn_no, elapsed, [i for i in chat if not _cut_reply(i)])
         heard = self.heard_text(marks)
         reply = self.speaker.first_audio_after(line.stopped)
         first_audio = None if reply is None else round((reply.arrived - line.stopped) * 1000, 3)
@@ -231,6 +246,11 @@ class AudioCall:
             false_interruptions=sum(1 for t in self.heard.false_interruptions if t >= line.started),
             overlaps=sum(1 for t in self.heard.overlaps if t >= line.started),
         )
+
+
+def _cut_reply(item: pb.ChatContext.ChatItem) -> bool:
+    """The agent's reply that a line cut into (its metrics are not this turn's)."""
+    return item.WhichOneof("item") == "message" and item.message.interrupted
 
 
 def _user_delays(chat: list[pb.ChatContext.ChatItem]) -> tuple[float | None, float | None]:

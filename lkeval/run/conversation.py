@@ -119,10 +119,14 @@ class Conversation:
         return items
 
     def has_turn_reply(self) -> bool:
-        """An assistant message (or an agent error) arrived since :meth:`begin_turn`."""
+        """An assistant message (or an agent error) arrived since :meth:`begin_turn`; not an
+        interrupted one: that is the reply this turn's line cut into, not the answer to it."""
         if len(self.errors) > self._errors_before_turn:
             return True
-        return any(i.kind == "message" and i.role == "assistant" for i in self._turn_items or ())
+        return any(
+            i.kind == "message" and i.role == "assistant" and not i.interrupted
+            for i in self._turn_items or ()
+        )
 
     async def wait_until(self, done: Callable[[], bool], deadline: float) -> bool:
         """:meth:`_wait_until`, for audio turns."""
