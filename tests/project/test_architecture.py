@@ -21,6 +21,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli"}),
     frozenset({"llm", "publish"}),
     frozenset({"run", "reporters"}),
+    frozenset({"audio"}),
     frozenset({"replay"}),
     frozenset({"results"}),
     frozenset({"agents", "scenarios"}),
@@ -29,7 +30,12 @@ LAYERS: tuple[frozenset[str], ...] = (
 FLOOR = frozenset({"errors", "defaults", "startup", ""})
 #: Imports the layer order alone would allow but the design does not: the command line builds
 #: collaborators and calls the run (``run/suite.py``), which alone starts and stops agents.
-FORBIDDEN: dict[str, frozenset[str]] = {"cli": frozenset({"agents"})}
+FORBIDDEN: dict[str, frozenset[str]] = {
+    "cli": frozenset({"agents"}),
+    # Audio mode's parts (voice, impairments, recordings) know nothing of agents, scenarios or
+    # cassettes: the run hands them text and PCM.
+    "audio": frozenset({"agents", "scenarios", "replay"}),
+}
 #: Run by path in the agent's interpreter: stdlib and livekit only.
 STANDALONE = (
     "agents/agent_host.py",
