@@ -450,7 +450,8 @@ def _add_budgets(group: argparse._ArgumentGroup) -> None:
         type=opt.latency_budget,
         metavar="STAT=DURATION",
         help="fail when the suite's turn latency is over budget: p50|p95|max|ttft_p50|"
-        "ttft_p95|ttft_max, e.g. p95=1.5s or p95=1200ms,ttft_p95=600ms "
+        "ttft_p95|ttft_max|first_audio.p50|first_audio.p95|first_audio.max (audio), e.g. "
+        "p95=1.5s or p95=1200ms,ttft_p95=600ms "
         "(per scenario: latency: in the YAML)",
     )
     group.add_argument(

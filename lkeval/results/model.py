@@ -161,6 +161,7 @@ class TurnMetrics:
     agent_stopped_ms: float | None = None  # caller started -> agent stopped (its clear)
     false_interruptions: int = 0  # the agent stopped for the caller and resumed
     overlaps: int = 0  # both spoke at once (the agent's overlapping_speech)
+    load: float | None = None  # the machine's 1-minute load average as the turn ended
 
 
 ReplayMode = Literal["replayed", "partial", "recorded", "missed"]
@@ -463,6 +464,11 @@ class RunMetadata:
     # Audio mode ("audio", or "mixed" with text scenarios): the caller's voice and the agent's
     # speech models (an oracle STT says recognition was not tested); empty in text runs.
     speech: str = ""
+    # How busy the machine was while audio turns were timed: the highest 1-minute load
+    # average any turn ended with, the cores, and the conversations allowed at once.
+    max_load: float | None = None
+    cores: int = 0
+    concurrency: int = 0
     # The suite and options the run was cut from; None in older results files (which
     # ``lkeval merge`` refuses) and in a run interrupted before its scenarios were loaded.
     suite: SuiteFingerprint | None = None

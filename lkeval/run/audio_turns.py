@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -233,6 +234,8 @@ class AudioCall:
         played = [r for r in self.speaker.replies if r.arrived >= line.stopped]
         return dataclasses.replace(
             base,
+            # an audio turn's latency is the caller's wait: stopped speaking -> agent's audio
+            latency_ms=first_audio if first_audio is not None else base.latency_ms,
             mode="audio",
             first_audio_ms=first_audio,
             end_of_turn_ms=eot,
@@ -245,7 +248,15 @@ class AudioCall:
             agent_stopped_ms=stopped,
             false_interruptions=sum(1 for t in self.heard.false_interruptions if t >= line.started),
             overlaps=sum(1 for t in self.heard.overlaps if t >= line.started),
+            load=_load(),
         )
+
+
+def _load() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
 
 
 def _cut_reply(item: pb.ChatContext.ChatItem) -> bool:

@@ -488,6 +488,9 @@ class Suite:
             start_mode=run_start_mode(scenario_results),
             conversation_mode=self._conversation_mode,
             speech=self._speech_conditions,
+            max_load=_max_load(scenario_results),
+            cores=os.cpu_count() or 0,
+            concurrency=settings.engine.concurrency,
             inference_class=run_inference_class(scenario_results),
             sampling_rule=self._rule_record(scenario_results),
             suite=(
@@ -529,6 +532,14 @@ def _nothing_to_check(selected: list[Scenario], evaluator: RunEvaluator | None) 
         if why is not None:
             found[scenario.id] = why
     return found
+
+
+def _max_load(scenario_results: list[ScenarioResult]) -> float | None:
+    """The highest load average an audio turn ended with (None: no audio turn measured it)."""
+    loads = [
+        t.load for s in scenario_results for a in s.attempts for t in a.turns if t.load is not None
+    ]
+    return max(loads) if loads else None
 
 
 def _installed(dist: str) -> str | None:
