@@ -9,7 +9,7 @@ call, so one :class:`CodecRoundTrip` serves one caller stream.
 from __future__ import annotations
 
 import fractions
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import av
 import numpy as np
@@ -30,8 +30,8 @@ class CodecRoundTrip:
     def __init__(self, codec: CodecName) -> None:
         name, self._rate, bit_rate = _CODECS[codec]
         # Audio contexts (PyAV's stubs type ``create`` as the base class).
-        self._encoder: Any = av.CodecContext.create(name, "w")
-        self._decoder: Any = av.CodecContext.create(name, "r")
+        self._encoder: Any = cast(Any, av.CodecContext.create(name, "w"))
+        self._decoder: Any = cast(Any, av.CodecContext.create(name, "r"))
         for context in (self._encoder, self._decoder):
             context.sample_rate = self._rate
             context.layout = "mono"
