@@ -21,8 +21,9 @@ from lkeval.audio.pcm import resample
 from lkeval.errors import OutputError
 
 STORE_RATE = 16_000
-MAX_BYTES = 32 * 1024 * 1024
-"""A recording's cap (~8.7 minutes of stereo 16 kHz)."""
+MAX_BYTES = 16 * 1024 * 1024
+"""A recording's cap: ~4.4 minutes of stereo 16 kHz (a scenario's call is rarely longer; one
+that is has usually gone round in circles, and its beginning is what explains it)."""
 _HEADER = 44
 
 

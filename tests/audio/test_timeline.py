@@ -135,3 +135,18 @@ def test_an_unwritable_recording_names_its_path(tmp_path: Path) -> None:
     blocker.write_text("not a folder")
     with pytest.raises(OutputError, match=r"file/call.wav: cannot write"):
         write_wav(blocker / "call.wav", tone(0.1, 300), b"")
+
+
+def test_call_files_sit_side_by_side_with_safe_distinct_names(tmp_path: Path) -> None:
+    from lkeval.audio.artifacts import call_file_stem, write_call_files
+
+    files = write_call_files(tmp_path, "../../etc/passwd booking", 2, CALL, tone(1, 300), b"")
+    assert files.recording.path.parent == tmp_path == files.timeline.parent
+    assert files.recording.path.stem == files.timeline.stem
+    assert (
+        files.timeline.name.startswith("etc-passwd-booking-") and "attempt2" in files.timeline.name
+    )
+    ET.fromstring(files.timeline.read_text(encoding="utf-8"))
+    # Ids that reduce to the same characters still get their own files.
+    assert call_file_stem("a/b") != call_file_stem("a:b")
+    assert call_file_stem("...").startswith("scenario-")
