@@ -26,6 +26,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from lkeval.audio import SpeechError
 from lkeval.audio.espeak import espeak_pcm
 from lkeval.testing.speech_stt import (
     INTERIM_AFTER,
@@ -137,7 +138,11 @@ class SttSession:
 
 
 async def serve_tts(ws: web.WebSocketResponse, speech: AttemptSpeech, voice: str) -> None:
-    """One ``/tts`` socket: each sentence spoken by espeak-ng as it arrives, ``done`` per flush."""
+    """One ``/tts`` socket: each sentence spoken by espeak-ng as it arrives, ``done`` per flush.
+
+    If espeak-ng fails the client gets an ``error`` message at once (as from the real gateway;
+    the agent's TTS raises on it) instead of waiting for audio that never comes.
+    """
     queue: asyncio.Queue[str | None] = asyncio.Queue()
     rate = 24000
 
@@ -150,7 +155,11 @@ async def serve_tts(ws: web.WebSocketResponse, speech: AttemptSpeech, voice: str
                 generation = uuid.uuid4().hex[:12]
                 continue
             speech.spoken.append(text.strip())
-            pcm = await espeak_pcm(text, voice, rate)
+            try:
+                pcm = await espeak_pcm(text, voice, rate)
+            except SpeechError:
+                await ws.send_str(json.dumps({"type": "error", "code": 500}))
+                continue
             step = int(rate * TTS_CHUNK_SECONDS) * 2
             for i in range(0, len(pcm), step):
                 chunk = base64.b64encode(pcm[i : i + step]).decode()
@@ -171,9 +180,6 @@ async def serve_tts(ws: web.WebSocketResponse, speech: AttemptSpeech, voice: str
             elif kind == "session.flush":
                 queue.put_nowait(None)
             elif kind == "session.close":
-                break
-            if speaker.done():  # espeak-ng failed: tell the client, as the real gateway does
-                await ws.send_str(json.dumps({"type": "error", "code": 500}))
                 break
     finally:
         speaker.cancel()

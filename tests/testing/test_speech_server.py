@@ -293,3 +293,19 @@ def test_openai_style_speech_and_transcription() -> None:
     assert wav[:4] == b"RIFF" and len(wav) > 48000
     assert transcript == {"text": LINE}
     assert json.dumps(transcript)
+
+
+def test_a_tts_failure_reaches_the_client_as_an_error() -> None:
+    # An espeak-ng voice that does not exist: the client must get `error`, not wait forever.
+    async def body(server: SpeechServer) -> list[str]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(ws_url(server.url_for("k"), "/tts")) as ws,
+        ):
+            await ws.send_str(json.dumps({"type": "session.create", "sample_rate": "24000"}))
+            await ws.send_str(json.dumps({"type": "input_transcript", "transcript": "Hello."}))
+            await ws.send_str(json.dumps({"type": "session.flush"}))
+            return [json.loads((await ws.receive(timeout=20)).data)["type"] for _ in range(2)]
+
+    # The error, then the generation's end: the socket stays usable for the next one.
+    assert run(lambda: with_server(body, voice="zzqq")) == ["error", "done"]
