@@ -49,7 +49,9 @@ def write_scenarios(path: Path, count: int, turns: int) -> Path:
         {
             "id": f"SCN_audio{i}",
             "label": f"Audio call {i}",
-            "turns": [{"user": line} for line in LINES[:turns]],
+            "turns": [
+                {"user": line, "expect": [{"heard": {"max_wer": 0}}]} for line in LINES[:turns]
+            ],
         }
         for i in range(count)
     ]
@@ -128,6 +130,7 @@ def main() -> int:
     args = parser.parse_args()
     print(machine())
     alone: float | None = None
+    cpu_points: list[tuple[float, float]] = []  # (conversation s, lk-eval CPU s) per run
     with (
         tempfile.TemporaryDirectory(prefix="lkeval-audio-bench-") as tmp,
         llm_server_process(HOTEL_RULES) as llm,
@@ -140,6 +143,7 @@ def main() -> int:
             p95 = p(first, 0.95) if first else float("nan")
             alone = alone if alone is not None else p95
             share = r["cpu_share"]
+            cpu_points.append((float(r["conversation_s"]), float(r["lkeval_cpu_s"])))  # type: ignore[arg-type]
             print(
                 f"C={c}: wall {r['wall_s']} s, lk-eval CPU {r['lkeval_cpu_s']} s over "
                 f"{r['conversation_s']} s of conversation = "
@@ -158,6 +162,13 @@ def main() -> int:
                 print(f"  NOT PASSED: {status}: {reason}")
             for line in r["tail"]:  # type: ignore[attr-defined]
                 print(f"  | {line}")
+    if len(cpu_points) > 1:  # what one more conversation-second costs, start-up aside
+        (conv0, cpu0), (conv1, cpu1) = cpu_points[0], cpu_points[-1]
+        if conv1 > conv0:
+            marginal = (cpu1 - cpu0) / (conv1 - conv0)
+            print(
+                f"lk-eval's marginal CPU: {marginal * 100:.1f}% of one core per conversation-second"
+            )
     return 0
 
 

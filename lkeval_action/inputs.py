@@ -92,6 +92,7 @@ INPUTS: tuple[Input, ...] = (
     Input("mode", "--mode"),
     Input("speech", "--speech"),
     Input("voice", "--voice"),
+    Input("impair", "--impair"),
     Input("shard", "--shard"),
     Input("tag", "--tag", kind="repeat"),
     Input("match", "--match", kind="repeat"),

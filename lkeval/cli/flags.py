@@ -235,6 +235,15 @@ def _add_limits(group: argparse._ArgumentGroup) -> None:
         "or inference:PROVIDER/MODEL[:VOICE]",
     )
     group.add_argument(
+        "--impair",
+        type=opt.impairments,
+        default=RunOptions.impair,
+        metavar="SPEC",
+        help="audio mode: play the caller's line through a bad line, e.g. "
+        "noise=15dB,loss=3%%,codec=mulaw,seed=7 (noise, loss, burst, jitter, codec, seed; "
+        "docs/audio.md)",
+    )
+    group.add_argument(
         "--shard",
         type=opt.shard,
         metavar="I/N",

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from lkeval import defaults
+from lkeval.audio.impair import parse_impairments
 from lkeval.errors import UsageError
 from lkeval.llm.config import LLMEndpointOptions, LLMOptions, parse_price
 from lkeval.publish.github.comments import CommentMode, marker
@@ -110,6 +111,8 @@ class RunOptions:
     """``--speech``: agent (its own speech models) or local (lk-eval's speech server)."""
     voice: str = defaults.VOICE
     """``--voice``: the caller's text-to-speech in audio mode."""
+    impair: str = ""
+    """``--impair``: the caller's line through noise, loss, jitter, a codec (checked)."""
     shard: tuple[int, int] | None = None
     tags: tuple[tuple[str, str], ...] = ()
     match: tuple[str, ...] = ()
@@ -286,8 +289,18 @@ def parse_tag_selector(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
+def _impairments(text: str) -> str:
+    """``--impair``: checked now (a bad field is a usage error naming it), kept as written."""
+    try:
+        parse_impairments(text)
+    except UsageError as exc:
+        raise ValueError(str(exc).removeprefix("--impair: ")) from None
+    return text
+
+
 shard = _argument_type(parse_shard)
 tag = _argument_type(parse_tag_selector)
+impairments = _argument_type(_impairments)
 
 
 # --- from argv to options ----------------------------------------------------------------------
@@ -371,6 +384,7 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         mode=args.mode,
         speech=args.speech,
         voice=args.voice,
+        impair=args.impair,
         shard=args.shard,
         tags=tuple(args.tag),
         match=tuple(args.match),

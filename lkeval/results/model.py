@@ -123,6 +123,11 @@ class AudioCallRecord:
     caller_lines: int = 0
     caller_audio_s: float = 0.0
     mic_stalls: int = 0
+    # ``--impair``: what was done to the caller's line (spec with its seed, loss and SNR made)
+    line: str = ""
+    # The call as a stereo WAV and its SVG timeline, beside the agent's log ("": not written)
+    recording: str = ""
+    timeline: str = ""
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from lkeval.replay.session import AttemptTapes, Cassettes, active
 from lkeval.results.model import (
     NOT_RUN_INTERRUPTED,
     Attempt,
+    AudioCallRecord,
     ExpectationResult,
     TranscriptItem,
     TurnMetrics,
@@ -33,6 +34,7 @@ from lkeval.results.model import (
 )
 from lkeval.results.pricing import PriceTable
 from lkeval.run.audio_turns import AudioCall
+from lkeval.run.call_files import write_call
 from lkeval.run.collaborators import (
     AudioRig,
     Caller,
@@ -467,6 +469,7 @@ class ScenarioAttempt:
         verdicts: Sequence[Verdict] = (),
     ) -> Attempt:
         p = self.p
+        call = self._call_record()
         if p.notes:
             reason = "; ".join(x for x in (reason, *p.notes) if x)
         return Attempt(
@@ -487,8 +490,26 @@ class ScenarioAttempt:
             start_mode=agent.started.mode if agent.started else "",
             cold_start_reason=agent.started.why if agent.started else "",
             inference_class=agent.inference_class,
-            call=self.call.record() if self.call is not None else None,
+            call=call,
         )
+
+    def _call_record(self) -> AudioCallRecord | None:
+        """An audio attempt's call, its WAV and SVG written beside its log."""
+        if self.call is None:
+            return None
+        p = self.p
+        record, note = write_call(
+            self.call,
+            self.call.record(),
+            self.settings.logs_dir,
+            self.scenario.id,
+            self.attempt_no,
+            p.transcript,
+            p.turns,
+        )
+        if note:
+            p.notes.append(note)
+        return record
 
 
 def _all_pass(verdicts: Sequence[Verdict]) -> tuple[bool, str]:

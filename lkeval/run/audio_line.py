@@ -46,6 +46,7 @@ class SpokenLine:
 
     text: str
     seconds: float
+    pcm: bytes = b""
     started: float | None = None
     stopped: float | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -77,7 +78,7 @@ class Microphone:
 
     def say(self, text: str, pcm: bytes) -> SpokenLine:
         """Queue a line (48 kHz mono s16le) after what is queued; await its ``done``."""
-        line = SpokenLine(text=text, seconds=len(pcm) / 2 / WIRE_RATE)
+        line = SpokenLine(text=text, seconds=len(pcm) / 2 / WIRE_RATE, pcm=pcm)
         self.lines.append(line)
         self._queue.append((line, bytearray(pcm)))
         return line
@@ -115,8 +116,8 @@ class Microphone:
 
     def _send(self, frame: bytes) -> None:
         sent = self._filter(frame) if self._filter is not None else frame
-        if sent is not None:
-            self._conn.send_audio(sent, WIRE_RATE)
+        # a frame the line lost is silence: the stream itself goes on, as a jitter buffer's
+        self._conn.send_audio(sent if sent is not None else _SILENCE, WIRE_RATE)
         self.frames_sent += 1
 
 

@@ -59,6 +59,8 @@ class AudioSettings:
     before_line: BeforeLine | None = None
     frame_filter: FrameFilter | None = None
     caller_pause: float = CALLER_PAUSE
+    #: What ``frame_filter`` did to the line so far (``--impair``), for the attempt's record.
+    line_report: Callable[[], str] | None = None
 
 
 @dataclass
@@ -81,6 +83,7 @@ class AudioCall:
         self.mic = Microphone(conv.conn, settings.frame_filter)
         self.speaker = Speaker(conv.conn, conv.wake)
         self.heard = _Heard()
+        self.started = time.monotonic()  # the call's clock starts with the microphone
         conv.conn.on_event(self._on_event)
         self.mic.start()
 
@@ -101,6 +104,7 @@ class AudioCall:
             caller_lines=len(lines),
             caller_audio_s=round(sum(x.seconds for x in lines), 3),
             mic_stalls=self.mic.stalls,
+            line=self.settings.line_report() if self.settings.line_report else "",
         )
 
     def _on_event(self, event: pb.AgentSessionEvent) -> None:

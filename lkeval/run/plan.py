@@ -62,6 +62,8 @@ class SuiteSettings:
     """``--speech``: the agent's own speech models, or lk-eval's local speech server."""
     voice: str = defaults.VOICE
     """``--voice``: the caller's text-to-speech in audio mode."""
+    impair: str = ""
+    """``--impair``: what the caller's line goes through in audio mode."""
     agent_memory: int = defaults.AGENT_MEMORY_MIB
     """MiB of resident memory one agent may use (0: no bound)."""
     agent_log_limit: int = defaults.AGENT_LOG_MIB

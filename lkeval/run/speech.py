@@ -19,11 +19,13 @@ product) imports from ``lkeval/testing/``; tests/project/test_architecture.py al
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from lkeval.audio.impair import Impairer, derive_seed, parse_impairments
 from lkeval.run.audio_turns import AudioSettings, BeforeLine
 
 LOCAL_KEY = "lkeval-local-speech"  # the local server checks no key; LiveKit's SDK wants one
@@ -45,16 +47,19 @@ class RunSpeech:
     """The :class:`~lkeval.run.collaborators.AudioRig` of one run; ``start`` it in the run's
     event loop before the first audio attempt, ``stop`` it after the last."""
 
-    def __init__(self, speech: str, voice: str, env: Mapping[str, str]) -> None:
+    def __init__(self, speech: str, voice: str, env: Mapping[str, str], impair: str = "") -> None:
         self.speech = speech
         self.voice_spec = voice
         self.env = dict(env)
+        self.impairments = parse_impairments(impair)
         self._server: Any = None
         self._voice: Any = None
         self.conditions = self._describe()
 
     def _describe(self) -> str:
         voice = f"caller voice {self.voice_spec}"
+        if self.impairments.active:
+            voice += f" through {self.impairments.describe()}"
         if self.speech == "local":
             return (
                 f"{voice}; agent's STT/TTS from lk-eval's local speech server "
@@ -100,7 +105,20 @@ class RunSpeech:
 
     def audio_settings(self, attempt_key: str) -> AudioSettings:
         assert self._voice is not None, "start() first"
-        return AudioSettings(speak=self._voice.speak, before_line=self._oracle(attempt_key))
+        settings = AudioSettings(speak=self._voice.speak, before_line=self._oracle(attempt_key))
+        if not self.impairments.active:
+            return settings
+        # each attempt's own draws, from the run's seed and its key (recorded: replayable)
+        seed = derive_seed(self.impairments.seed, attempt_key)
+        impairer = Impairer(self.impairments, seed)
+
+        def report() -> str:
+            made = impairer.stats()
+            snr = "" if made.snr_db is None else f", SNR {made.snr_db:.1f} dB"
+            spec = dataclasses.replace(self.impairments, seed=seed).describe()
+            return f"{spec}: {made.lost} of {made.frames} frames lost{snr}"
+
+        return dataclasses.replace(settings, frame_filter=impairer.process, line_report=report)
 
     def _oracle(self, attempt_key: str) -> BeforeLine | None:
         server = self._server

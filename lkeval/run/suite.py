@@ -461,7 +461,8 @@ class Suite:
             return None
         audio = all(s.plays_audio(settings.mode) for s in plan.selected)
         self._conversation_mode = "audio" if audio else "mixed"
-        speech = RunSpeech(settings.speech, settings.voice, {**os.environ, **dict(settings.env)})
+        env = {**os.environ, **dict(settings.env)}
+        speech = RunSpeech(settings.speech, settings.voice, env, settings.impair)
         self._speech_conditions = speech.conditions
         return speech
 

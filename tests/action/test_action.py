@@ -151,6 +151,7 @@ MAPPING: dict[str, tuple[str, list[str]]] = {
     "mode": ("audio", ["--mode", "audio"]),
     "speech": ("local", ["--speech", "local"]),
     "voice": ("espeak:en-gb", ["--voice", "espeak:en-gb"]),
+    "impair": ("loss=3%", ["--impair", "loss=3%"]),
     "shard": ("2/3", ["--shard", "2/3"]),
     "tag": ("feature=booking\ndifficulty=2", ["--tag", "feature=booking", "--tag", "difficulty=2"]),
     "match": ("SCN_book* 'Guest books*'", ["--match", "SCN_book*", "--match", "Guest books*"]),

@@ -92,6 +92,10 @@ def test_a_voice_agent_hears_what_the_caller_said_and_its_veto_comes_back(
     call = attempt["call"]
     assert call["greeting_audio_s"] and call["greeting_audio_s"] > 0.5, call
     assert call["caller_lines"] == 1 and call["agent_replies"] >= 2
+    # the call for a person: a stereo WAV and its timeline, beside the agent's log
+    assert Path(call["recording"]).suffix == ".wav" and Path(call["recording"]).stat().st_size
+    assert Path(call["recording"]).parent == Path(attempt["log_path"]).parent
+    assert "<svg" in Path(call["timeline"]).read_text()
     (turn,) = attempt["turns"]
     assert turn["mode"] == "audio"
     assert turn["heard"] == turn["said"] == "Is a double room free for two nights?"

@@ -299,3 +299,31 @@ def test_a_back_channel_must_not_stop_the_agent(tmp_path: Path) -> None:
 def test_audio_check_mistakes_are_errors(expect: str, error: str, tmp_path: Path) -> None:
     _, found = _checks(expect, tmp_path)
     assert any(error in line for line in found), found
+
+
+def test_impair_reaches_the_microphone_per_attempt_and_is_recorded() -> None:
+    from lkeval.run.speech import RunSpeech
+
+    async def scenario() -> None:
+        speech = RunSpeech("agent", "espeak", {}, impair="loss=30%,seed=7")
+        await speech.start()
+        try:
+            assert "through loss=30%" in speech.conditions
+            assert speech.agent_env("s#1") == {}  # the agent's own speech: nothing to point
+            one, again = speech.audio_settings("s#1"), speech.audio_settings("s#1")
+            other = speech.audio_settings("s#2")
+            assert one.frame_filter is not None and one.line_report is not None
+            speech_frame = b"\x10\x00" * (FRAME_BYTES // 2)
+            lost = [one.frame_filter(speech_frame) is None for _ in range(200)]
+            assert 20 < sum(lost) < 120  # about 30%, drawn from the attempt's seed
+            assert again.frame_filter is not None and other.frame_filter is not None
+            assert [again.frame_filter(speech_frame) is None for _ in range(200)] == lost
+            assert [other.frame_filter(speech_frame) is None for _ in range(200)] != lost
+            report = one.line_report()
+            assert f"{sum(lost)} of 200 frames lost" in report and "seed=" in report
+            assert "seed=7," not in report  # the attempt's own seed, derived from the run's
+        finally:
+            await speech.stop()
+
+    asyncio.run(scenario())
+    assert not RunSpeech("agent", "espeak", {}).impairments.active  # none: no filter
