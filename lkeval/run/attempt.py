@@ -365,7 +365,7 @@ class ScenarioAttempt:
                 p.end_reason = f"max turns reached ({max_turns})"
                 return
             try:
-                said = await caller.next_message(p.transcript)
+                said = await caller.next_message(caller_view(p.transcript))
             except Exception as exc:
                 raise AttemptError(f"simulated user failed: {exc}") from exc
             _add_usage(p.usage, "caller", said.usage)
@@ -510,6 +510,12 @@ class ScenarioAttempt:
         if note:
             p.notes.append(note)
         return record
+
+
+def caller_view(transcript: Sequence[TranscriptItem]) -> list[TranscriptItem]:
+    """The conversation as the simulated caller lived it: its own lines as it said them (the
+    transcript keeps what the agent heard of them)."""
+    return [dataclasses.replace(i, text=i.said) if i.said is not None else i for i in transcript]
 
 
 def _all_pass(verdicts: Sequence[Verdict]) -> tuple[bool, str]:

@@ -327,3 +327,17 @@ def test_impair_reaches_the_microphone_per_attempt_and_is_recorded() -> None:
 
     asyncio.run(scenario())
     assert not RunSpeech("agent", "espeak", {}).impairments.active  # none: no filter
+
+
+def test_the_caller_sees_what_it_said_and_reports_show_both() -> None:
+    from lkeval.results.model import TranscriptItem
+    from lkeval.results.wording import format_item
+    from lkeval.run.attempt import caller_view
+
+    heard = TranscriptItem(
+        kind="message", turn=1, role="user", text="book a group", said="book a room"
+    )
+    typed = TranscriptItem(kind="message", turn=2, role="user", text="hi")
+    assert [i.text for i in caller_view([heard, typed])] == ["book a room", "hi"]
+    assert format_item(heard) == "[1] user: book a group (heard; the caller said: book a room)"
+    assert format_item(typed) == "[2] user: hi"
