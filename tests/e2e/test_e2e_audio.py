@@ -144,3 +144,37 @@ def test_a_barge_in_is_recorded_as_an_interruption(tmp_path: Path, voice_llm: LL
     assert typed["mode"] == "text"
     interrupted = [i for i in attempt["transcript"] if i.get("interrupted")]
     assert interrupted and interrupted[0]["role"] == "assistant"
+
+
+@pytest.mark.exhaustive
+def test_the_simulated_caller_speaks_and_the_judge_sees_what_the_agent_heard(
+    tmp_path: Path, voice_llm: LLMServer
+) -> None:
+    """An LLM caller's lines are spoken too: every turn of its call is an audio turn whose heard
+    line is what the caller said (oracle), and the call ends as the caller decides."""
+    scenario = {
+        "id": "SCN_voiceAda",
+        "label": "Ada books a double room on the phone",
+        "mode": "audio",
+        "instructions": "You are Ada. Book a double room for two nights.",
+        "agent_expectations": "The agent books a double room for Ada.",
+        "userdata": {"guest": "Ada", "expected_booking": {"guest": "Ada", "room_type": "double",
+                                                          "nights": 2}},
+    }  # fmt: skip
+    results_path = tmp_path / "out" / "results.json"
+    proc = run_lkeval(
+        [
+            *run_argv(VOICE_AGENT, _write(tmp_path, [scenario]), results_path),
+            *("--speech", "local", "--caller-model", "caller", "--judge-model", "judge"),
+        ],
+        hotel_env(voice_llm),
+        timeout=300,
+    )
+    attempt = _attempt(read_json(results_path), "SCN_voiceAda")
+    assert proc.returncode == 0, (proc.stdout, attempt["reason"], attempt["transcript"])
+    assert attempt["end_reason"].startswith("the simulated user ended the call")
+    turns = attempt["turns"]
+    assert len(turns) >= 3 and {t["mode"] for t in turns} == {"audio"}
+    assert all(t["heard"] == t["said"] and t["first_audio_ms"] for t in turns), turns
+    calls = [i["name"] for i in attempt["transcript"] if i["kind"] == "function_call"]
+    assert "book_room" in calls and attempt["agent_check"] == "passed (no veto)"
