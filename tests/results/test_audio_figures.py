@@ -61,3 +61,24 @@ def test_figures_say_the_load_and_an_overloaded_machine_is_said_with_every_miss(
     assert suite.e2e is not None and suite.e2e.max == 2600.0
     (line, *_) = metrics_lines(quiet)
     assert "first audio p50 1.50 s" in line and "agent e2e_latency" in line
+
+
+def test_an_audio_run_against_a_text_baseline_is_named_and_its_latency_never_gated() -> None:
+    from lkeval.results.baseline import compare, regression_misses
+
+    def run(mode: str, ms: float):  # type: ignore[no-untyped-def]
+        turns = tuple(TurnMetrics(turn=i, latency_ms=ms, mode=mode) for i in range(1, 7))
+        results = results_of(scenario("a", attempts=(Attempt("passed", turns=turns),)))
+        return dataclasses.replace(
+            results, metadata=dataclasses.replace(results.metadata, conversation_mode=mode)
+        )
+
+    budgets = Budgets(latency_regression=0.2)
+    across = compare(run("audio", 3000.0), run("text", 300.0))
+    assert any("conversation mode changed since the baseline: text → audio" in c
+               for c in across.model_changes)  # fmt: skip
+    assert not across.latency_comparable
+    assert regression_misses(run("audio", 3000.0), across, budgets) == []
+    same = compare(run("audio", 3000.0), run("audio", 300.0))
+    assert same.latency_comparable and same.model_changes == ()
+    assert regression_misses(run("audio", 3000.0), same, budgets)  # a real regression still is
