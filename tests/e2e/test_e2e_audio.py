@@ -9,11 +9,23 @@ timed: figures are checked for presence and consistency, never against a bound.
 
 from __future__ import annotations
 
+import signal
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
-from conftest import HOTEL, TEST_AGENTS, hotel_env, read_json, run_argv, run_lkeval
+from conftest import (
+    HOTEL,
+    TEST_AGENTS,
+    assert_all_gone,
+    hotel_env,
+    lkeval_process,
+    read_json,
+    run_argv,
+    run_lkeval,
+)
 
 from lkeval.testing.llm_server import LLMServer
 
@@ -178,3 +190,44 @@ def test_the_simulated_caller_speaks_and_the_judge_sees_what_the_agent_heard(
     assert all(t["heard"] == t["said"] and t["first_audio_ms"] for t in turns), turns
     calls = [i["name"] for i in attempt["transcript"] if i["kind"] == "function_call"]
     assert "book_room" in calls and attempt["agent_check"] == "passed (no veto)"
+
+
+@pytest.mark.exhaustive
+def test_ctrl_c_in_an_audio_call_ends_the_run_with_what_it_has(
+    tmp_path: Path, voice_llm: LLMServer
+) -> None:
+    """SIGINT while the agent speaks a long reply: exit 130, the results written with the
+    attempt interrupted and its call so far (recording included), nothing left running."""
+    scenario = {
+        "id": "SCN_longCall",
+        "label": "A long answer, interrupted by Ctrl-C",
+        "mode": "audio",
+        "turns": [
+            {"user": "Please tell me about the hotel.", "expect": [{"heard": {"max_wer": 0}}]},
+            {"user": "Thank you, goodbye."},
+        ],
+    }
+    results_path = tmp_path / "out" / "results.json"
+    argv = [*run_argv(VOICE_AGENT, _write(tmp_path, [scenario]), results_path), "--speech", "local"]
+    with lkeval_process(argv, hotel_env(voice_llm)) as cli:
+        log = results_path.parent / "logs" / "SCN_longCall.log"
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and cli.poll() is None:  # the reply is being spoken
+            if any(
+                r.body.get("messages") and "tell me about" in str(r.body)
+                for r in voice_llm.requests
+            ):
+                break
+            time.sleep(0.2)
+        time.sleep(2.0)
+        tree = [p.pid for p in psutil.Process(cli.pid).children(recursive=True)]
+        assert cli.poll() is None and tree, "the call ended before the signal"
+        cli.send_signal(signal.SIGINT)
+        out, _ = cli.communicate(timeout=120)
+    assert cli.returncode == 130, out
+    assert_all_gone(tree)
+    attempt = _attempt(read_json(results_path), "SCN_longCall")
+    assert attempt["status"] == "error" and "interrupted" in attempt["reason"]
+    assert attempt["call"] is not None and attempt["call"]["caller_lines"] >= 1
+    assert Path(attempt["call"]["recording"]).is_file()
+    assert not log.with_suffix(".files").exists() or not any(log.with_suffix(".files").iterdir())
