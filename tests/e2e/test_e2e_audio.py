@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -41,7 +42,7 @@ LONG_ANSWER = (
 
 
 @pytest.fixture
-def voice_llm() -> LLMServer:
+def voice_llm() -> Iterator[LLMServer]:
     rules = yaml.safe_load((HOTEL / "llm_rules.yaml").read_text())["rules"]
     long = {"model": "hotel-agent", "last_user": "tell me about", "text": LONG_ANSWER}
     stop = {"model": "hotel-agent", "last_user": "sorry", "text": "Of course, go ahead."}
