@@ -143,11 +143,12 @@ def main() -> int:
             p95 = p(first, 0.95) if first else float("nan")
             alone = alone if alone is not None else p95
             share = r["cpu_share"]
+            assert share is None or isinstance(share, float)
             cpu_points.append((float(r["conversation_s"]), float(r["lkeval_cpu_s"])))  # type: ignore[arg-type]
             print(
                 f"C={c}: wall {r['wall_s']} s, lk-eval CPU {r['lkeval_cpu_s']} s over "
                 f"{r['conversation_s']} s of conversation = "
-                f"{(share or 0) * 100:.1f}% of one core per conversation-second; "
+                f"{(share or 0.0) * 100:.1f}% of one core per conversation-second; "
                 f"load {r['load'][0]} -> {r['load'][1]}; mic stalls {r['stalls']}"  # type: ignore[index]
             )
             if first:
