@@ -21,6 +21,15 @@ ENV PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore
 
+# espeak-ng speaks the simulated caller's lines in audio mode (`--mode audio`, the default voice)
+# and the local speech server's agent replies (`--speech local`). The Debian release is fixed by
+# the base image's digest; within it apt serves only security updates, so the version is not
+# pinned (a pin would break the build at the first such update).
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends espeak-ng \
+    && rm -rf /var/lib/apt/lists/*
+
 # The dependencies alone (the slow, large layer): it is rebuilt only when the lock changes.
 COPY requirements/image.lock /app/requirements/image.lock
 RUN pip install --no-cache-dir --require-hashes --no-deps -r /app/requirements/image.lock \

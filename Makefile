@@ -15,7 +15,7 @@ $(VENV)/.runtime: pyproject.toml
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.runtime
-	$(PY) -m pip install --quiet -e ".[test,lint]"
+	$(PY) -m pip install --quiet -e ".[test,lint,speech]"
 	touch $@
 
 setup: $(VENV)/.installed          ## create .venv and install lk-eval with test and lint tools

@@ -45,6 +45,23 @@ LiveKit's text simulations pin them (livekit-agents 1.6.10 and later), or ``agen
 each model asks for, as in production (docs/protocol.md)."""
 INFERENCE_CLASSES = ("low", "agent")
 
+MODE = "text"
+"""``--mode``: how scenarios without their own ``mode:`` play, ``text`` turns or ``audio``
+(spoken into the agent's microphone in real time, heard from its speaker; docs/audio.md)."""
+MODES = ("text", "audio")
+SPEECH = "agent"
+"""``--speech``: in audio mode, ``agent`` leaves the agent's speech models as it configured
+them (its own provider keys); ``local`` serves its LiveKit Inference / OpenAI STT and TTS from
+lk-eval's local speech server (an oracle STT: recognition is not tested; espeak TTS)."""
+SPEECH_CHOICES = ("agent", "local")
+VOICE = "espeak"
+"""``--voice``: the caller's text-to-speech in audio mode (``espeak[:VOICE]``,
+``openai:MODEL[:VOICE]``, ``inference:PROVIDER/MODEL[:VOICE]``)."""
+AUDIO_CONCURRENCY_PER_CORE = 1
+"""Audio conversations at once per core when ``--concurrency`` is not given: an audio turn
+runs in real time and each agent runs its VAD and end-of-turn models locally (0.1-1.2 s of CPU
+a turn), so the text default would starve them (bench/audio.py, BENCHMARKS.md)."""
+
 CASSETTE_MODES = ("auto", "replay", "record")
 """``--cassette-mode``: with ``--cassettes DIR``, ``auto`` (the default) replays while requests
 match and goes live from the first that differs, ``replay`` uses cassettes only (a request with
@@ -72,7 +89,7 @@ AGENT_BUDGET_MIB = 256
 and ~95 MiB PSS after its first turns; the rest is headroom for the agent's own work)."""
 
 
-def default_concurrency(warm: bool = True, cores: int | None = None) -> int:
+def default_concurrency(warm: bool = True, cores: int | None = None, audio: bool = False) -> int:
     """``--concurrency``, from what a scenario costs on this machine.
 
     Cold starts (``--cold-start``, or warm starts unavailable): an agent boots CPU-bound
@@ -87,6 +104,8 @@ def default_concurrency(warm: bool = True, cores: int | None = None) -> int:
     :data:`AGENT_BUDGET_MIB` per agent (talking and prepared).
     """
     n = max(1, cores if cores is not None else os.cpu_count() or 1)
+    if audio:  # real-time turns, each agent's VAD and turn detector on these cores
+        return max(1, AUDIO_CONCURRENCY_PER_CORE * n)
     if not warm:
         return max(1, min(4, n))
     wanted = min(WARM_CONCURRENCY_MAX, WARM_CONCURRENCY_PER_CORE * n)
@@ -144,6 +163,7 @@ def booting_agents(concurrency: int, warm: bool = True, cores: int | None = None
 __all__ = [
     "AGENT_LOG_MIB",
     "AGENT_MEMORY_MIB",
+    "AUDIO_CONCURRENCY_PER_CORE",
     "BASELINE_ARTIFACT",
     "BOOT_CPU_WINDOW",
     "BOOT_TIMEOUT",
@@ -159,10 +179,15 @@ __all__ = [
     "MAX_ERRORS",
     "MAX_SILENT_TURNS",
     "MAX_TURNS",
+    "MODE",
+    "MODES",
     "RESULTS",
     "RUN_ATTEMPTS_PER_SCENARIO",
+    "SPEECH",
+    "SPEECH_CHOICES",
     "STOP_GRACE",
     "TURN_TIMEOUT",
+    "VOICE",
     "booting_agents",
     "default_concurrency",
     "prepared_agents",

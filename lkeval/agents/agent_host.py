@@ -136,9 +136,40 @@ def attach_dispatch(dispatch: str | Control) -> None:
         else:
             dispatch_json = dispatch
         info.job.attributes[ATTRIBUTE_SIMULATOR_DISPATCH] = dispatch_json
+        if console_mode_for(dispatch_json) == "audio":
+            enter_audio_mode(dispatch)
         return await original(self, info)
 
     ProcPool.launch_job = launch_job  # type: ignore[method-assign]
+
+
+#: The dispatch's mode that makes the console play audio (``SimulationMode`` = 2).
+AUDIO_DISPATCH_MODE = "SIMULATION_MODE_AUDIO"
+
+
+def console_mode_for(dispatch_json: str) -> str:
+    """``audio`` when the scenario's dispatch says ``SIMULATION_MODE_AUDIO``, else ``text``."""
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        mode = json.loads(dispatch_json).get("mode")
+        if mode in (AUDIO_DISPATCH_MODE, 2):
+            return "audio"
+    return "text"
+
+
+def enter_audio_mode(dispatch: str | Control) -> None:
+    """Leave the console in audio mode for an audio scenario (``--mode audio``).
+
+    The job is launched but its session not started yet: the console reads its mode when the
+    session claims its IO (``AgentsConsole.acquire_io``), so the session hears lk-eval's
+    microphone and speaks to its speaker. LiveKit pins Inference to the low class only in text
+    simulations, so an audio job's calls run at the class each model asks for: the conditions
+    lk-eval is told say so.
+    """
+    from livekit.agents.cli.cli import AgentsConsole
+
+    AgentsConsole.get_instance().console_mode = "audio"
+    if isinstance(dispatch, Control):
+        dispatch.conditions = conditions_line("agent", dispatch.marks_greeting)
 
 
 def hold_session_start(control: Control) -> None:
@@ -329,6 +360,8 @@ class Control:
 
     #: :func:`conditions_line`, sent with ``prepared``.
     conditions = b""
+    #: Whether the session marks the end of its greeting (part of :attr:`conditions`).
+    marks_greeting = False
 
     def wait_scenario(self) -> str:
         """Block until lk-eval has sent the scenario; returns its dispatch JSON."""
@@ -502,13 +535,15 @@ def run(agent_path: str, connect_addr: str, dispatch: str | Control) -> int:
 
     start_tape()
     # Text mode before the console starts: keeps replies (and an on_enter greeting) in text
-    # and stops voice agents from opening speech model connections.
+    # and stops voice agents from opening speech model connections. An audio scenario's
+    # dispatch turns audio back on before its session starts (enter_audio_mode).
     AgentsConsole.get_instance().console_mode = "text"
     inference_class = set_inference_class(os.environ.get(INFERENCE_CLASS_ENV, "low"))
     if isinstance(dispatch, Control):
         hold_session_start(dispatch)
         marks_greeting = sibling("greeting_mark").install()
         dispatch.conditions = conditions_line(inference_class, marks_greeting)
+        dispatch.marks_greeting = marks_greeting
         announce_ending(dispatch)
     attach_dispatch(dispatch)
     # each tool's schema once per process, not per LLM request (same bytes sent)

@@ -19,6 +19,7 @@ import itertools
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from livekit.protocol.agent_pb import agent_session as pb
 
@@ -45,6 +46,23 @@ class ReceivedEvent:
     event: pb.AgentSessionEvent
 
 
+class AudioSink(Protocol):
+    """Where the agent's audio goes in audio mode (lk-eval's speaker, ``run/audio_line.py``).
+
+    Called from the connection's reader, in wire order, at the monotonic time each message
+    arrived: the agent's audio frames, the end of a reply (``audio_playback_flush``: the
+    sink must answer with :meth:`SessionConnection.playback_finished` once the audio would
+    have played out, or the agent's turn never completes), and ``audio_playback_clear`` (the
+    agent was interrupted: what it sent and did not flush will not be played).
+    """
+
+    def on_audio(self, pcm: bytes, sample_rate: int, at: float) -> None: ...
+
+    def on_flush(self, at: float) -> None: ...
+
+    def on_clear(self, at: float) -> None: ...
+
+
 class SessionConnection:
     """One accepted console connection: requests with timeouts, and a log of events.
 
@@ -63,6 +81,7 @@ class SessionConnection:
         self._fault: str | None = None
         self._listeners: list[Callable[[pb.AgentSessionEvent], None]] = []
         self._close_listeners: list[Callable[[], None]] = []
+        self._audio_sink: AudioSink | None = None
         self._read_task = asyncio.create_task(self._read_loop(), name="lkeval-session-reader")
 
     @property
@@ -80,6 +99,35 @@ class SessionConnection:
     def on_event(self, listener: Callable[[pb.AgentSessionEvent], None]) -> None:
         """Call ``listener`` for every event from now on."""
         self._listeners.append(listener)
+
+    def attach_audio(self, sink: AudioSink) -> None:
+        """Send the agent's audio to ``sink`` from now on; it then answers playback flushes."""
+        self._audio_sink = sink
+
+    def send_audio(self, pcm: bytes, sample_rate: int) -> None:
+        """Queue one microphone frame (mono s16le) for the agent; a closed connection drops
+        it (the next request reports the close)."""
+        if self._closed_reason is not None or self._writer.is_closing():
+            return
+        frame = pb.AgentSessionMessage.ConsoleIO.AudioFrame(
+            data=pcm, sample_rate=sample_rate, num_channels=1, samples_per_channel=len(pcm) // 2
+        )
+        self._write(pb.AgentSessionMessage(audio_input=frame))
+
+    async def drain(self) -> None:
+        """Wait until what was queued for the agent has been handed to the socket."""
+        with contextlib.suppress(ConnectionError, OSError):
+            await self._writer.drain()
+
+    def playback_finished(self) -> None:
+        """Tell the agent its reply has played out (the answer to ``audio_playback_flush``)."""
+        if self._closed_reason is None and not self._writer.is_closing():
+            finished = pb.AgentSessionMessage.ConsoleIO.AudioPlaybackFinished()
+            self._write(pb.AgentSessionMessage(audio_playback_finished=finished))
+
+    def _write(self, msg: pb.AgentSessionMessage) -> None:
+        payload = msg.SerializeToString()
+        self._writer.write(_HEADER.pack(len(payload)) + payload)
 
     def on_close(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` once the connection ends (whoever ended it)."""
@@ -178,14 +226,23 @@ class SessionConnection:
             for listener in self._listeners:
                 listener(msg.event)
             self._wake_event_waiters()
-        elif which == "audio_playback_flush":
+        elif which in ("audio_output", "audio_playback_flush", "audio_playback_clear"):
+            await self._on_audio(msg, which)
+
+    async def _on_audio(self, msg: pb.AgentSessionMessage, which: str) -> None:
+        sink, at = self._audio_sink, asyncio.get_running_loop().time()
+        if sink is None:
             # In text mode no audio flows; should an agent still flush, the turn only
             # completes once we say playback finished.
-            reply = pb.AgentSessionMessage(
-                audio_playback_finished=pb.AgentSessionMessage.ConsoleIO.AudioPlaybackFinished()
-            ).SerializeToString()
-            self._writer.write(_HEADER.pack(len(reply)) + reply)
-            await self._writer.drain()
+            if which == "audio_playback_flush":
+                self.playback_finished()
+                await self._writer.drain()
+        elif which == "audio_output":
+            sink.on_audio(msg.audio_output.data, msg.audio_output.sample_rate, at)
+        elif which == "audio_playback_flush":
+            sink.on_flush(at)
+        else:
+            sink.on_clear(at)
 
     def _wake_event_waiters(self) -> None:
         for fut in self._event_waiters:

@@ -217,6 +217,38 @@ def _add_limits(group: argparse._ArgumentGroup) -> None:
         "every latency figure",
     )
     group.add_argument(
+        "--mode",
+        choices=defaults.MODES,
+        default=RunOptions.mode,
+        help="text (default): typed turns; audio: every scenario without its own mode: is "
+        "spoken into the agent's microphone in real time and heard from its speaker (its VAD, "
+        "turn detection, STT and TTS in the loop; docs/audio.md)",
+    )
+    group.add_argument(
+        "--speech",
+        choices=defaults.SPEECH_CHOICES,
+        default=RunOptions.speech,
+        help="audio mode: agent (default) keeps the agent's own speech models; local serves "
+        "its LiveKit Inference / OpenAI STT and TTS from lk-eval's local speech server (an "
+        "oracle STT told each line: recognition not tested)",
+    )
+    group.add_argument(
+        "--voice",
+        default=RunOptions.voice,
+        metavar="SPEC",
+        help="audio mode: the caller's voice, espeak[:VOICE] (default), openai:MODEL[:VOICE] "
+        "or inference:PROVIDER/MODEL[:VOICE]",
+    )
+    group.add_argument(
+        "--impair",
+        type=opt.impairments,
+        default=RunOptions.impair,
+        metavar="SPEC",
+        help="audio mode: play the caller's line through a bad line, e.g. "
+        "noise=15dB,loss=3%%,codec=mulaw,seed=7 (noise, loss, burst, jitter, codec, seed; "
+        "docs/audio.md)",
+    )
+    group.add_argument(
         "--shard",
         type=opt.shard,
         metavar="I/N",
@@ -432,7 +464,8 @@ def _add_budgets(group: argparse._ArgumentGroup) -> None:
         type=opt.latency_budget,
         metavar="STAT=DURATION",
         help="fail when the suite's turn latency is over budget: p50|p95|max|ttft_p50|"
-        "ttft_p95|ttft_max, e.g. p95=1.5s or p95=1200ms,ttft_p95=600ms "
+        "ttft_p95|ttft_max|first_audio.p50|first_audio.p95|first_audio.max (audio), e.g. "
+        "p95=1.5s or p95=1200ms,ttft_p95=600ms "
         "(per scenario: latency: in the YAML)",
     )
     group.add_argument(

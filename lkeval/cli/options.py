@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from lkeval import defaults
+from lkeval.audio.impair import parse_impairments
 from lkeval.errors import UsageError
 from lkeval.llm.config import LLMEndpointOptions, LLMOptions, parse_price
 from lkeval.publish.github.comments import CommentMode, marker
@@ -104,6 +105,14 @@ class RunOptions:
     cold_start: bool = False
     inference_class: str = defaults.INFERENCE_CLASS
     """``--inference-class``: "low" (as LiveKit's text simulation pins it) or "agent"."""
+    mode: str = defaults.MODE
+    """``--mode``: text or audio, for scenarios without their own ``mode:``."""
+    speech: str = defaults.SPEECH
+    """``--speech``: agent (its own speech models) or local (lk-eval's speech server)."""
+    voice: str = defaults.VOICE
+    """``--voice``: the caller's text-to-speech in audio mode."""
+    impair: str = ""
+    """``--impair``: the caller's line through noise, loss, jitter, a codec (checked)."""
     shard: tuple[int, int] | None = None
     tags: tuple[tuple[str, str], ...] = ()
     match: tuple[str, ...] = ()
@@ -280,8 +289,18 @@ def parse_tag_selector(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
+def _impairments(text: str) -> str:
+    """``--impair``: checked now (a bad field is a usage error naming it), kept as written."""
+    try:
+        parse_impairments(text)
+    except UsageError as exc:
+        raise ValueError(str(exc).removeprefix("--impair: ")) from None
+    return text
+
+
 shard = _argument_type(parse_shard)
 tag = _argument_type(parse_tag_selector)
+impairments = _argument_type(_impairments)
 
 
 # --- from argv to options ----------------------------------------------------------------------
@@ -362,6 +381,10 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         agent_log_limit=args.agent_log_limit,
         cold_start=args.cold_start,
         inference_class=args.inference_class,
+        mode=args.mode,
+        speech=args.speech,
+        voice=args.voice,
+        impair=args.impair,
         shard=args.shard,
         tags=tuple(args.tag),
         match=tuple(args.match),

@@ -124,12 +124,18 @@ def suite_settings(options: RunOptions) -> SuiteSettings:
         cold_start=options.cold_start,
         concurrency_given=options.concurrency is not None,
         inference_class=options.inference_class,
+        mode=options.mode,
+        speech=options.speech,
+        voice=options.voice,
+        impair=options.impair,
         agent_memory=options.agent_memory,
         agent_log_limit=options.agent_log_limit,
         shard=options.shard,
         engine=EngineOptions(
             concurrency=options.concurrency
-            or defaults.default_concurrency(warm=not options.cold_start),
+            or defaults.default_concurrency(
+                warm=not options.cold_start, audio=options.mode == "audio"
+            ),
             repeat=options.repeat,
             min_pass=options.min_pass,
             quarantine=options.quarantine,
@@ -186,6 +192,8 @@ def run_verdict_options(options: RunOptions) -> tuple[tuple[str, object], ...]:
             "--tag": options.tags,
             "--match": options.match,
             "--inference-class": options.inference_class,
+            "--mode": options.mode,
+            "--impair": options.impair,
             "--boot-timeout": options.boot_timeout,
             "--turn-timeout": options.turn_timeout,
             "--fail-on": report.fail_on,

@@ -203,6 +203,9 @@ def metrics_lines(results: RunResults) -> list[str]:
         line = f"**Latency:** {format_spread(suite.latency)} over {count(suite.turns, 'turn')}"
         if suite.ttft is not None:
             line += f" · TTFT {format_spread(suite.ttft)}"
+        if suite.first_audio is not None:  # audio: the caller's wait, and the agent's own figure
+            line += f" · first audio {format_spread(suite.first_audio)}"
+            line += f" · agent e2e_latency {format_spread(suite.e2e)}"
         if conditions := latency_conditions(results.metadata):
             line += f" ({text(conditions)})"
         lines.append(line)

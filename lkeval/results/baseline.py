@@ -168,6 +168,9 @@ class Comparison:
     """``judge model changed: a → b``: verdicts of another judge (or against another caller)
     are not like for like, so a regression or fix may be the model's, not the agent's."""
     history_runs: int = 0
+    # False when the runs' latency measured different things (a text baseline, an audio run):
+    # the deltas are shown, never flagged as a regression.
+    latency_comparable: bool = True
     """Runs of the baseline's branch in the history the scenarios were judged against."""
 
     def _of(self, kind: ChangeKind) -> tuple[ScenarioChange, ...]:
@@ -265,8 +268,10 @@ def compare(current: RunResults, baseline: RunResults, window: int = DEFAULT_WIN
         cost_unpriced=bool(now_suite.unpriced or before_suite.unpriced),
         baseline_verdicts=sum(1 for s in baseline.scenarios if s.status in ("passed", "failed")),
         model_changes=_model_changes(current, baseline)
-        + _inference_class_change(current, baseline),
+        + _inference_class_change(current, baseline)
+        + _mode_change(current, baseline),
         history_runs=len(history.runs),
+        latency_comparable=not _mode_change(current, baseline),
     )
 
 
@@ -346,6 +351,18 @@ def _inference_class_change(current: RunResults, baseline: RunResults) -> tuple[
     )
 
 
+def _mode_change(current: RunResults, baseline: RunResults) -> tuple[str, ...]:
+    """Text or audio turns, when they differ from the baseline's (both recorded): a text turn's
+    latency is a reply's, an audio turn's the caller's wait for the agent's first audio."""
+    was, now = baseline.metadata.conversation_mode, current.metadata.conversation_mode
+    if not was or not now or was == now:
+        return ()
+    return (
+        f"conversation mode changed since the baseline: {was} → {now} "
+        "(latency deltas compare different measures and are not gated)",
+    )
+
+
 def _classify(
     current: Status, baseline: Status | None, history: HistoryVerdict | None = None
 ) -> ChangeKind:
@@ -380,7 +397,7 @@ def regression_misses(
         return []
     misses: list[BudgetMiss] = []
     limit = budgets.latency_regression
-    if limit is not None:
+    if limit is not None and comparison.latency_comparable:
         if _over(comparison.latency_p95, limit):
             misses.append(
                 BudgetMiss(

@@ -73,6 +73,10 @@ class Metrics:
     turns: int = 0
     latency: Spread | None = None  # lk-eval's wall time per turn (latency_ms)
     ttft: Spread | None = None  # the agent's llm_ttft_ms
+    # audio turns: caller stopped speaking -> agent's first audio (wire), the agent's own
+    # e2e_latency beside it
+    first_audio: Spread | None = None
+    e2e: Spread | None = None
     tools: Spread | None = None  # tool execution times
     usage: dict[str, Usage] = field(default_factory=dict)
     cost_usd: float | None = None
@@ -95,6 +99,8 @@ def summarize(turns: Sequence[TurnMetrics], usage: dict[str, Usage]) -> Metrics:
         turns=len(turns),
         latency=spread(t.latency_ms for t in turns),
         ttft=spread(t.llm_ttft_ms for t in turns),
+        first_audio=spread(t.first_audio_ms for t in turns),
+        e2e=spread(t.e2e_latency_ms for t in turns if t.mode == "audio"),
         tools=spread(ms for t in turns for ms in t.tool_ms),
         usage=usage,
         cost_usd=cost,
@@ -130,6 +136,10 @@ def latency_conditions(metadata: RunMetadata) -> str:
     production does not use; ``--inference-class agent`` measures at the agent's own class.
     """
     parts = [f"{metadata.conversation_mode} mode"] if metadata.conversation_mode else []
+    if metadata.speech:
+        parts.append(metadata.speech)
+    if metadata.max_load is not None:
+        parts.append(load_text(metadata))
     if metadata.inference_class == "low":
         parts.append(
             "LiveKit Inference calls at the low class, as livekit-agents pins text simulations "
@@ -140,6 +150,25 @@ def latency_conditions(metadata: RunMetadata) -> str:
     elif metadata.inference_class == "agent":
         parts.append("LiveKit Inference calls at the class the agent asks for")
     return "; ".join(parts)
+
+
+#: Said with every latency budget result of audio turns timed on an overloaded machine.
+OVERLOADED_NOTE = "timed while the machine's load exceeded its cores"
+
+
+def overloaded(metadata: RunMetadata) -> bool:
+    """Whether some audio turn was timed while the load average exceeded the cores."""
+    return (
+        metadata.max_load is not None and metadata.cores > 0 and metadata.max_load > metadata.cores
+    )
+
+
+def load_text(metadata: RunMetadata) -> str:
+    """``load up to 3.1 on 2 cores, concurrency 2`` (and that it was too much, when it was)."""
+    text = f"load up to {metadata.max_load:g} on {metadata.cores} cores"
+    if metadata.concurrency:
+        text += f", concurrency {metadata.concurrency}"
+    return text + (f": {OVERLOADED_NOTE}" if overloaded(metadata) else "")
 
 
 def format_ms(ms: float | None) -> str:
@@ -202,11 +231,13 @@ def check_budgets(
     misses += regressions
     if measured_at_low_class(results.metadata):
         misses = [_noted(m) if m.kind.startswith("latency") else m for m in misses]
+    if overloaded(results.metadata):
+        misses = [_noted(m, OVERLOADED_NOTE) if m.kind.startswith("latency") else m for m in misses]
     return tuple(misses)
 
 
-def _noted(miss: BudgetMiss) -> BudgetMiss:
-    return dataclasses.replace(miss, text=f"{miss.text} ({LOW_CLASS_NOTE})")
+def _noted(miss: BudgetMiss, note: str = LOW_CLASS_NOTE) -> BudgetMiss:
+    return dataclasses.replace(miss, text=f"{miss.text} ({note})")
 
 
 def _latency_misses(metrics: Metrics, budget: dict[str, float]) -> list[str]:
@@ -215,13 +246,12 @@ def _latency_misses(metrics: Metrics, budget: dict[str, float]) -> list[str]:
     found = []
     for stat, limit in budget.items():
         source, _, which = stat.rpartition("_")
-        values = metrics.ttft if source == "ttft" else metrics.latency
-        name = "TTFT" if source == "ttft" else "turn latency"
+        values, name, missing = {
+            "ttft": (metrics.ttft, "TTFT", "the agent reported no TTFT"),
+            "first_audio": (metrics.first_audio, "first audio", "no audio turn heard the agent"),
+        }.get(source, (metrics.latency, "turn latency", ""))
         if values is None:
-            found.append(
-                f"{name} {which} budget {format_ms(limit)} cannot be checked: "
-                "the agent reported no TTFT"
-            )
+            found.append(f"{name} {which} budget {format_ms(limit)} cannot be checked: {missing}")
             continue
         actual = {"p50": values.p50, "p95": values.p95, "max": values.max}[which]
         if actual > limit:

@@ -51,6 +51,8 @@ class TranscriptItem:
     old_agent: str | None = None
     new_agent: str | None = None
     interrupted: bool = False
+    # An audio turn's caller line as the caller said it; ``text`` is what the agent heard.
+    said: str | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,28 @@ def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class AudioCallRecord:
+    """One audio attempt's call on the wire (docs/audio.md): what the speaker played and the
+    microphone sent. ``greeting_audio_s`` is the agent's audio before the caller's first line
+    (None: it did not greet aloud); ``mic_stalls`` counts the times lk-eval's own event loop
+    fell behind the microphone's 20 ms schedule by more than 0.2 s (a loaded machine: the
+    figures of that call are suspect)."""
+
+    agent_replies: int = 0
+    agent_audio_s: float = 0.0
+    interrupted_replies: int = 0
+    greeting_audio_s: float | None = None
+    caller_lines: int = 0
+    caller_audio_s: float = 0.0
+    mic_stalls: int = 0
+    # ``--impair``: what was done to the caller's line (spec with its seed, loss and SNR made)
+    line: str = ""
+    # The call as a stereo WAV and its SVG timeline, beside the agent's log ("": not written)
+    recording: str = ""
+    timeline: str = ""
+
+
+@dataclass(frozen=True)
 class TurnMetrics:
     """How long one user turn took, named as LiveKit's simulation protos name turn metrics.
 
@@ -129,6 +153,20 @@ class TurnMetrics:
     # (``--cassettes``): the figure measures lk-eval's replay, not the agent's models, so it is
     # kept for the record but never pooled into figures, budgets or a baseline comparison.
     replayed: bool = False
+    # Audio turns (``--mode audio``, docs/audio.md); a text turn leaves them unset.
+    mode: str = "text"
+    first_audio_ms: float | None = None  # caller stopped speaking -> agent's first audio (wire)
+    end_of_turn_ms: float | None = None  # the agent's end_of_turn_delay
+    transcription_ms: float | None = None  # the agent's transcription_delay
+    said: str | None = None  # the caller's line
+    heard: str | None = None  # what the agent's STT heard (user_input_transcribed)
+    wer: float | None = None  # word error rate of heard against said
+    agent_audio_s: float | None = None  # seconds of the agent's reply that played
+    interrupted_agent: bool = False  # this line cut into the agent, which stopped
+    agent_stopped_ms: float | None = None  # caller started -> agent stopped (its clear)
+    false_interruptions: int = 0  # the agent stopped for the caller and resumed
+    overlaps: int = 0  # both spoke at once (the agent's overlapping_speech)
+    load: float | None = None  # the machine's 1-minute load average as the turn ended
 
 
 ReplayMode = Literal["replayed", "partial", "recorded", "missed"]
@@ -199,6 +237,8 @@ class Attempt:
     inference_class: str = ""
     # How this attempt used its cassette; None without ``--cassettes`` (and in older files).
     replay: Replay | None = None
+    # The call as lk-eval's microphone and speaker saw it; None for a text attempt.
+    call: AudioCallRecord | None = None
 
 
 def run_start_mode(scenarios: Any) -> str:
@@ -426,6 +466,14 @@ class RunMetadata:
     # (:func:`run_inference_class`); empty in older results files.
     conversation_mode: str = ""
     inference_class: str = ""
+    # Audio mode ("audio", or "mixed" with text scenarios): the caller's voice and the agent's
+    # speech models (an oracle STT says recognition was not tested); empty in text runs.
+    speech: str = ""
+    # How busy the machine was while audio turns were timed: the highest 1-minute load
+    # average any turn ended with, the cores, and the conversations allowed at once.
+    max_load: float | None = None
+    cores: int = 0
+    concurrency: int = 0
     # The suite and options the run was cut from; None in older results files (which
     # ``lkeval merge`` refuses) and in a run interrupted before its scenarios were loaded.
     suite: SuiteFingerprint | None = None

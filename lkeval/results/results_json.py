@@ -32,6 +32,8 @@ def figures(metrics: Metrics) -> dict[str, Any]:
         "turns": metrics.turns,
         "latency_ms": _spread(metrics.latency),
         "ttft_ms": _spread(metrics.ttft),
+        "first_audio_ms": _spread(metrics.first_audio),
+        "e2e_latency_ms": _spread(metrics.e2e),
         "tool_ms": _spread(metrics.tools),
         "cost_usd": metrics.cost_usd,
         "unpriced": list(metrics.unpriced),

@@ -25,6 +25,7 @@ from lkeval.replay.session import AttemptTapes, Cassettes, active
 from lkeval.results.model import (
     NOT_RUN_INTERRUPTED,
     Attempt,
+    AudioCallRecord,
     ExpectationResult,
     TranscriptItem,
     TurnMetrics,
@@ -32,7 +33,16 @@ from lkeval.results.model import (
     Verdict,
 )
 from lkeval.results.pricing import PriceTable
-from lkeval.run.collaborators import Caller, CallerTurnLike, Evaluator, JudgingFailed, Slot
+from lkeval.run.audio_turns import AudioCall
+from lkeval.run.call_files import write_call
+from lkeval.run.collaborators import (
+    AudioRig,
+    Caller,
+    CallerTurnLike,
+    Evaluator,
+    JudgingFailed,
+    Slot,
+)
 from lkeval.run.conversation import AgentEndedSession, Conversation, TurnFailed
 from lkeval.run.expectations import check_turn
 from lkeval.run.outcome import (
@@ -45,7 +55,7 @@ from lkeval.run.outcome import (
     scripted_failures,
     with_agent_text,
 )
-from lkeval.scenarios.model import Scenario, mock_tools_wire
+from lkeval.scenarios.model import Scenario, Turn, mock_tools_wire
 
 
 class AttemptError(Exception):
@@ -68,6 +78,9 @@ class RunSettings:
     prices: PriceTable = field(default_factory=PriceTable)
     # ``--cassettes``: each attempt's HTTP exchanges recorded and replayed (None: off).
     cassettes: Cassettes | None = None
+    # ``--mode``: how scenarios without their own ``mode:`` play; the speech for audio ones.
+    mode: str = "text"
+    audio: AudioRig | None = None
 
 
 #: How lk-eval plays a conversation: text turns (the dispatch's mode, the console's text mode).
@@ -75,16 +88,19 @@ class RunSettings:
 CONVERSATION_MODE = "text"
 
 
-def dispatch_json(scenario: Scenario, run_id: str, job_id: str) -> str:
+def dispatch_json(scenario: Scenario, run_id: str, job_id: str, audio: bool = False) -> str:
     """The protojson ``SimulationDispatch`` LiveKit's simulator would attach to the job.
 
     Userdata travels as a JSON string; a scenario without userdata sends an empty string,
-    not ``"null"`` (some agents crash on ``null``).
+    not ``"null"`` (some agents crash on ``null``). An audio scenario says
+    ``SIMULATION_MODE_AUDIO``: the agent host then leaves the console in audio mode, and the
+    agent's ``simulation_context()`` and LiveKit's inference class see an audio simulation.
     """
+    mode = sim_pb.SimulationMode.SIMULATION_MODE_AUDIO if audio else None
     proto = sim_pb.SimulationDispatch(
         simulation_run_id=run_id,
         job_id=job_id,
-        mode=sim_pb.SimulationMode.SIMULATION_MODE_TEXT,
+        mode=mode or sim_pb.SimulationMode.SIMULATION_MODE_TEXT,
         scenario=sim_pb.Scenario(
             id=scenario.id,
             label=scenario.label,
@@ -137,6 +153,8 @@ class ScenarioAttempt:
         self.on_decided: Callable[[str | None], None] | None = None
         self.caller: Caller | None = None
         self.tapes: AttemptTapes | None = None
+        self.audio = scenario.plays_audio(settings.mode)
+        self.call: AudioCall | None = None  # the microphone and speaker of an audio attempt
 
     async def run(self, slot: Slot | None = None) -> Attempt:
         """Run the attempt to a result; with cassettes, replayed or recorded (docs/replay.md).
@@ -176,8 +194,13 @@ class ScenarioAttempt:
             reason = "needs a simulated user: set --caller-model (and --judge-model)"
             return Attempt(status="skipped", reason=reason)
         launch = self.settings.launch
-        dispatch = dispatch_json(self.scenario, self.run_id, self.job_id)
+        dispatch = dispatch_json(self.scenario, self.run_id, self.job_id, self.audio)
         mocks = mock_tools_wire(self.scenario.mock_tools)
+        rig = self.settings.audio if self.audio else None
+        if self.audio and rig is None:
+            return Attempt(status="error", reason="audio mode needs the run's speech (--speech)")
+        if rig is not None:
+            agent_env = {**rig.agent_env(self.job_id), **(agent_env or {})}
         agent = AgentProcess(launch, dispatch, self.log_path, mocks, agent_env)
         conn: SessionConnection | None = None
         conversing = cancelled = False
@@ -199,6 +222,8 @@ class ScenarioAttempt:
                 began = opened[0] if opened else started
                 return self._attempt("error", exc.reason, began, agent, exc.log_tail)
             conv = Conversation(conn, agent, self.turn_timeout)
+            if rig is not None:  # the microphone is live from the first moment of the call
+                self.call = AudioCall(conv, rig.audio_settings(self.job_id))
             if slot is not None:
                 started = time.monotonic()  # the wait for a slot is not the scenario's time
             conversing = True
@@ -220,6 +245,8 @@ class ScenarioAttempt:
                 self.on_decided(self.agent_cause)
             if slot is not None:
                 slot.release()
+            if self.call is not None:
+                await self.call.close()
             if conn is not None:
                 await conn.close()
             await agent.stop(self.settings.stop_grace)  # finishes even if cancelled again
@@ -283,21 +310,36 @@ class ScenarioAttempt:
         p = self.p
         intent_judge = self.evaluator.intent_judge(p.usage) if self.evaluator else None
         turn_no = 0
-        for turn in self.scenario.turns:
+        turns = self.scenario.turns
+        for index, turn in enumerate(turns):
             if turn.user is None:  # checks on the greeting
                 items = [i for i in p.transcript if i.turn == 0]
             else:
                 turn_no += 1
-                items, seconds = await conv.turn(turn_no, turn.user)
+                following = turns[index + 1] if index + 1 < len(turns) else None
+                items, seconds = await self._play(conv, turn_no, turn, following)
                 p.transcript.extend(items)
                 p.turn_seconds.append(seconds)
                 self._measured(conv.last_metrics)
+            metrics = conv.last_metrics if turn.user is not None else None
             try:
-                p.expectations.extend(await check_turn(turn_no, turn, items, intent_judge))
+                p.expectations.extend(await check_turn(turn_no, turn, items, intent_judge, metrics))
             except Exception as exc:  # an intent judge whose LLM failed
                 raise AttemptError(f"turn {turn_no}: intent check failed: {exc}") from exc
         if self.scenario.turns:
             p.end_reason = "scripted turns done"
+
+    async def _play(
+        self, conv: Conversation, turn_no: int, turn: Turn, following: Turn | None
+    ) -> tuple[list[TranscriptItem], float]:
+        """One scripted turn, typed or spoken (``mode:``); a spoken one whose next turn
+        interrupts ends that far into the agent's reply, and the next one cuts in."""
+        assert turn.user is not None
+        if self.call is None or self.scenario.turn_mode(turn, self.settings.mode) == "text":
+            return await conv.turn(turn_no, turn.user)
+        leave = following.interrupt_after if following is not None else None
+        cut_in = turn.interrupt_after is not None
+        return await self.call.turn(turn_no, turn.user, cut_in=cut_in, leave_after=leave)
 
     def _measured(self, metrics: TurnMetrics | None) -> None:
         """Keep a turn's metrics, marked replayed when every agent call so far came from the
@@ -323,13 +365,16 @@ class ScenarioAttempt:
                 p.end_reason = f"max turns reached ({max_turns})"
                 return
             try:
-                said = await caller.next_message(p.transcript)
+                said = await caller.next_message(caller_view(p.transcript))
             except Exception as exc:
                 raise AttemptError(f"simulated user failed: {exc}") from exc
             _add_usage(p.usage, "caller", said.usage)
             if said.text:
                 turn_no += 1
-                items, seconds = await conv.turn(turn_no, said.text)
+                if self.call is not None:
+                    items, seconds = await self.call.turn(turn_no, said.text)
+                else:
+                    items, seconds = await conv.turn(turn_no, said.text)
                 p.transcript.extend(items)
                 p.turn_seconds.append(seconds)
                 self._measured(conv.last_metrics)
@@ -424,6 +469,7 @@ class ScenarioAttempt:
         verdicts: Sequence[Verdict] = (),
     ) -> Attempt:
         p = self.p
+        call = self._call_record()
         if p.notes:
             reason = "; ".join(x for x in (reason, *p.notes) if x)
         return Attempt(
@@ -444,7 +490,32 @@ class ScenarioAttempt:
             start_mode=agent.started.mode if agent.started else "",
             cold_start_reason=agent.started.why if agent.started else "",
             inference_class=agent.inference_class,
+            call=call,
         )
+
+    def _call_record(self) -> AudioCallRecord | None:
+        """An audio attempt's call, its WAV and SVG written beside its log."""
+        if self.call is None:
+            return None
+        p = self.p
+        record, note = write_call(
+            self.call,
+            self.call.record(),
+            self.settings.logs_dir,
+            self.scenario.id,
+            self.attempt_no,
+            p.transcript,
+            p.turns,
+        )
+        if note:
+            p.notes.append(note)
+        return record
+
+
+def caller_view(transcript: Sequence[TranscriptItem]) -> list[TranscriptItem]:
+    """The conversation as the simulated caller lived it: its own lines as it said them (the
+    transcript keeps what the agent heard of them)."""
+    return [dataclasses.replace(i, text=i.said) if i.said is not None else i for i in transcript]
 
 
 def _all_pass(verdicts: Sequence[Verdict]) -> tuple[bool, str]:

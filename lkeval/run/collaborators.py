@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Protocol, TextIO
 
 from lkeval.results.model import JudgeCheck, LLMInUse, TranscriptItem, Usage, Verdict
+from lkeval.run.audio_turns import AudioSettings
 from lkeval.run.expectations import IntentJudge
 from lkeval.scenarios.model import Scenario
 
@@ -88,6 +89,30 @@ class Slot(Protocol):
 
     def release(self) -> None:
         """Give back what is held (the conversation is over)."""
+        ...
+
+
+class AudioRig(Protocol):
+    """The run's speech in audio mode (``run/speech.py``): the caller's voice, and what each
+    agent's environment needs to reach the speech models it is given."""
+
+    conditions: str
+    """What the audio figures were measured with (voice, speech server, recognition)."""
+
+    def agent_env(self, attempt_key: str) -> dict[str, str]:
+        """The attempt's additions to its agent's environment (its speech URLs)."""
+        ...
+
+    def audio_settings(self, attempt_key: str) -> AudioSettings:
+        """How the attempt speaks (its voice, and the oracle told each line)."""
+        ...
+
+    async def start(self) -> None:
+        """Before the first audio attempt, in the run's event loop."""
+        ...
+
+    async def stop(self) -> None:
+        """After the last."""
         ...
 
 

@@ -70,6 +70,7 @@ class Conversation:
         self.last_metrics: TurnMetrics | None = None  # of the last turn that got an answer
         self._turn_items: list[TranscriptItem] | None = None
         self._turn_no = 0
+        self._errors_before_turn = 0
         self._partial: list[TranscriptItem] = []
         self._waiters: list[asyncio.Future[None]] = []
         self._last_events: list[str] = []
@@ -101,6 +102,42 @@ class Conversation:
         for fut in self._waiters:
             if not fut.done():
                 fut.set_result(None)
+
+    # What an audio turn (run/audio_turns.py) needs of the conversation: it has no request
+    # whose answer ends the turn, so it collects the turn's items from the events as a failed
+    # text turn does, and waits on the same wake-ups.
+    wake = _wake
+
+    def begin_turn(self, turn_no: int) -> None:
+        """Collect the agent's items as turn ``turn_no``'s from now on."""
+        self._turn_no, self._turn_items = turn_no, []
+        self._errors_before_turn = len(self.errors)
+
+    def take_turn_items(self) -> list[TranscriptItem]:
+        """The items collected since :meth:`begin_turn` (user messages aside); stops collecting."""
+        items, self._turn_items = self._turn_items or [], None
+        return items
+
+    def has_turn_reply(self) -> bool:
+        """An assistant message (or an agent error) arrived since :meth:`begin_turn`; not an
+        interrupted one: that is the reply this turn's line cut into, not the answer to it."""
+        if len(self.errors) > self._errors_before_turn:
+            return True
+        return any(
+            i.kind == "message" and i.role == "assistant" and not i.interrupted
+            for i in self._turn_items or ()
+        )
+
+    async def wait_until(self, done: Callable[[], bool], deadline: float) -> bool:
+        """:meth:`_wait_until`, for audio turns."""
+        return await self._wait_until(done, deadline)
+
+    def turn_failed(self, turn_no: int, text: str, why: str) -> TurnFailed:
+        """A turn that got no answer, with what it produced so far."""
+        user = TranscriptItem(kind="message", turn=turn_no, role="user", text=text)
+        self._partial = [user, *self.take_turn_items()]
+        message = why if why.startswith("turn ") else f"turn {turn_no}: {why}"
+        return TurnFailed(message, self.take_partial())
 
     def _on_item(self, chat_item: pb.ChatContext.ChatItem) -> None:
         if self._collect_greeting:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from lkeval.results.model import ExpectationResult, TranscriptItem
+from lkeval.results.model import ExpectationResult, TranscriptItem, TurnMetrics
 from lkeval.scenarios.model import Expectation, Turn
 from lkeval.text.masking import clip
 
@@ -53,8 +53,10 @@ async def check_turn(
     turn: Turn,
     items: Sequence[TranscriptItem],
     intent_judge: IntentJudge | None,
+    metrics: TurnMetrics | None = None,
 ) -> list[ExpectationResult]:
-    """Check every expectation of ``turn``; a failure does not stop the later checks."""
+    """Check every expectation of ``turn``; a failure does not stop the later checks.
+    ``metrics`` (the turn's, audio turns) serve the ``heard:`` and ``barge_in:`` checks."""
     searchable = turn_events(items)  # ``contains:`` checks see every event, this one too
     events = without_session_start(searchable, turn.expect) if turn_index == 0 else searchable
     cursor = 0
@@ -73,6 +75,8 @@ async def check_turn(
             if rest:
                 passed = False
                 reason = "unexpected further events: " + "; ".join(describe_item(e) for e in rest)
+        elif exp.kind in ("heard", "barge_in"):
+            passed, reason = audio_check(exp, metrics)
         elif exp.anywhere:
             passed, reason = False, "no event of the turn matched"
             for event in searchable:
@@ -98,6 +102,32 @@ async def check_turn(
             )
         )
     return results
+
+
+def audio_check(exp: Expectation, metrics: TurnMetrics | None) -> tuple[bool, str]:
+    """A ``heard:`` or ``barge_in:`` check on an audio turn's metrics: (passed, reason)."""
+    if metrics is None or metrics.mode != "audio":
+        return False, "not a spoken turn (audio mode): nothing was heard or cut into"
+    if exp.kind == "barge_in":
+        stopped = metrics.agent_stopped_ms
+        if exp.yields is False:
+            if stopped is None:
+                return True, ""
+            return False, f"false yield: the agent stopped {stopped / 1000:.2f}s into the line"
+        if stopped is None:
+            return False, "the agent did not stop speaking when the caller cut in"
+        if exp.within_ms is not None and stopped > exp.within_ms:
+            return False, f"the agent stopped only after {stopped / 1000:.2f}s"
+        return True, ""
+    heard = metrics.heard or ""
+    missing = [c for c in exp.contains if c.lower() not in heard.lower()]
+    if missing:
+        return False, f"heard {clip(heard, 200)!r}: no {', '.join(repr(m) for m in missing)}"
+    if exp.matches and not re.search(exp.matches, heard, re.IGNORECASE):
+        return False, f"heard {clip(heard, 200)!r}: does not match /{exp.matches}/"
+    if exp.max_wer is not None and (metrics.wer is None or metrics.wer > exp.max_wer):
+        return False, f"heard {clip(heard, 200)!r}: word error rate {metrics.wer}"
+    return True, ""
 
 
 def _same_kind(exp: Expectation, event: TranscriptItem) -> bool:

@@ -56,6 +56,14 @@ class SuiteSettings:
     warm starts turn out to be unavailable (cold agents boot CPU-bound, ~2.5 CPU-s each)."""
     inference_class: str = defaults.INFERENCE_CLASS
     """``--inference-class``: the LiveKit Inference class of the agent's own calls."""
+    mode: str = defaults.MODE
+    """``--mode``: text or audio, for scenarios without their own ``mode:``."""
+    speech: str = defaults.SPEECH
+    """``--speech``: the agent's own speech models, or lk-eval's local speech server."""
+    voice: str = defaults.VOICE
+    """``--voice``: the caller's text-to-speech in audio mode."""
+    impair: str = ""
+    """``--impair``: what the caller's line goes through in audio mode."""
     agent_memory: int = defaults.AGENT_MEMORY_MIB
     """MiB of resident memory one agent may use (0: no bound)."""
     agent_log_limit: int = defaults.AGENT_LOG_MIB

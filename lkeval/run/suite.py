@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import os
 import shutil
 import signal
 import sys
@@ -64,6 +65,7 @@ from lkeval.run.engine import (
 from lkeval.run.interrupt import Interrupted, RunSignals
 from lkeval.run.plan import Plan, SuiteSettings, build_plan, cassette_rules, open_cassettes
 from lkeval.run.revote import ask_again_with
+from lkeval.run.speech import RunSpeech
 from lkeval.scenarios.model import Scenario, shard_text
 from lkeval.startup import paused_collections
 from lkeval.text.masking import mask_results, redact_argv
@@ -135,6 +137,8 @@ class Suite:
         self._evaluator: RunEvaluator | None = None
         self._judge_check: JudgeCheck | None = None
         self._cassettes: Cassettes | None = None
+        self._conversation_mode = CONVERSATION_MODE
+        self._speech_conditions = ""
 
     def run(self) -> int:
         """The whole run; returns the exit code (errors go to the CLI boundary).
@@ -417,6 +421,8 @@ class Suite:
             max_turns=settings.max_turns,
             prices=PriceTable(dict(settings.prices)),
             cassettes=self._cassettes,
+            mode=settings.mode,
+            audio=self._speech(plan),
         )
         if launcher.mode == "cold":
             options = dataclasses.replace(plan.engine_options, warm_starts=False)
@@ -435,10 +441,17 @@ class Suite:
             ask_again=ask_again_with(evaluator, self._cassettes) if evaluator is not None else None,
         )
 
+        speech = run_settings.audio
+
         async def play() -> list[ScenarioResult]:
             try:
+                if speech is not None:
+                    await speech.start()
                 return await engine.run(plan.scenarios)
             finally:
+                if speech is not None:
+                    with contextlib.suppress(Exception):
+                        await speech.stop()
                 if evaluator is not None:
                     with contextlib.suppress(Exception):
                         await evaluator.aclose()
@@ -446,6 +459,18 @@ class Suite:
         # a signal cancels the play: what finished is kept, every agent stopped
         played = self._signals.run_until_signal(play, lambda: engine.results(interrupted=True))
         return played, self._signals.received
+
+    def _speech(self, plan: Plan) -> RunSpeech | None:
+        """The run's speech (voice, local speech server) when a selected scenario plays audio."""
+        settings = self.settings
+        if not any(s.plays_audio(settings.mode) for s in plan.selected):
+            return None
+        audio = all(s.plays_audio(settings.mode) for s in plan.selected)
+        self._conversation_mode = "audio" if audio else "mixed"
+        env = {**os.environ, **dict(settings.env)}
+        speech = RunSpeech(settings.speech, settings.voice, env, settings.impair)
+        self._speech_conditions = speech.conditions
+        return speech
 
     def metadata(
         self, scenario_results: list[ScenarioResult], stopped_by: signal.Signals | None
@@ -468,7 +493,11 @@ class Suite:
             interrupted=stopped_by is not None,
             argv=redact_argv(list(settings.argv)),
             start_mode=run_start_mode(scenario_results),
-            conversation_mode=CONVERSATION_MODE,
+            conversation_mode=self._conversation_mode,
+            speech=self._speech_conditions,
+            max_load=_max_load(scenario_results),
+            cores=os.cpu_count() or 0,
+            concurrency=settings.engine.concurrency,
             inference_class=run_inference_class(scenario_results),
             sampling_rule=self._rule_record(scenario_results),
             suite=(
@@ -510,6 +539,14 @@ def _nothing_to_check(selected: list[Scenario], evaluator: RunEvaluator | None) 
         if why is not None:
             found[scenario.id] = why
     return found
+
+
+def _max_load(scenario_results: list[ScenarioResult]) -> float | None:
+    """The highest load average an audio turn ended with (None: no audio turn measured it)."""
+    loads = [
+        t.load for s in scenario_results for a in s.attempts for t in a.turns if t.load is not None
+    ]
+    return max(loads) if loads else None
 
 
 def _installed(dist: str) -> str | None:

@@ -15,7 +15,17 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 
 from lkeval.scenarios.yaml_nodes import FileProblems, describe, is_null, mapping_entries
 
-LATENCY_KEYS = ("p50", "p95", "max", "ttft_p50", "ttft_p95", "ttft_max")
+LATENCY_KEYS = (
+    "p50",
+    "p95",
+    "max",
+    "ttft_p50",
+    "ttft_p95",
+    "ttft_max",
+    "first_audio_p50",
+    "first_audio_p95",
+    "first_audio_max",
+)
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*$")
 
 
@@ -32,6 +42,7 @@ def parse_latency_budget(values: Mapping[str, object]) -> dict[str, float]:
     """``{"p95": "1200ms"}`` -> ``{"p95": 1200.0}``; ValueError names the bad key or value."""
     budget: dict[str, float] = {}
     for key, value in values.items():
+        key = key.replace(".", "_")  # first_audio.p95 is written as the issue spells it
         if key not in LATENCY_KEYS:
             raise ValueError(
                 f"unknown latency statistic {key!r} (one of {', '.join(LATENCY_KEYS)})"
@@ -63,6 +74,7 @@ def read_latency_node(node: Node | None, path: str, problems: FileProblems) -> d
         return {}
     budget: dict[str, float] = {}
     for key, (key_node, value_node) in mapping_entries(node, path, problems).items():
+        key = key.replace(".", "_")
         if key not in LATENCY_KEYS:
             known = ", ".join(LATENCY_KEYS)
             problems.error(key_node, f"{path}.{key}", f"unknown latency statistic (one of {known})")

@@ -27,7 +27,7 @@ from lkeval.scenarios.latency import read_latency_node
 from lkeval.scenarios.mock_tools import parse_mock_tools
 from lkeval.scenarios.model import BUILTIN_JUDGES, Limits, Scenario, ScenarioGroup, derive_id
 from lkeval.scenarios.summary import summarize
-from lkeval.scenarios.turns import parse_turns
+from lkeval.scenarios.turns import parse_scenario_mode, parse_turns
 from lkeval.scenarios.yaml_nodes import (
     STR_TAG,
     Diagnostic,
@@ -77,6 +77,7 @@ LKEVAL_SCENARIO_KEYS = (
     "then_simulate",
     "latency",
     "mock_tools",
+    "mode",
 )
 SCENARIO_KEYS = LIVEKIT_SCENARIO_KEYS + LKEVAL_SCENARIO_KEYS
 # The built-in judges of livekit.agents.evals, the vocabulary users already know.
@@ -262,6 +263,7 @@ def _parse_scenario(
         then_simulate=then_simulate,
         latency=read_latency_node(_value(entries, "latency"), f"{path}.latency", problems),
         mock_tools=parse_mock_tools(_value(entries, "mock_tools"), f"{path}.mock_tools", problems),
+        mode=parse_scenario_mode(entries, turns, path, problems),
     )
     if explicit_id is not None:
         site = _IdSite(scenario_id, False, file, entries["id"][1], f"{path}.id")

@@ -39,6 +39,11 @@ checks a scenario's ``judges:`` against them, and scenarios sit below llm in the
 NOTHING_TO_CHECK = "nothing to check"
 """How the reason of a scenario that had nothing to check begins (results files keep it)."""
 
+ConversationMode = Literal["text", "audio"]
+CONVERSATION_MODES: tuple[ConversationMode, ...] = ("text", "audio")
+"""How a scenario is played: text turns (``run_input``), or spoken into the agent's
+microphone and heard from its speaker (``--mode audio``, a scenario's ``mode:``)."""
+
 ExpectationKind = Literal[
     "message",
     "function_call",
@@ -46,6 +51,8 @@ ExpectationKind = Literal[
     "handoff",
     "skip",
     "no_more_events",
+    "heard",
+    "barge_in",
 ]
 
 
@@ -76,6 +83,12 @@ class Expectation:
     to: str | None = None
     # skip
     count: int = 1
+    # heard (audio: what the agent's STT heard of the caller's line; contains/matches too)
+    max_wer: float | None = None
+    # barge_in (audio: this line cut into the agent's reply): it stopped within the bound,
+    # or (``yields: false``, a back-channel) it did not stop
+    within_ms: float | None = None
+    yields: bool | None = None
 
     def describe(self) -> str:
         """A short human description, used in results and reports."""
@@ -103,6 +116,20 @@ class Expectation:
             return prefix + " ".join(parts)
         if self.kind == "handoff":
             return f"{prefix}handoff to {self.to or 'any agent'}"
+        if self.kind == "heard":
+            parts = ["the agent heard the caller's line"]
+            if self.contains:
+                parts.append("containing " + ", ".join(repr(c) for c in self.contains))
+            if self.matches:
+                parts.append(f"matching /{self.matches}/")
+            if self.max_wer is not None:
+                parts.append(f"with a word error rate of at most {self.max_wer:g}")
+            return " ".join(parts)
+        if self.kind == "barge_in":
+            if self.yields is False:
+                return "the agent kept speaking through the caller's line (no false yield)"
+            bound = f" within {self.within_ms / 1000:g}s" if self.within_ms is not None else ""
+            return f"the agent stopped speaking{bound} when the caller cut in"
         if self.kind == "skip":
             return f"skip {self.count} event(s)"
         return "no more events"
@@ -115,6 +142,11 @@ class Turn:
     user: str | None
     expect: tuple[Expectation, ...]
     line: int
+    # lk-eval's audio mode (docs/audio.md): ``text`` or ``audio`` for this turn alone (None:
+    # the scenario's mode), and a barge-in: start speaking this many seconds into the agent's
+    # reply to the previous turn instead of after it.
+    mode: ConversationMode | None = None
+    interrupt_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -182,14 +214,23 @@ class Scenario:
     latency: dict[str, float] = field(default_factory=dict)
     # Tools that answer from the scenario instead of running (lkeval.scenarios.mock_tools).
     mock_tools: tuple[ToolMock, ...] = ()
+    # ``mode:`` (an lk-eval extension): opts in or out of audio whatever ``--mode`` says.
+    mode: ConversationMode | None = None
 
     @property
     def digest(self) -> str:
         """A digest of everything the scenario says (its place in a file aside: a job that runs
         from another directory sees the same scenario). Shards, merges, the pass-rate history
-        and judge calibrations know a scenario's content by it."""
+        and judge calibrations know a scenario's content by it. The audio keys count only when
+        written, so a scenario without them keeps the digest it had before they existed."""
         content = dataclasses.asdict(self)
         content.pop("file", None)
+        if content.get("mode") is None:
+            content.pop("mode", None)
+        for turn in content["turns"]:
+            for key in ("mode", "interrupt_after"):
+                if turn.get(key) is None:
+                    turn.pop(key, None)
         text = json.dumps(content, sort_keys=True, default=str, ensure_ascii=False)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
@@ -203,6 +244,19 @@ class Scenario:
         the run's flags, else one run and all runs needed."""
         runs = self.repeat or repeat or 1
         return runs, self.min_pass or min_pass or runs
+
+    def plays_audio(self, run_mode: str) -> bool:
+        """Whether the scenario plays in audio: its own ``mode:``, else a turn that asks for
+        audio, else the run's ``--mode``."""
+        if self.mode is not None:
+            return self.mode == "audio"
+        return run_mode == "audio" or any(t.mode == "audio" for t in self.turns)
+
+    def turn_mode(self, turn: Turn, run_mode: str) -> ConversationMode:
+        """How ``turn`` is played: its own ``mode:``, else the scenario's."""
+        if turn.mode is not None:
+            return turn.mode
+        return "audio" if self.plays_audio(run_mode) else "text"
 
     @property
     def scripted_turns(self) -> int:

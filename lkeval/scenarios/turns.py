@@ -12,9 +12,17 @@ from __future__ import annotations
 import re
 from typing import Any, cast
 
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from lkeval.scenarios.model import Expectation, ExpectationKind, Turn
+from lkeval.scenarios.audio_checks import AUDIO_CHECK_FIELDS, parse_audio_check
+from lkeval.scenarios.latency import parse_duration_ms
+from lkeval.scenarios.model import (
+    CONVERSATION_MODES,
+    ConversationMode,
+    Expectation,
+    ExpectationKind,
+    Turn,
+)
 from lkeval.scenarios.yaml_nodes import (
     FileProblems,
     check_keys,
@@ -31,7 +39,7 @@ from lkeval.scenarios.yaml_nodes import (
     to_plain,
 )
 
-TURN_KEYS = ("user", "expect")
+TURN_KEYS = ("user", "expect", "mode", "interrupt_after")
 # The fields each event check takes; the keys of this dict are also the expectation kinds
 # allowed inside ``contains:``.
 EVENT_CHECK_FIELDS: dict[str, tuple[str, ...]] = {
@@ -41,7 +49,14 @@ EVENT_CHECK_FIELDS: dict[str, tuple[str, ...]] = {
     "handoff": ("to",),
 }
 KIND_ALIASES = {"agent_handoff": "handoff"}
-EXPECTATION_KEYS = (*EVENT_CHECK_FIELDS, *KIND_ALIASES, "skip", "no_more_events", "contains")
+EXPECTATION_KEYS = (
+    *EVENT_CHECK_FIELDS,
+    *KIND_ALIASES,
+    "skip",
+    "no_more_events",
+    "contains",
+    *AUDIO_CHECK_FIELDS,
+)
 MESSAGE_ROLES = ("assistant", "user")
 
 
@@ -84,7 +99,79 @@ def _parse_turn(node: Node, path: str, index: int, problems: FileProblems) -> Tu
     user = read_str(entries["user"][1], f"{path}.user", problems, non_empty=True)
     if user is None:
         return None
-    return Turn(user=user, expect=expect, line=line_of(node))
+    mode = read_mode(entries.get("mode"), f"{path}.mode", problems)
+    interrupt_after = _read_interrupt_after(entries, path, mode, index, problems)
+    return Turn(
+        user=user,
+        expect=expect,
+        line=line_of(node),
+        mode=mode,
+        interrupt_after=interrupt_after,
+    )
+
+
+def parse_scenario_mode(
+    entries: dict[str, tuple[Node, Node]],
+    turns: tuple[Turn, ...],
+    path: str,
+    problems: FileProblems,
+) -> ConversationMode | None:
+    """``mode: text|audio``; a scenario held to text cannot have a spoken turn."""
+    mode = read_mode(entries.get("mode"), f"{path}.mode", problems)
+    if mode == "text":
+        for index, turn in enumerate(turns):
+            if turn.mode == "audio" or turn.interrupt_after is not None:
+                problems.error(
+                    entries["mode"][1],
+                    f"{path}.mode",
+                    f"is text, but turns[{index}] (line {turn.line}) is spoken",
+                )
+                break
+    return mode
+
+
+def read_mode(
+    entry: tuple[Node, Node] | None, path: str, problems: FileProblems
+) -> ConversationMode | None:
+    """A ``mode:`` value (``text`` or ``audio``), or None when absent or after reporting."""
+    if entry is None or is_null(entry[1]):
+        return None
+    value = read_str(entry[1], path, problems)
+    if value is None:
+        return None
+    if value not in CONVERSATION_MODES:
+        problems.error(
+            entry[1], path, f"must be one of {', '.join(CONVERSATION_MODES)}, got {value!r}"
+        )
+        return None
+    return value  # checked just above
+
+
+def _read_interrupt_after(
+    entries: dict[str, tuple[Node, Node]],
+    path: str,
+    mode: ConversationMode | None,
+    index: int,
+    problems: FileProblems,
+) -> float | None:
+    """``interrupt_after: 1.5s``: seconds into the agent's previous reply (a duration with its
+    unit); a barge-in needs a spoken turn and a reply before it to cut into."""
+    entry = entries.get("interrupt_after")
+    if entry is None or is_null(entry[1]):
+        return None
+    where = f"{path}.interrupt_after"
+    try:
+        seconds = parse_duration_ms(entry[1].value if isinstance(entry[1], ScalarNode) else None)
+    except ValueError as exc:
+        problems.error(entry[1], where, str(exc))
+        return None
+    if mode == "text":
+        problems.error(entry[1], where, "a text turn cannot interrupt: the caller must speak")
+        return None
+    if index == 0:
+        problems.error(entry[1], where, "the first turn has no reply of the agent to interrupt")
+        return None
+    return seconds / 1000
 
 
 def _parse_expect_list(
@@ -160,6 +247,8 @@ def _parse_kind(
     if anywhere:
         problems.error(key_node, path, f"'{key}' cannot be used inside 'contains'")
         return None
+    if kind in AUDIO_CHECK_FIELDS:
+        return parse_audio_check(kind, value, path, line, problems, _read_contains_texts)
     if kind == "skip":
         if is_null(value) or is_true(value):
             return Expectation(kind="skip", line=line, count=1)

@@ -21,6 +21,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli"}),
     frozenset({"llm", "publish"}),
     frozenset({"run", "reporters"}),
+    frozenset({"audio"}),
     frozenset({"replay"}),
     frozenset({"results"}),
     frozenset({"agents", "scenarios"}),
@@ -29,7 +30,12 @@ LAYERS: tuple[frozenset[str], ...] = (
 FLOOR = frozenset({"errors", "defaults", "startup", ""})
 #: Imports the layer order alone would allow but the design does not: the command line builds
 #: collaborators and calls the run (``run/suite.py``), which alone starts and stops agents.
-FORBIDDEN: dict[str, frozenset[str]] = {"cli": frozenset({"agents"})}
+FORBIDDEN: dict[str, frozenset[str]] = {
+    "cli": frozenset({"agents"}),
+    # Audio mode's parts (voice, impairments, recordings) know nothing of agents, scenarios or
+    # cassettes: the run hands them text and PCM.
+    "audio": frozenset({"agents", "scenarios", "replay"}),
+}
 #: Run by path in the agent's interpreter: stdlib and livekit only.
 STANDALONE = (
     "agents/agent_host.py",
@@ -40,8 +46,11 @@ STANDALONE = (
     "replay/tape.py",
     "replay/transports.py",
 )
-#: Test helpers stand apart: nothing of the product imports them.
+#: Test helpers stand apart: nothing of the product imports them...
 SEPARATE = frozenset({"testing"})
+#: ...but ``--speech local`` asks for the local speech server by name (docs/audio.md): the
+#: run's speech starts it, and nothing else of the product may.
+STARTS_TEST_HELPERS = frozenset({"lkeval.run.speech"})
 
 
 def _module_name(path: Path) -> str:
@@ -110,6 +119,8 @@ def _upward(graph: dict[str, list[tuple[str, int]]]) -> list[str]:
         for target, line in edges:
             there = _folder(target)
             if there in FLOOR or there == here or here in ("", "__main__"):
+                continue
+            if there in SEPARATE and module in STARTS_TEST_HELPERS:
                 continue
             if there in SEPARATE and here not in SEPARATE:
                 upward.append(f"{module}:{line} imports the test helper {target}")

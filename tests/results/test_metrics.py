@@ -148,6 +148,8 @@ def test_results_json_carries_the_figures_the_reports_show() -> None:
         "turns": 4,
         "latency_ms": {"p50": 200.0, "p95": 900.0, "max": 900.0, "n": 4},
         "ttft_ms": {"p50": 50.0, "p95": 225.0, "max": 225.0, "n": 4},
+        "first_audio_ms": None,  # text turns: no audio figures
+        "e2e_latency_ms": None,
         "tool_ms": None,
         "cost_usd": 0.002,
         "unpriced": [],
