@@ -309,3 +309,37 @@ def test_a_tts_failure_reaches_the_client_as_an_error() -> None:
 
     # The error, then the generation's end: the socket stays usable for the next one.
     assert run(lambda: with_server(body, voice="zzqq")) == ["error", "done"]
+
+
+def test_pocketsphinx_recognizes_one_utterance_after_another() -> None:
+    pytest.importorskip("pocketsphinx", reason="the optional extra: pip install 'lk-eval[speech]'")
+
+    async def body(server: SpeechServer) -> list[dict[str, Any]]:
+        audio = await line_audio(LINE)
+        stream = silence(0.3) + audio + silence(0.8) + audio + silence(0.8)
+        return await stt_exchange(server.url_for("k"), stream)
+
+    messages = run(lambda: with_server(body, stt="pocketsphinx"))
+    finals = [m["transcript"] for m in messages if m["type"] == "final_transcript"]
+    assert len(finals) == 2
+    # One decoder per socket (its noise normalization adapts, so the words may differ a little).
+    assert all({"i", "would", "like"} <= set(f.split()) for f in finals)
+
+
+@pytest.mark.parametrize("spec", ["loss=10%,burst=100ms", "codec=mulaw,noise=20dB", "codec=opus"])
+def test_impaired_caller_audio_is_still_one_utterance_per_line(spec: str) -> None:
+    from lkeval.audio import WIRE_RATE
+    from lkeval.audio.impair import Impairer, parse_impairments
+    from lkeval.audio.pcm import resample
+
+    async def body(server: SpeechServer) -> list[dict[str, Any]]:
+        server.expect_line("k", LINE)
+        server.expect_line("k", "second")
+        speech = await line_audio(LINE, WIRE_RATE)
+        impairer = Impairer(parse_impairments(spec + ",seed=3"))
+        impairer.calibrate(speech)
+        heard = impairer.process_line(bytes(WIRE_RATE) + speech + bytes(WIRE_RATE * 2))
+        return await stt_exchange(server.url_for("k"), resample(heard, WIRE_RATE, 24000))
+
+    messages = run(lambda: with_server(body))
+    assert [m["transcript"] for m in messages if m["type"] == "final_transcript"] == [LINE]
