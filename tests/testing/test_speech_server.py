@@ -343,3 +343,18 @@ def test_impaired_caller_audio_is_still_one_utterance_per_line(spec: str) -> Non
 
     messages = run(lambda: with_server(body))
     assert [m["transcript"] for m in messages if m["type"] == "final_transcript"] == [LINE]
+
+
+def test_a_line_the_agent_never_heard_can_be_dropped_so_the_next_is_not_shifted() -> None:
+    async def body(server: SpeechServer) -> tuple[list[str], list[str], list[str]]:
+        server.expect_line("k", "lost on the way")  # its audio never reaches the STT
+        before = server.pending("k")
+        dropped = server.clear_expected("k")
+        server.expect_line("k", LINE)
+        audio = await line_audio(LINE)
+        await stt_exchange(server.url_for("k"), audio + silence(0.8))
+        return before, dropped, server.heard("k")
+
+    before, dropped, heard = run(lambda: with_server(body))
+    assert before == dropped == ["lost on the way"]
+    assert heard == [LINE]
