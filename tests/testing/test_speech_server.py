@@ -358,3 +358,16 @@ def test_a_line_the_agent_never_heard_can_be_dropped_so_the_next_is_not_shifted(
     before, dropped, heard = run(lambda: with_server(body))
     assert before == dropped == ["lost on the way"]
     assert heard == [LINE]
+
+
+def test_an_unreachable_upstream_is_a_502_naming_no_header() -> None:
+    async def body(server: SpeechServer) -> tuple[int, str]:
+        async with aiohttp.ClientSession() as session:
+            headers = {"Authorization": "Bearer sk-never-shown"}
+            url = server.url_for("k") + "/chat/completions"
+            async with session.post(url, data="{}", headers=headers) as r:
+                return r.status, await r.text()
+
+    status, text = run(lambda: with_server(body, upstream="http://127.0.0.1:9/v1"))
+    assert status == 502
+    assert "upstream unreachable" in text and "sk-never-shown" not in text
