@@ -20,7 +20,7 @@ import aiohttp
 import httpx
 
 from lkeval.audio import WIRE_RATE, SpeechError
-from lkeval.audio.pcm import resample, wav_to_pcm
+from lkeval.audio.pcm import resample, trim_silence, wav_to_pcm
 
 OPENAI_PCM_RATE = 24_000
 """``response_format: pcm`` is 24 kHz mono s16le in OpenAI's API."""
@@ -59,8 +59,8 @@ class OpenAIVoice:
             "audio/x-wav",
             "audio/wave",
         ):
-            return wav_to_pcm(response.content, WIRE_RATE)
-        return resample(response.content, OPENAI_PCM_RATE, WIRE_RATE)
+            return trim_silence(wav_to_pcm(response.content, WIRE_RATE))
+        return trim_silence(resample(response.content, OPENAI_PCM_RATE, WIRE_RATE))
 
 
 def inference_token(api_key: str, api_secret: str, ttl: int = 600) -> str:
@@ -120,7 +120,7 @@ class InferenceVoice:
             raise SpeechError(f"voice: {url} answered HTTP {exc.status}") from None
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise SpeechError(f"voice: {url} failed: {type(exc).__name__}") from None
-        return resample(audio, INFERENCE_RATE, WIRE_RATE)
+        return trim_silence(resample(audio, INFERENCE_RATE, WIRE_RATE))
 
 
 async def _collect_audio(ws: aiohttp.ClientWebSocketResponse, url: str) -> bytes:
