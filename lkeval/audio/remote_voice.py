@@ -20,10 +20,13 @@ import aiohttp
 import httpx
 
 from lkeval.audio import WIRE_RATE, SpeechError
-from lkeval.audio.pcm import resample, wav_to_pcm
+from lkeval.audio.pcm import resample, trim_silence, wav_to_pcm
 
 OPENAI_PCM_RATE = 24_000
 """``response_format: pcm`` is 24 kHz mono s16le in OpenAI's API."""
+INFERENCE_RATE = 24_000
+"""The rate livekit's own ``inference.TTS`` asks for (every provider behind the gateway
+serves it); resampled to the wire's 48 kHz here."""
 TIMEOUT_SECONDS = 60.0
 
 
@@ -56,8 +59,8 @@ class OpenAIVoice:
             "audio/x-wav",
             "audio/wave",
         ):
-            return wav_to_pcm(response.content, WIRE_RATE)
-        return resample(response.content, OPENAI_PCM_RATE, WIRE_RATE)
+            return trim_silence(wav_to_pcm(response.content, WIRE_RATE))
+        return trim_silence(resample(response.content, OPENAI_PCM_RATE, WIRE_RATE))
 
 
 def inference_token(api_key: str, api_secret: str, ttl: int = 600) -> str:
@@ -89,7 +92,7 @@ class InferenceVoice:
         return f"InferenceVoice({self.base_url!r}, model={self.model!r}, voice={self.voice!r})"
 
     async def speak(self, text: str) -> bytes:
-        """The line as 48 kHz PCM, asked of the gateway at that rate."""
+        """The line as 48 kHz PCM (asked at 24 kHz, as livekit's client does)."""
         base = self.base_url.rstrip("/")
         if base.startswith(("http://", "https://")):
             base = base.replace("http", "ws", 1)
@@ -97,7 +100,7 @@ class InferenceVoice:
         headers = {"Authorization": f"Bearer {inference_token(self.api_key, self.api_secret)}"}
         create: dict[str, object] = {
             "type": "session.create",
-            "sample_rate": str(WIRE_RATE),
+            "sample_rate": str(INFERENCE_RATE),
             "encoding": "pcm_s16le",
             "model": self.model,
             "extra": {},
@@ -112,11 +115,12 @@ class InferenceVoice:
                 await ws.send_str(json.dumps(create))
                 await ws.send_str(json.dumps({"type": "input_transcript", "transcript": text}))
                 await ws.send_str(json.dumps({"type": "session.flush"}))
-                return await _collect_audio(ws, url)
+                audio = await _collect_audio(ws, url)
         except aiohttp.ClientResponseError as exc:
             raise SpeechError(f"voice: {url} answered HTTP {exc.status}") from None
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise SpeechError(f"voice: {url} failed: {type(exc).__name__}") from None
+        return trim_silence(resample(audio, INFERENCE_RATE, WIRE_RATE))
 
 
 async def _collect_audio(ws: aiohttp.ClientWebSocketResponse, url: str) -> bytes:

@@ -35,7 +35,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_.+/-]+$")
 
 
 class CallerVoice(Protocol):
-    """Speaks one line: 48 kHz mono s16le PCM, no leading or trailing padding added."""
+    """Speaks one line: 48 kHz mono s16le PCM, the engine's silence at both ends trimmed."""
 
     async def speak(self, text: str) -> bytes: ...
 

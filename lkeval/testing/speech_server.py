@@ -113,6 +113,22 @@ class SpeechServer:
         """Tell the oracle the next thing this attempt's caller says (call before it speaks)."""
         self._speech[_checked(attempt_key)].expected.append(text)
 
+    def pending(self, attempt_key: str) -> list[str]:
+        """Lines announced to the oracle and not yet sent as a transcript, oldest first.
+
+        A line still pending when the caller's next line is about to be announced was never
+        heard as an utterance (its audio did not reach the agent's STT, or ran into the next):
+        :meth:`clear_expected` then keeps the oracle from handing it to the next utterance.
+        """
+        return list(self._speech[_checked(attempt_key)].expected)
+
+    def clear_expected(self, attempt_key: str) -> list[str]:
+        """Forget the pending lines (returned, oldest first)."""
+        expected = self._speech[_checked(attempt_key)].expected
+        dropped = list(expected)
+        expected.clear()
+        return dropped
+
     def heard(self, attempt_key: str) -> list[str]:
         """The final transcripts this attempt's agent was sent, in order."""
         return list(self._speech[_checked(attempt_key)].heard)

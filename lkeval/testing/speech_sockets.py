@@ -51,7 +51,8 @@ class SttSession:
         self._id = uuid.uuid4().hex[:12]
         self._rate = 16000
         self._endpointer = Endpointer(self._rate)
-        self._recognizer: Recognizer | None = None
+        self._recognizer: Recognizer | None = None  # the utterance's, while one is open
+        self._kept: Recognizer | None = None  # made once per socket (pocketsphinx loads 38 MB)
         self._preroll: deque[bytes] = deque()
         self._interim_sent = False
 
@@ -93,7 +94,9 @@ class SttSession:
         await self._maybe_interim()
 
     async def _start(self) -> None:
-        self._recognizer, self._interim_sent = self._make(), False
+        if self._kept is None:
+            self._kept = await asyncio.to_thread(self._make)
+        self._recognizer, self._interim_sent = self._kept, False
         preroll = b"".join(self._preroll)
         self._preroll.clear()
         if preroll:

@@ -131,3 +131,29 @@ def test_remote_voices_speak_through_a_compatible_server(spec: str) -> None:
     local = run(lambda: EspeakVoice().speak(LINE))
     # The server speaks espeak-ng at 24 kHz; the voice hands it back at 48 kHz, the same length.
     assert len(audio) == pytest.approx(len(local), rel=0.02)
+
+
+def test_a_providers_padding_is_trimmed_too() -> None:
+    # A provider pads its audio with silence; left in, it would count as the agent's latency.
+    from aiohttp import web
+
+    tone = (np.sin(np.arange(24000) * 2 * np.pi * 440 / 24000) * 8000).astype("<i2").tobytes()
+
+    async def speech(request: web.Request) -> web.Response:
+        return web.Response(body=bytes(24000) + tone + bytes(48000), content_type="audio/pcm")
+
+    async def body() -> bytes:
+        app = web.Application()
+        app.router.add_post("/v1/audio/speech", speech)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        try:
+            port = runner.addresses[0][1]
+            env = {"OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1", "OPENAI_API_KEY": "k"}
+            return await build_voice("openai:tts-1", env).speak("hello")
+        finally:
+            await runner.cleanup()
+
+    audio = run(body)
+    assert len(audio) / 2 / WIRE_RATE == pytest.approx(1.0, abs=0.01)  # the tone alone

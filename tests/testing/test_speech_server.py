@@ -261,20 +261,6 @@ def test_the_command_line_prints_its_port_and_serves() -> None:
         assert process.wait(timeout=20) == 130
 
 
-def test_pocketsphinx_recognizes_speech_when_installed() -> None:
-    pytest.importorskip("pocketsphinx", reason="the optional extra: pip install 'lk-eval[speech]'")
-
-    async def body(server: SpeechServer) -> list[dict[str, Any]]:
-        audio = await line_audio(LINE)
-        return await stt_exchange(server.url_for("k"), silence(0.3) + audio + silence(0.8))
-
-    messages = run(lambda: with_server(body, stt="pocketsphinx"))
-    finals = [m["transcript"] for m in messages if m["type"] == "final_transcript"]
-    assert len(finals) == 1
-    # It garbles synthetic speech ("... the look on google or two on"), but not all of it.
-    assert {"i", "would", "like"} <= set(finals[0].split())
-
-
 def test_openai_style_speech_and_transcription() -> None:
     async def body(server: SpeechServer) -> tuple[int, str, bytes, dict[str, Any]]:
         url = server.openai_url_for("k")
@@ -309,3 +295,66 @@ def test_a_tts_failure_reaches_the_client_as_an_error() -> None:
 
     # The error, then the generation's end: the socket stays usable for the next one.
     assert run(lambda: with_server(body, voice="zzqq")) == ["error", "done"]
+
+
+def test_pocketsphinx_recognizes_speech_one_utterance_after_another() -> None:
+    pytest.importorskip("pocketsphinx", reason="the optional extra: pip install 'lk-eval[speech]'")
+
+    async def body(server: SpeechServer) -> list[dict[str, Any]]:
+        audio = await line_audio(LINE)
+        stream = silence(0.3) + audio + silence(0.8) + audio + silence(0.8)
+        return await stt_exchange(server.url_for("k"), stream)
+
+    messages = run(lambda: with_server(body, stt="pocketsphinx"))
+    finals = [m["transcript"] for m in messages if m["type"] == "final_transcript"]
+    assert len(finals) == 2
+    # It garbles synthetic speech ("... the look on google or two on"), but not all of it; one
+    # decoder per socket (its noise normalization adapts, so the words may differ a little).
+    assert all({"i", "would", "like"} <= set(f.split()) for f in finals)
+
+
+@pytest.mark.parametrize("spec", ["loss=10%,burst=100ms", "codec=mulaw,noise=20dB", "codec=opus"])
+def test_impaired_caller_audio_is_still_one_utterance_per_line(spec: str) -> None:
+    from lkeval.audio import WIRE_RATE
+    from lkeval.audio.impair import Impairer, parse_impairments
+    from lkeval.audio.pcm import resample
+
+    async def body(server: SpeechServer) -> list[dict[str, Any]]:
+        server.expect_line("k", LINE)
+        server.expect_line("k", "second")
+        speech = await line_audio(LINE, WIRE_RATE)
+        impairer = Impairer(parse_impairments(spec + ",seed=3"))
+        impairer.calibrate(speech)
+        heard = impairer.process_line(bytes(WIRE_RATE) + speech + bytes(WIRE_RATE * 2))
+        return await stt_exchange(server.url_for("k"), resample(heard, WIRE_RATE, 24000))
+
+    messages = run(lambda: with_server(body))
+    assert [m["transcript"] for m in messages if m["type"] == "final_transcript"] == [LINE]
+
+
+def test_a_line_the_agent_never_heard_can_be_dropped_so_the_next_is_not_shifted() -> None:
+    async def body(server: SpeechServer) -> tuple[list[str], list[str], list[str]]:
+        server.expect_line("k", "lost on the way")  # its audio never reaches the STT
+        before = server.pending("k")
+        dropped = server.clear_expected("k")
+        server.expect_line("k", LINE)
+        audio = await line_audio(LINE)
+        await stt_exchange(server.url_for("k"), audio + silence(0.8))
+        return before, dropped, server.heard("k")
+
+    before, dropped, heard = run(lambda: with_server(body))
+    assert before == dropped == ["lost on the way"]
+    assert heard == [LINE]
+
+
+def test_an_unreachable_upstream_is_a_502_naming_no_header() -> None:
+    async def body(server: SpeechServer) -> tuple[int, str]:
+        async with aiohttp.ClientSession() as session:
+            headers = {"Authorization": "Bearer sk-never-shown"}
+            url = server.url_for("k") + "/chat/completions"
+            async with session.post(url, data="{}", headers=headers) as r:
+                return r.status, await r.text()
+
+    status, text = run(lambda: with_server(body, upstream="http://127.0.0.1:9/v1"))
+    assert status == 502
+    assert "upstream unreachable" in text and "sk-never-shown" not in text

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import aiohttp
@@ -113,3 +114,39 @@ def test_the_openai_plugin_speaks_and_transcribes_through_the_server(tts_format:
     out, heard = run(body)
     assert sum(f.samples_per_channel for f in out) / out[0].sample_rate > 1.0
     assert heard == LINE
+
+
+def test_livekits_cloud_turn_detector_falls_back_to_its_local_model() -> None:
+    # /eot answers 404: the agent's end-of-turn decisions then come from turn-detector-v1-mini,
+    # the model that ships in livekit-local-inference, instead of failing its turns.
+    detector_module = pytest.importorskip(
+        "livekit.agents.inference.eot.detector",
+        reason="this livekit-agents has no cloud turn detector (it runs the local model only)",
+    )
+
+    async def body() -> tuple[str, bool, str]:
+        server = SpeechServer()
+        await server.start()
+        try:
+            async with aiohttp.ClientSession() as http:
+                detector = detector_module.TurnDetector(
+                    version="v1",
+                    base_url=server.url_for("k"),
+                    api_key="key",
+                    api_secret=SECRET,
+                    http_session=http,
+                )
+                asked = detector.model  # the cloud model: LIVEKIT_INFERENCE_URL is set
+                stream = detector.stream()
+                for _ in range(200):
+                    if stream.is_fallback:
+                        break
+                    await asyncio.sleep(0.05)
+                result = (asked, stream.is_fallback, stream.model)
+                await stream.aclose()
+                return result
+        finally:
+            await server.stop()
+
+    asked, fell_back, used = run(body)
+    assert (asked, fell_back, used) == ("turn-detector-v1", True, "turn-detector-v1-mini")
