@@ -38,6 +38,8 @@ from lkeval.replay.tape import (
     Rules,
     RulesError,
     Tape,
+    raise_flag,
+    read_flag,
     response_chunks,
 )
 from lkeval.replay.transports import install
@@ -126,10 +128,12 @@ class Cassettes:
         self._open: dict[str, AttemptTapes] = {}
         install(_own_tape)
 
-    def open(self, scenario_id: str, attempt_no: int) -> AttemptTapes:
-        """The tapes of one attempt: its cassette read and checked (unless recording)."""
+    def open(self, scenario_id: str, attempt_no: int, live_because: str = "") -> AttemptTapes:
+        """The tapes of one attempt: its cassette read and checked (unless recording);
+        ``live_because``: every call live and recorded, for that reason (an attempt run again
+        live because its replay diverged after the recording had decided)."""
         name = cassette_name(scenario_id, attempt_no)
-        tapes = AttemptTapes(self, name, scenario_id, attempt_no)
+        tapes = AttemptTapes(self, name, scenario_id, attempt_no, live_because)
         self._open[name] = tapes
         return tapes
 
@@ -145,14 +149,23 @@ class Cassettes:
 class AttemptTapes:
     """One attempt's record/replay: a tape per client, the agent's files, the outcome."""
 
-    def __init__(self, owner: Cassettes, name: str, scenario_id: str, attempt_no: int) -> None:
+    def __init__(
+        self,
+        owner: Cassettes,
+        name: str,
+        scenario_id: str,
+        attempt_no: int,
+        live_because: str = "",
+    ) -> None:
         self.owner = owner
         self.name = name
         self.scenario_id = scenario_id
         self.attempt_no = attempt_no
         self.path = owner.directory / name
-        self.mode = owner.mode
-        self.refused = ""  # why the cassette cannot be replayed ("" when it can, or recording)
+        self.mode = "record" if live_because else owner.mode
+        self.refused = live_because  # why the cassette is not replayed ("" when it is)
+        #: Why the attempt must run again live ("" when its outcome stands): set by finish.
+        self.rerun = ""
         self.cassette = Cassette(scenario_id, attempt_no, owner.identity)
         self._events: dict[str, list[dict[str, Any]]] = {c: [] for c in CLIENTS}
         self._tapes: dict[str, Tape] = {}
@@ -160,6 +173,8 @@ class AttemptTapes:
         self._saved: dict[str, float] = {}
         self._handed = False
         self._stem = name.removesuffix(".json")
+        with contextlib.suppress(OSError):
+            self.live_flag.unlink()
         if self.mode != "record":
             found = read_cassette(self.path)
             if isinstance(found, str):
@@ -186,8 +201,15 @@ class AttemptTapes:
                 self.owner.rules,
                 self._events.setdefault(client, []).append,
                 self.refused,
+                diverged=lambda: read_flag(str(self.live_flag)),
+                on_diverge=lambda reason: raise_flag(str(self.live_flag), reason),
             )
         return self._tapes[client]
+
+    @property
+    def live_flag(self) -> Path:
+        """Raised by the first client of the attempt to leave the recording (any process)."""
+        return self.owner.scratch / f"{self._stem}.live"
 
     @property
     def agent_in(self) -> Path:
@@ -204,6 +226,7 @@ class AttemptTapes:
             "mode": self.client_mode,
             "rules": self.owner.rules.to_json(),
             "exchanges": [] if self.refused else self.cassette.of(CLIENT_AGENT),
+            "live_flag": str(self.live_flag.resolve()),
         }
         self.agent_in.write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
         self._handed = True
@@ -239,6 +262,7 @@ class AttemptTapes:
         self._read_agent()
         exchanges = {c: [e["exchange"] for e in self._of(c) if "exchange" in e] for c in CLIENTS}
         mode, client, call, reason = self._outcome(exchanges)
+        self.rerun = self._rerun(mode, reason, exchanges)
         usage = _without_saved(attempt.usage, self._take_saved(exchanges, self.owner.prices))
         status, why = attempt.status, attempt.reason
         unstarted = self._handed and not any("installed" in e for e in self._of(CLIENT_AGENT))
@@ -246,7 +270,7 @@ class AttemptTapes:
             status, why = "error", reason or "replay miss"
         elif unstarted and status in ("passed", "failed"):
             status, why = "error", "the agent's HTTP recorder did not start (lkeval/replay/)"
-        elif mode in ("recorded", "partial") and status != "skipped":
+        elif mode in ("recorded", "partial") and status != "skipped" and not self.rerun:
             overflow = [c for c in CLIENTS if any("overflow" in e for e in self._of(c))]
             problem = self._write(exchanges, overflow)
             if problem:
@@ -292,6 +316,23 @@ class AttemptTapes:
             return ("missed" if self.mode == "replay" else "partial"), None, None, leftover
         return "replayed", None, None, ""
 
+    def _rerun(
+        self, mode: ReplayMode, reason: str, exchanges: Mapping[str, list[dict[str, Any]]]
+    ) -> str:
+        """Why ``auto`` must run the attempt again, all live ("": its outcome stands). A
+        replay that diverged keeps nothing the recording decided: a divergence found only at
+        the end (the recording has calls this run never made), or one that came after the
+        judge's verdict was replayed (a changed ``on_simulation_end`` or ``on_session_end``
+        call), would leave a recorded verdict on a conversation that is not the recording's."""
+        if self.mode != "auto" or self.client_mode != "auto" or mode != "partial":
+            return ""
+        if self._first("live") is None:
+            return f"{reason}; run again live"
+        judged = any(x.get("replayed") for x in exchanges.get("judge", ()))
+        return (
+            f"{reason}, after the recorded verdict was replayed; run again live" if judged else ""
+        )
+
     def _leftover(self, exchanges: Mapping[str, list[dict[str, Any]]]) -> str:
         """A replay that made fewer calls than the recording: the agent's or the caller's
         conversation ended elsewhere (the judge's later votes come after the attempt)."""
@@ -332,7 +373,7 @@ class AttemptTapes:
             self.scenario_id,
             self.attempt_no,
             self.owner.identity,
-            {c: list(v) for c, v in exchanges.items()},
+            {c: _overlaps_kept(v) for c, v in exchanges.items()},
         )
         try:
             write_cassette(self.path, cassette)
@@ -343,9 +384,21 @@ class AttemptTapes:
 
     def discard(self) -> None:
         """Remove the agent's tape files from the private directory."""
-        for path in (self.agent_in, self.agent_out):
+        for path in (self.agent_in, self.agent_out, self.live_flag):
             with contextlib.suppress(OSError):
                 path.unlink()
+
+
+def _overlaps_kept(exchanges: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The exchanges with ``concurrent`` naming only calls that are in the episode (a call that
+    failed before it completed was in flight for ever, and is no exchange)."""
+    calls = {x.get("call") for x in exchanges}
+    out = []
+    for exchange in exchanges:
+        overlapped = [c for c in exchange.get("concurrent") or () if c in calls]
+        rest = {k: v for k, v in exchange.items() if k != "concurrent"}
+        out.append({**rest, "concurrent": overlapped} if overlapped else rest)
+    return out
 
 
 def _recorded_cost(exchange: Mapping[str, Any], prices: PriceTable) -> float:

@@ -149,16 +149,29 @@ class ScenarioAttempt:
         if cassettes is None:
             return await self._run(slot)
         tapes = self.tapes = cassettes.open(self.scenario.id, self.attempt_no)
+        decided, self.on_decided = self.on_decided, None  # told once, after a re-run
         try:
             if tapes.refused and tapes.mode == "replay":
-                if slot is not None:
-                    slot.release()
                 return tapes.finish(Attempt(status="error"))
-            with active(tapes):
-                attempt = await self._run(slot, tapes.agent_env())
-            return tapes.finish(attempt)
+            held = _HeldSlot(slot) if slot is not None else None
+            attempt = await self._taped(tapes, held)
+            if tapes.rerun:  # diverged after the recording decided: nothing of it is kept
+                tapes.discard()
+                self.p, self.agent_cause = _AttemptState(), None
+                tapes = self.tapes = cassettes.open(self.scenario.id, self.attempt_no, tapes.rerun)
+                attempt = await self._taped(tapes, held)
+            if decided is not None:
+                decided(self.agent_cause)
+            return attempt
         finally:
             tapes.discard()
+            if slot is not None:
+                slot.release()
+
+    async def _taped(self, tapes: AttemptTapes, slot: Slot | None) -> Attempt:
+        with active(tapes):
+            attempt = await self._run(slot, tapes.agent_env())
+        return tapes.finish(attempt)
 
     @property
     def turn_timeout(self) -> float:
@@ -445,6 +458,19 @@ class ScenarioAttempt:
             cold_start_reason=agent.started.why if agent.started else "",
             inference_class=agent.inference_class,
         )
+
+
+class _HeldSlot:
+    """The attempt's slot, held across a re-run: given back once, by the attempt itself."""
+
+    def __init__(self, slot: Slot) -> None:
+        self._slot = slot
+
+    async def converse(self) -> None:
+        await self._slot.converse()
+
+    def release(self) -> None:
+        pass
 
 
 def _all_pass(verdicts: Sequence[Verdict]) -> tuple[bool, str]:
