@@ -22,6 +22,7 @@ from lkeval.errors import InputFileError
 from lkeval.results.history import HistoryRate, digests, rate_of, scenario_entry
 from lkeval.results.metrics import Metrics, Spread, scenario_metrics, suite_metrics
 from lkeval.results.model import FORMAT_VERSION, RunResults
+from lkeval.text.bounded_json import MAX_DEPTH, depth_over
 
 
 def figures(metrics: Metrics) -> dict[str, Any]:
@@ -107,7 +108,7 @@ MAX_RESULTS_BYTES = 64 * 1024 * 1024
 #: values (``userdata``, function arguments: at most 100 deep, see scenarios/bounds.py).
 #: A deeper file is refused, so no reader below (the masker, the comparison) ever recurses
 #: through a fork's 100,000 brackets.
-MAX_RESULTS_DEPTH = 200
+MAX_RESULTS_DEPTH = MAX_DEPTH
 
 
 def load_results(path: str | Path) -> RunResults:
@@ -141,17 +142,7 @@ def _too_deep(path: str | Path) -> str:
     )
 
 
-def _depth_over(raw: Any, limit: int) -> bool:
-    """Whether parsed JSON nests deeper than ``limit`` (iterative: no recursion to exhaust)."""
-    stack: list[tuple[Any, int]] = [(raw, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, (dict, list)):
-            if depth > limit:
-                return True
-            items = value.values() if isinstance(value, dict) else value
-            stack.extend((item, depth + 1) for item in items)
-    return False
+_depth_over = depth_over  # one place for the bounds of untrusted JSON
 
 
 def results_from_dict(raw: Any, source: str = "<results>") -> RunResults:
