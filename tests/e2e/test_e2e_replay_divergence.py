@@ -76,6 +76,17 @@ async def check_bookings(sim: SimulationContext) -> None:
         sim.fail(f"expected booking {expected}, the bookings server has {made or 'none'}")
 
 
+async def audit(ctx: JobContext) -> None:
+    \"\"\"After the session: an audit record, the agent's last call.\"\"\"
+    import aiohttp
+
+    if os.environ.get("SKIP_THE_AUDIT"):  # the regression under test
+        return
+    async with aiohttp.ClientSession() as http:
+        async with http.post(os.environ["BOOKINGS_URL"] + "/audit", json={"ended": True}):
+            pass
+
+
 """
 
 
@@ -84,21 +95,29 @@ def _agent(directory: Path) -> Path:
     start = source.index("    @function_tool\n    async def book_room")
     end = source.index("@server.rtc_session(")
     path = directory / "agent.py"
-    path.write_text(source[:start] + BOOK_OVER_HTTP + source[end:], encoding="utf-8")
+    tail = source[end:].replace(
+        "@server.rtc_session(on_simulation_end=check_bookings)",
+        "@server.rtc_session(on_simulation_end=check_bookings, on_session_end=audit)",
+    )
+    assert "on_session_end=audit" in tail
+    path.write_text(source[:start] + BOOK_OVER_HTTP + tail, encoding="utf-8")
     return path
 
 
 @contextmanager
-def _bookings(port: int) -> Iterator[tuple[str, list[Any]]]:
-    """A fresh bookings server (its URL, what it holds): POST adds, GET lists."""
+def _bookings(port: int) -> Iterator[tuple[str, list[Any], list[Any]]]:
+    """A fresh bookings server (its URL, the bookings, the audit records): POST adds, GET
+    lists the bookings."""
     made: list[Any] = []
+    audits: list[Any] = []
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
             pass
 
         def do_POST(self) -> None:
-            made.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            (audits if self.path.endswith("/audit") else made).append(body)
             self._answer({"ok": True})
 
         def do_GET(self) -> None:
@@ -115,7 +134,7 @@ def _bookings(port: int) -> Iterator[tuple[str, list[Any]]]:
     server = QuietHTTPServer(("127.0.0.1", port), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/bookings", made
+        yield f"http://127.0.0.1:{server.server_address[1]}/bookings", made, audits
     finally:
         server.shutdown()
         server.server_close()
@@ -124,13 +143,16 @@ def _bookings(port: int) -> Iterator[tuple[str, list[Any]]]:
 PORTS: list[int] = [0, 0]  # the recording's (a request is matched on its host and port)
 
 
-def _run(tmp_path: Path, agent: Path, name: str, *flags: str, broken: bool) -> Any:
+def _run(
+    tmp_path: Path, agent: Path, name: str, *flags: str, broken: bool, skip: str = "SKIP_THE_POST"
+) -> Any:
     """One run with a fresh bookings server and cassettes in ``<name>-cassettes``, a copy of
-    the recording's when there is one: (the process, the one attempt)."""
+    the recording's when there is one; ``broken``: with ``skip`` set. (The process, the one
+    attempt, the audit records the server received.)"""
     llm_server = LLMServer.from_file(HOTEL / "llm_rules.yaml", port=PORTS[0])
-    with llm_server as llm, _bookings(PORTS[1]) as (url, made):
+    with llm_server as llm, _bookings(PORTS[1]) as (url, made, audits):
         PORTS[:] = [llm.port, int(url.split(":")[2].split("/")[0])]
-        more = {"SKIP_THE_POST": "1"} if broken else {}
+        more = {skip: "1"} if broken else {}
         env = hotel_env(
             llm,
             BOOKINGS_URL=url,
@@ -144,29 +166,57 @@ def _run(tmp_path: Path, agent: Path, name: str, *flags: str, broken: bool) -> A
         proc, results = run_with_cassettes(
             tmp_path, agent, env, name, "--cold-start", *flags, cassettes=cassettes
         )
-        assert bool(made) is not broken
+        assert bool(made) is not (broken and skip == "SKIP_THE_POST") or "replay" in flags
     assert results is not None, proc.stdout + proc.stderr
     (scenario,) = results["scenarios"]
-    return proc, scenario["attempts"][-1]
+    return proc, scenario["attempts"][-1], audits
 
 
 def test_an_agent_that_stops_its_side_effect_never_passes_on_a_replay(tmp_path: Path) -> None:
     (tmp_path / "scenarios.yaml").write_text(SCENARIOS, encoding="utf-8")
     agent = _agent(tmp_path)
-    proc, healthy = _run(tmp_path, agent, "record", "--cassette-mode", "record", broken=False)
+    proc, healthy, _ = _run(tmp_path, agent, "record", "--cassette-mode", "record", broken=False)
     assert proc.returncode == 0 and healthy["status"] == "passed", proc.stdout + proc.stderr
     recorded = json.loads((tmp_path / "record-cassettes" / "book-ada.json").read_text())
     posts = [x for x in recorded["exchanges"]["agent"] if x["request"]["method"] == "POST"]
     assert any(x["request"]["url"].endswith("/bookings") for x in posts), "the POST recorded"
 
-    proc, live = _run(tmp_path, agent, "live", broken=True)
+    proc, live, _ = _run(tmp_path, agent, "live", broken=True)
     assert proc.returncode == 1 and live["status"] == "failed", live
     assert "the bookings server has none" in live["reason"], live["reason"]
 
     for mode in ("auto", "replay"):
-        proc, again = _run(tmp_path, agent, mode, "--cassette-mode", mode, broken=True)
+        proc, again, _ = _run(tmp_path, agent, mode, "--cassette-mode", mode, broken=True)
         assert proc.returncode == 1 and again["status"] != "passed", (mode, again)
         assert "out of order" in again["replay"]["reason"], again["replay"]
         assert "/bookings) was not made before it" in again["replay"]["reason"]
         if mode == "auto":  # live from the divergence: the veto asked the real server
             assert again["status"] == "failed" and "bookings server has none" in again["reason"]
+
+
+def test_a_call_the_recording_made_last_and_this_run_never_made_runs_the_attempt_again_live(
+    tmp_path: Path,
+) -> None:
+    """The agent stops making its last call (``on_session_end``'s audit POST): everything
+    before it replays, the recorded verdict too, and the leftover is found only at the end.
+    ``auto`` keeps nothing of that replay: it runs the attempt again, every call live."""
+    (tmp_path / "scenarios.yaml").write_text(SCENARIOS, encoding="utf-8")
+    agent = _agent(tmp_path)
+    proc, healthy, audits = _run(
+        tmp_path, agent, "record", "--cassette-mode", "record", broken=False
+    )
+    assert proc.returncode == 0 and healthy["status"] == "passed", proc.stdout + proc.stderr
+    recorded = json.loads((tmp_path / "record-cassettes" / "book-ada.json").read_text())
+    last = recorded["exchanges"]["agent"][-1]["request"]
+    assert audits and last["url"].endswith("/audit"), "on_session_end's POST was the last call"
+
+    proc, again, _ = _run(tmp_path, agent, "auto", broken=True, skip="SKIP_THE_AUDIT")
+    replay = again["replay"]
+    assert replay["mode"] == "recorded" and replay["calls_replayed"] == 0, replay
+    assert replay["reason"].startswith("replay miss at agent's call "), replay
+    assert replay["reason"].endswith("more call(s) than this run made; run again live"), replay
+    proc, missed, _ = _run(
+        tmp_path, agent, "replay", "--cassette-mode", "replay", broken=True, skip="SKIP_THE_AUDIT"
+    )
+    assert proc.returncode == 1 and missed["status"] == "error", missed
+    assert "more call(s) than this run made" in missed["reason"]
