@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from lkeval.replay.cassette import MAX_CASSETTE_BYTES, CassetteError, write_text_atomically
+from lkeval.text.bounded_json import BoundsError, loads_bounded
+from lkeval.text.masking import mask
 
 MANIFEST = "_manifest.json"
 MANIFEST_VERSION = 1
@@ -57,20 +59,22 @@ def manifest_text(entries: Mapping[str, Entry]) -> str:
 
 
 def write_manifest(directory: Path, entries: Mapping[str, Entry]) -> None:
-    """Write ``DIR/_manifest.json`` (atomically); raises :class:`CassetteError`."""
-    write_text_atomically(directory / MANIFEST, manifest_text(entries))
+    """Write ``DIR/_manifest.json`` (atomically, through the process's one masker, as every
+    file lk-eval writes); raises :class:`CassetteError`."""
+    write_text_atomically(directory / MANIFEST, mask(manifest_text(entries)))
 
 
 def read_manifest(path: Path) -> dict[str, Entry] | str:
     """The manifest's entries, or why it cannot be used (missing, too large, malformed)."""
+    if path.is_symlink() or not path.is_file():
+        return f"{path.name} is missing"
     try:
-        if path.is_symlink() or not path.is_file():
-            return f"{path.name} is missing"
-        if path.stat().st_size > MAX_CASSETTE_BYTES:
-            return f"{path.name} is over {MAX_CASSETTE_BYTES // 2**20} MiB"
-        raw: Any = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError) as exc:
-        return f"{path.name} cannot be read ({type(exc).__name__})"
+        with path.open("rb") as fh:
+            raw: Any = loads_bounded(fh.read(MAX_CASSETTE_BYTES + 1), MAX_CASSETTE_BYTES)
+    except OSError as exc:
+        return f"{path.name} cannot be read: {exc.strerror}"
+    except BoundsError as exc:
+        return f"{path.name} is not one lk-eval wrote: {exc}"
     cassettes = raw.get("cassettes") if isinstance(raw, dict) else None
     if not isinstance(cassettes, dict) or raw.get("format_version") != MANIFEST_VERSION:
         return f"{path.name} is not one lk-eval wrote"

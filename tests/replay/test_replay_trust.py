@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from lkeval.replay import cassette as cs
-from lkeval.replay.manifest import MANIFEST, Entry, Trusted, digest, read_manifest
+from lkeval.replay.manifest import MANIFEST, Entry, Trusted, digest, read_manifest, trusted_from
 from lkeval.replay.session import Cassettes
 from lkeval.replay.tape import Rules
 from lkeval.results.model import Attempt
@@ -44,8 +46,7 @@ def test_a_cassette_committed_in_the_checkout_is_never_replayed(tmp_path: Path) 
     trusted = Trusted("main run #12 (commit abc)", {"kept.json": Entry(digest(kept), "r", "c")})
     cassettes = _cassettes(tmp_path, "replay", trusted)
     assert cassettes.open("renamed", 1).refused == (
-        "cassette renamed.json not replayed: it is not in the manifest of main run #12 "
-        "(commit abc)"
+        "cassette renamed.json not replayed: it is not in the manifest of main run #12 (commit abc)"
     )
     assert cassettes.open("kept", 1).refused == ""
 
@@ -71,10 +72,12 @@ def test_nothing_restored_replays_nothing_even_with_files_in_the_checkout(tmp_pa
 
 
 def test_the_manifest_lists_what_the_run_wrote_and_replayed_in_full(
-    tmp_path: Path, monkeypatch: object
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A fully replayed cassette from the artifact is copied into DIR and listed as its own
     manifest listed it; a newly recorded one is listed with its digest and this run."""
+    monkeypatch.setenv("GITHUB_RUN_ID", "42")
+    monkeypatch.setenv("GITHUB_SHA", "d00d")
     (tmp_path / "restored").mkdir()
     data = _write(tmp_path / "restored", "kept")
     entry = Entry(digest(data), "github run 7", "abc")
@@ -93,5 +96,23 @@ def test_the_manifest_lists_what_the_run_wrote_and_replayed_in_full(
     assert manifest["kept.json"] == entry
     assert (tmp_path / "checkout" / "kept.json").read_bytes() == data
     written = (tmp_path / "checkout" / "new.json").read_bytes()
-    assert manifest["new.json"].sha256 == digest(written)
-    assert manifest["new.json"].run in ("local",) or manifest["new.json"].run.startswith("github")
+    assert manifest["new.json"] == Entry(digest(written), "github run 42", "d00d")
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[" * 200_000 + "]" * 200_000, "nested more than 200 levels deep"),
+        (
+            '{"format_version": 1, "cassettes": {"a.json": {}}}',
+            "the entry of 'a.json' has no sha256",
+        ),
+        ('{"cassettes": {}}', "is not one lk-eval wrote"),
+        ('{"format_version": 1, "cass', "not valid JSON"),
+    ],
+)
+def test_a_bad_manifest_replays_nothing_saying_why(tmp_path: Path, text: str, says: str) -> None:
+    (tmp_path / MANIFEST).write_text(text)
+    trusted = trusted_from(tmp_path, "main run #3")
+    assert trusted.problem.startswith("the cassettes of main run #3 have no usable manifest: ")
+    assert says in trusted.problem and trusted.refusal("a.json", b"") != ""
