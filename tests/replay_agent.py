@@ -11,6 +11,8 @@ pull request, the Action's container, another interpreter).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
-from conftest import HOTEL, hotel_env, read_json, run_argv, run_lkeval
+from conftest import HOTEL, ROOT, hotel_env, read_json, run_argv, run_lkeval
 
 from lkeval.testing.llm_server import LLMServer, QuietHTTPServer
 
@@ -116,6 +118,63 @@ def run_with_cassettes(
     argv += ["--cassettes", str(cassettes or tmp_path / "cassettes"), *flags]
     proc = run_lkeval(argv, env, timeout=timeout, cwd=tmp_path)
     return proc, (read_json(results) if results.exists() else None)
+
+
+def pull_request_env(
+    directory: Path, api_url: str, token: str, repo: str, pr: int, head: str
+) -> dict[str, str]:
+    """A ``pull_request`` run's GitHub environment (its event written in ``directory``) for a
+    pull request from ``head`` (another repository's name: a fork's) into ``repo``."""
+    pull = {
+        "number": pr,
+        "head": {"sha": "f0f0f0", "repo": {"full_name": head, "fork": head != repo}},
+        "base": {"repo": {"full_name": repo}},
+    }
+    event = directory / "event.json"
+    event.write_text(json.dumps({"number": pr, "pull_request": pull}))
+    return {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REPOSITORY": repo,
+        "GITHUB_SHA": "merge999",
+        "GITHUB_RUN_ID": "1",
+        "GITHUB_WORKFLOW_REF": f"{repo}/.github/workflows/eval.yml@refs/pull/{pr}/merge",
+        "GITHUB_API_URL": api_url,
+        "GITHUB_STEP_SUMMARY": str(directory / "summary.md"),
+        "GITHUB_OUTPUT": str(directory / "output.txt"),
+        "GITHUB_TOKEN": token,
+        "LKEVAL_GITHUB_TIMEOUT": "5",
+    }
+
+
+#: The Action's inputs of the cassettes recipe (docs/action.md) for the hotel agent.
+ACTION_INPUTS = {
+    "agent": "agent.py",
+    "scenarios": "scenarios.yaml",
+    "install": "none",
+    "caller-model": "caller",
+    "judge-model": "judge",
+    "repeat": "1",
+    "cassettes": "lkeval-cassettes",
+    "cassettes-from": "auto",
+    "comment": "off",
+}
+
+
+def run_entrypoint(workspace: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``entrypoint.py`` as the container runs it in ``workspace``, with :data:`ACTION_INPUTS`."""
+    env = {**env, **{f"INPUT_{k.upper()}": v for k, v in ACTION_INPUTS.items()}}
+    env["GITHUB_WORKSPACE"] = str(workspace)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "entrypoint.py")],
+        env=env,
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def conversation(results: Any, ids: frozenset[str] | None = None) -> list[Any]:

@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 from lkeval import defaults
@@ -23,6 +24,7 @@ from lkeval.audio.impair import parse_impairments
 from lkeval.errors import UsageError
 from lkeval.llm.config import LLMEndpointOptions, LLMOptions, parse_price
 from lkeval.publish.github.comments import CommentMode, marker
+from lkeval.replay.manifest import Trusted
 from lkeval.results.gate import FailOn
 from lkeval.results.history import DEFAULT_WINDOW as DEFAULT_HISTORY_RUNS
 from lkeval.results.metrics import Budgets
@@ -126,6 +128,9 @@ class RunOptions:
     cassettes_from: str | None = None
     """``--cassettes-from github:BRANCH``: restore that branch's cassettes artifact first."""
     cassettes_artifact: str = defaults.CASSETTES_ARTIFACT
+    cassettes_restored: tuple[Path, Trusted] | None = None
+    """Set by lk-eval itself: where ``--cassettes-from`` unpacked the artifact (a fresh
+    directory), and what of it may be replayed (its manifest)."""
     no_credentials: bool = False
     """Set by lk-eval itself, never a flag: a fork's pull request without LLM credentials,
     replaying its cassettes (only what replays in full is evaluated)."""

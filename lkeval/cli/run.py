@@ -14,7 +14,9 @@ import argparse
 import dataclasses
 import functools
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import TextIO
 
@@ -69,15 +71,9 @@ def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
     """The ``run`` subcommand; returns the exit code (errors go to the CLI boundary)."""
     out = stream if stream is not None else sys.stdout
     report = options.report
+    if options.cassettes_from and options.cassettes and options.cassettes_restored is None:
+        return _with_restored_cassettes(options, out, stream)
     suite = Suite(suite_settings(options), _collaborators(options, out), out)
-    if options.cassettes_from and options.cassettes and not options.no_credentials:
-        restored = restore_cassettes(
-            options.cassettes_from,
-            Path(options.cassettes),
-            artifact=options.cassettes_artifact,
-            token=report.github_token,
-        )
-        out.write(one_line(restored) + "\n")  # names the branch the input gave
     withheld = empty_secrets(os.environ)
     if withheld and _fork_with_cassettes(options):
         # a key the workflow passes arrived empty: the agent's too, so nothing goes live
@@ -90,6 +86,33 @@ def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
         if _fork_with_cassettes(options):
             return _replay_fork(options, str(exc), out, stream)
         return _fork_without_secrets(options, suite, exc, out)
+
+
+def _with_restored_cassettes(options: RunOptions, out: TextIO, stream: TextIO | None) -> int:
+    """The run with ``--cassettes-from``'s artifact unpacked into a directory made fresh for
+    it (and removed after): what is replayed is exactly what the artifact brought and its
+    manifest lists, never a file of the checkout's ``--cassettes DIR`` (docs/replay.md)."""
+    assert options.cassettes_from and options.cassettes
+    fresh = Path(tempfile.mkdtemp(prefix="lkeval-restored-cassettes-"))
+    try:
+        line, trusted = restore_cassettes(
+            options.cassettes_from,
+            fresh,
+            artifact=options.cassettes_artifact,
+            token=options.report.github_token,
+        )
+        out.write(one_line(line) + "\n")  # names the branch the input gave
+        directory = Path(options.cassettes)
+        checkout = sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
+        if checkout:
+            out.write(
+                f"cassettes: the {len(checkout)} file(s) already in {directory} are not "
+                "replayed (only what the restored artifact's manifest lists is)\n"
+            )
+        restored = dataclasses.replace(options, cassettes_restored=(fresh, trusted))
+        return run_main(restored, stream)
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
 
 
 def _fork_with_cassettes(options: RunOptions) -> bool:
@@ -153,6 +176,7 @@ def suite_settings(options: RunOptions) -> SuiteSettings:
         cassettes=Path(options.cassettes) if options.cassettes else None,
         cassette_mode=options.cassette_mode,
         cassette_rules=Path(options.cassette_rules) if options.cassette_rules else None,
+        cassettes_restored=options.cassettes_restored,
         no_credentials=options.no_credentials,
     )
 

@@ -58,6 +58,19 @@ def check_writable(paths: Iterable[str | Path]) -> None:
             raise OutputError(str(path), f"{parent} is not a directory")
         if not os.access(parent, os.W_OK | os.X_OK):
             raise OutputError(str(path), f"{parent} is not writable")
+        _probe(str(path), parent)
+
+
+def _probe(path: str, parent: Path) -> None:
+    """Create and remove a file in ``parent``: ``access`` says yes to root everywhere, even
+    in ``/proc`` or on a read-only mount, where the write itself would fail after the run."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".lkeval-probe-", dir=parent)
+    except OSError as exc:
+        raise OutputError(path, f"{parent} is not writable ({exc.strerror})") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
 
 
 def write_text(path: str | Path, text: str) -> None:

@@ -12,14 +12,17 @@ reason says which.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from lkeval.replay.tape import FORMAT_VERSION
+from lkeval.text.bounded_json import loads_bounded
 from lkeval.text.masking import mask_results
 
 MAX_CASSETTE_BYTES = 32 * 1024 * 1024
@@ -28,6 +31,15 @@ results is well under 1 MiB)."""
 CLIENTS = ("agent", "caller", "judge")
 PREFLIGHT = "_preflight"
 """The judge preflight's cassette (the run's, not a scenario's)."""
+
+
+class Trust(Protocol):
+    """What a run may replay (:class:`lkeval.replay.manifest.Trusted`)."""
+
+    def refusal(self, name: str, data: bytes | None) -> str:
+        """Why cassette ``name`` must not be replayed ("": it may); ``data`` None: before
+        the file is read (whether the name is vouched for at all)."""
+        ...
 
 
 class CassetteError(Exception):
@@ -75,19 +87,21 @@ def incompatibility(cassette: Cassette, identity: Mapping[str, str]) -> str | No
     return None
 
 
-def read_cassette(path: Path) -> Cassette | str:
-    """The cassette at ``path``, or why it cannot be read (missing, too large, malformed)."""
+def read_cassette(path: Path, trusted: Trust | None = None) -> Cassette | str:
+    """The cassette at ``path``, or why it cannot be replayed (missing, a symlink, too large,
+    too deep, malformed; with ``trusted``, not in the restored artifact's manifest)."""
+    if trusted is not None and trusted.refusal(path.name, None):
+        return trusted.refusal(path.name, None)
+    data = read_bounded(path)
+    if isinstance(data, str):
+        return data
+    if trusted is not None:
+        refusal = trusted.refusal(path.name, data)
+        if refusal:
+            return refusal
     try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return "no cassette recorded for this attempt"
-    except OSError as exc:
-        return f"cassette {path.name} cannot be read: {exc.strerror}"
-    if size > MAX_CASSETTE_BYTES:
-        return f"cassette {path.name} is over {MAX_CASSETTE_BYTES // 2**20} MiB: not replayed"
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        exchanges = {c: list(v) for c, v in dict(raw.get("exchanges") or {}).items()}
+        raw = loads_bounded(data, MAX_CASSETTE_BYTES)
+        exchanges = {str(c): _exchanges(v) for c, v in dict(raw.get("exchanges") or {}).items()}
         return Cassette(
             scenario=str(raw["scenario"]),
             attempt=int(raw["attempt"]),
@@ -95,8 +109,39 @@ def read_cassette(path: Path) -> Cassette | str:
             exchanges=exchanges,
             format_version=raw.get("format_version"),
         )
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        return f"cassette {path.name} is not one lk-eval wrote ({type(exc).__name__}: {exc})"
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        return f"cassette {path} is not one lk-eval wrote ({type(exc).__name__}: {exc})"
+
+
+def read_bounded(path: Path) -> bytes | str:
+    """The bytes of a cassette file, or why they are not read: a cassette that is a symlink,
+    not a regular file, or larger than :data:`MAX_CASSETTE_BYTES` names the file."""
+    try:
+        if path.is_symlink():
+            return f"cassette {path} is a symlink: not replayed"
+        if not path.exists():
+            return "no cassette recorded for this attempt"
+        if not path.is_file():
+            return f"cassette {path} is not a regular file: not replayed"
+        with path.open("rb") as fh:
+            data = fh.read(MAX_CASSETTE_BYTES + 1)
+    except OSError as exc:
+        return f"cassette {path} cannot be read: {exc.strerror}"
+    if len(data) > MAX_CASSETTE_BYTES:
+        return f"cassette {path} is over {MAX_CASSETTE_BYTES // 2**20} MiB: not replayed"
+    return data
+
+
+def _exchanges(value: Any) -> list[dict[str, Any]]:
+    """A client's exchanges, each an object (a list of anything else is no cassette)."""
+    if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
+        raise TypeError("exchanges must be lists of objects")
+    for exchange in value:
+        if not isinstance(exchange.get("request", {}), dict) or not isinstance(
+            exchange.get("response", {}), dict
+        ):
+            raise TypeError("an exchange's request and response must be objects")
+    return list(value)
 
 
 def cassette_text(cassette: Cassette) -> str:
@@ -121,8 +166,9 @@ def cassette_text(cassette: Cassette) -> str:
     return json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def write_cassette(path: Path, cassette: Cassette) -> None:
-    """Write atomically (a temp file beside it, then a rename); raises :class:`CassetteError`."""
+def write_cassette(path: Path, cassette: Cassette) -> str:
+    """Write atomically (a temp file beside it, then a rename); the file's SHA-256 (for the
+    manifest). Raises :class:`CassetteError`."""
     text = cassette_text(cassette)
     size = len(text.encode("utf-8"))
     if size > MAX_CASSETTE_BYTES:
@@ -130,13 +176,23 @@ def write_cassette(path: Path, cassette: Cassette) -> None:
             f"cassette {path.name} would be {size / 2**20:.1f} MiB, over the "
             f"{MAX_CASSETTE_BYTES // 2**20} MiB bound: not recorded"
         )
+    write_text_atomically(path, text)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """``text`` into ``path`` through a temp file beside it and a rename: a write that fails
+    (disk full, read-only, a directory where the file should be) removes the temp file and
+    raises :class:`CassetteError` naming the file."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         temp.write_text(text, encoding="utf-8")
         os.chmod(temp, 0o644)
         os.replace(temp, path)
     except OSError as exc:
+        with contextlib.suppress(OSError):
+            temp.unlink()
         raise CassetteError(f"cassette {path} cannot be written: {exc.strerror}") from None
 
 
@@ -150,6 +206,8 @@ __all__ = [
     "cassette_text",
     "file_stem",
     "incompatibility",
+    "read_bounded",
     "read_cassette",
     "write_cassette",
+    "write_text_atomically",
 ]

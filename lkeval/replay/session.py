@@ -28,9 +28,13 @@ from lkeval.replay.cassette import (
     CassetteError,
     cassette_name,
     incompatibility,
+    read_bounded,
     read_cassette,
     write_cassette,
+    write_text_atomically,
 )
+from lkeval.replay.costs import recorded_cost, without_saved
+from lkeval.replay.manifest import Entry, Trusted, digest, provenance, write_manifest
 from lkeval.replay.tape import (
     CLIENT_AGENT,
     TAPE_ENV,
@@ -38,10 +42,11 @@ from lkeval.replay.tape import (
     Rules,
     RulesError,
     Tape,
-    response_chunks,
+    raise_flag,
+    read_flag,
 )
 from lkeval.replay.transports import install
-from lkeval.results.model import Attempt, Replay, ReplayMode, Usage
+from lkeval.results.model import Attempt, Replay, ReplayMode
 from lkeval.results.pricing import PriceTable
 
 ACTIVE: contextvars.ContextVar[AttemptTapes | None] = contextvars.ContextVar(
@@ -113,8 +118,17 @@ class Cassettes:
         identity: Mapping[str, str] | None = None,
         scratch: Path | None = None,
         prices: PriceTable | None = None,
+        restored: tuple[Path, Trusted] | None = None,
     ) -> None:
         self.directory = directory
+        #: Where cassettes are read from, and what of it may be replayed: ``--cassettes DIR``
+        #: itself, or (``--cassettes-from``) the fresh directory the artifact was unpacked
+        #: into, checked against its manifest; new episodes are written to ``directory``.
+        self.source: Path = restored[0] if restored else directory
+        self.trusted: Trusted | None = restored[1] if restored else None
+        #: What this run vouches for in ``DIR/_manifest.json``: each cassette it wrote or
+        #: replayed in full.
+        self.vouched: dict[str, Entry] = {}
         self.mode = mode
         self.rules = rules
         #: What a cassette must have been recorded with to be replayed (docs/replay.md): the
@@ -126,16 +140,34 @@ class Cassettes:
         self._open: dict[str, AttemptTapes] = {}
         install(_own_tape)
 
-    def open(self, scenario_id: str, attempt_no: int) -> AttemptTapes:
-        """The tapes of one attempt: its cassette read and checked (unless recording)."""
+    def open(self, scenario_id: str, attempt_no: int, live_because: str = "") -> AttemptTapes:
+        """The tapes of one attempt: its cassette read and checked (unless recording);
+        ``live_because``: every call live and recorded, for that reason (an attempt run again
+        live because its replay diverged after the recording had decided)."""
         name = cassette_name(scenario_id, attempt_no)
-        tapes = AttemptTapes(self, name, scenario_id, attempt_no)
+        tapes = AttemptTapes(self, name, scenario_id, attempt_no, live_because)
         self._open[name] = tapes
         return tapes
 
     def preflight(self) -> AttemptTapes:
         """The judge preflight's tapes (one cassette for the run)."""
         return self.open(PREFLIGHT, 1)
+
+    def vouch(self, name: str, sha256: str, entry: Entry | None = None) -> None:
+        """List cassette ``name`` in the manifest: recorded by this run, or as ``entry`` says."""
+        run, commit = provenance()
+        self.vouched[name] = entry or Entry(sha256, run, commit)
+
+    def write_manifest(self) -> str:
+        """Write ``DIR/_manifest.json`` (not in ``replay``, which writes nothing); the problem
+        when it cannot be written ("" when it was)."""
+        if self.mode == "replay":
+            return ""
+        try:
+            write_manifest(self.directory, self.vouched)
+        except CassetteError as exc:
+            return str(exc)
+        return ""
 
     def reopen(self, name: str) -> AttemptTapes | None:
         """An attempt's tapes again, for the judge's later votes on it (the sequential test)."""
@@ -145,14 +177,23 @@ class Cassettes:
 class AttemptTapes:
     """One attempt's record/replay: a tape per client, the agent's files, the outcome."""
 
-    def __init__(self, owner: Cassettes, name: str, scenario_id: str, attempt_no: int) -> None:
+    def __init__(
+        self,
+        owner: Cassettes,
+        name: str,
+        scenario_id: str,
+        attempt_no: int,
+        live_because: str = "",
+    ) -> None:
         self.owner = owner
         self.name = name
         self.scenario_id = scenario_id
         self.attempt_no = attempt_no
         self.path = owner.directory / name
-        self.mode = owner.mode
-        self.refused = ""  # why the cassette cannot be replayed ("" when it can, or recording)
+        self.mode = "record" if live_because else owner.mode
+        self.refused = live_because  # why the cassette is not replayed ("" when it is)
+        #: Why the attempt must run again live ("" when its outcome stands): set by finish.
+        self.rerun = ""
         self.cassette = Cassette(scenario_id, attempt_no, owner.identity)
         self._events: dict[str, list[dict[str, Any]]] = {c: [] for c in CLIENTS}
         self._tapes: dict[str, Tape] = {}
@@ -160,8 +201,10 @@ class AttemptTapes:
         self._saved: dict[str, float] = {}
         self._handed = False
         self._stem = name.removesuffix(".json")
+        with contextlib.suppress(OSError):
+            self.live_flag.unlink()
         if self.mode != "record":
-            found = read_cassette(self.path)
+            found = read_cassette(owner.source / name, owner.trusted)
             if isinstance(found, str):
                 self.refused = found
             else:
@@ -186,8 +229,15 @@ class AttemptTapes:
                 self.owner.rules,
                 self._events.setdefault(client, []).append,
                 self.refused,
+                diverged=lambda: read_flag(str(self.live_flag)),
+                on_diverge=lambda reason: raise_flag(str(self.live_flag), reason),
             )
         return self._tapes[client]
+
+    @property
+    def live_flag(self) -> Path:
+        """Raised by the first client of the attempt to leave the recording (any process)."""
+        return self.owner.scratch / f"{self._stem}.live"
 
     @property
     def agent_in(self) -> Path:
@@ -204,6 +254,7 @@ class AttemptTapes:
             "mode": self.client_mode,
             "rules": self.owner.rules.to_json(),
             "exchanges": [] if self.refused else self.cassette.of(CLIENT_AGENT),
+            "live_flag": str(self.live_flag.resolve()),
         }
         self.agent_in.write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
         self._handed = True
@@ -239,16 +290,21 @@ class AttemptTapes:
         self._read_agent()
         exchanges = {c: [e["exchange"] for e in self._of(c) if "exchange" in e] for c in CLIENTS}
         mode, client, call, reason = self._outcome(exchanges)
-        usage = _without_saved(attempt.usage, self._take_saved(exchanges, self.owner.prices))
+        self.rerun = self._rerun(mode, reason, exchanges)
+        usage = without_saved(attempt.usage, self._take_saved(exchanges, self.owner.prices))
         status, why = attempt.status, attempt.reason
         unstarted = self._handed and not any("installed" in e for e in self._of(CLIENT_AGENT))
         if mode == "missed":
             status, why = "error", reason or "replay miss"
         elif unstarted and status in ("passed", "failed"):
             status, why = "error", "the agent's HTTP recorder did not start (lkeval/replay/)"
-        elif mode in ("recorded", "partial") and status != "skipped":
+        elif mode in ("recorded", "partial") and status != "skipped" and not self.rerun:
             overflow = [c for c in CLIENTS if any("overflow" in e for e in self._of(c))]
             problem = self._write(exchanges, overflow)
+            if problem:
+                status, why = "error", "; ".join(x for x in (why, problem) if x)
+        elif mode == "replayed":
+            problem = self._keep_replayed()
             if problem:
                 status, why = "error", "; ".join(x for x in (why, problem) if x)
         record = Replay(
@@ -292,6 +348,23 @@ class AttemptTapes:
             return ("missed" if self.mode == "replay" else "partial"), None, None, leftover
         return "replayed", None, None, ""
 
+    def _rerun(
+        self, mode: ReplayMode, reason: str, exchanges: Mapping[str, list[dict[str, Any]]]
+    ) -> str:
+        """Why ``auto`` must run the attempt again, all live ("": its outcome stands). A
+        replay that diverged keeps nothing the recording decided: a divergence found only at
+        the end (the recording has calls this run never made), or one that came after the
+        judge's verdict was replayed (a changed ``on_simulation_end`` or ``on_session_end``
+        call), would leave a recorded verdict on a conversation that is not the recording's."""
+        if self.mode != "auto" or self.client_mode != "auto" or mode != "partial":
+            return ""
+        if self._first("live") is None:
+            return f"{reason}; run again live"
+        judged = any(x.get("replayed") for x in exchanges.get("judge", ()))
+        return (
+            f"{reason}, after the recorded verdict was replayed; run again live" if judged else ""
+        )
+
     def _leftover(self, exchanges: Mapping[str, list[dict[str, Any]]]) -> str:
         """A replay that made fewer calls than the recording: the agent's or the caller's
         conversation ended elsewhere (the judge's later votes come after the attempt)."""
@@ -314,7 +387,7 @@ class AttemptTapes:
             cost = 0.0
             for exchange in exchanges[client]:
                 if exchange.get("replayed"):
-                    cost += _recorded_cost(exchange, prices)
+                    cost += recorded_cost(exchange, prices)
             if cost:
                 total[client] = cost
         delta = {c: v - self._saved.get(c, 0.0) for c, v in total.items()}
@@ -332,56 +405,51 @@ class AttemptTapes:
             self.scenario_id,
             self.attempt_no,
             self.owner.identity,
-            {c: list(v) for c, v in exchanges.items()},
+            {c: _overlaps_kept(v) for c, v in exchanges.items()},
         )
         try:
-            write_cassette(self.path, cassette)
+            self.owner.vouch(self.name, write_cassette(self.path, cassette))
         except CassetteError as exc:
             return str(exc)
         self.cassette = cassette
         return ""
 
+    def _keep_replayed(self) -> str:
+        """A cassette replayed in full stays as it is: listed in the manifest (as its own
+        manifest listed it, when restored), and copied into ``DIR`` when it was read from a
+        restored artifact, so that ``DIR`` holds every episode of the run."""
+        source = self.owner.source / self.name
+        data = read_bounded(source)
+        if isinstance(data, str):
+            return data
+        trusted = self.owner.trusted
+        self.owner.vouch(
+            self.name, digest(data), trusted.entries.get(self.name) if trusted else None
+        )
+        if source == self.path:
+            return ""
+        try:
+            write_text_atomically(self.path, data.decode("utf-8"))
+        except (CassetteError, UnicodeDecodeError) as exc:
+            return str(exc)
+        return ""
+
     def discard(self) -> None:
         """Remove the agent's tape files from the private directory."""
-        for path in (self.agent_in, self.agent_out):
+        for path in (self.agent_in, self.agent_out, self.live_flag):
             with contextlib.suppress(OSError):
                 path.unlink()
 
 
-def _recorded_cost(exchange: Mapping[str, Any], prices: PriceTable) -> float:
-    """The cost of one recorded LLM call from the usage its response reported (0 when it
-    reported none or its model has no price)."""
-    model = ""
-    body = exchange.get("request", {}).get("body", {})
-    if isinstance(body.get("json"), dict):
-        model = str(body["json"].get("model", ""))
-    tokens = _usage_of(b"".join(response_chunks(exchange.get("response", {}))))
-    if tokens is None or not model:
-        return 0.0
-    return prices.usage(model, *tokens).cost_usd or 0.0
-
-
-def _usage_of(body: bytes) -> tuple[int, int] | None:
-    """(prompt, completion) tokens of a chat completion, streamed (its usage chunk) or not."""
-    text = body.decode("utf-8", errors="replace")
-    candidates = [text] + [
-        line[5:].strip() for line in text.splitlines() if line.startswith("data:")
-    ]
-    for candidate in reversed(candidates):
-        with contextlib.suppress(ValueError, AttributeError, TypeError):
-            usage = json.loads(candidate).get("usage")
-            if isinstance(usage, dict):
-                return int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
-    return None
-
-
-def _without_saved(usage: Mapping[str, Usage], saved: Mapping[str, float]) -> dict[str, Usage]:
-    """Replayed calls cost $0: their recorded cost off each party's."""
-    out = dict(usage)
-    for party, amount in saved.items():
-        have = out.get(party)
-        if have is not None and have.cost_usd is not None:
-            out[party] = dataclasses.replace(have, cost_usd=max(0.0, have.cost_usd - amount))
+def _overlaps_kept(exchanges: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The exchanges with ``concurrent`` naming only calls that are in the episode (a call that
+    failed before it completed was in flight for ever, and is no exchange)."""
+    calls = {x.get("call") for x in exchanges}
+    out = []
+    for exchange in exchanges:
+        overlapped = [c for c in exchange.get("concurrent") or () if c in calls]
+        rest = {k: v for k, v in exchange.items() if k != "concurrent"}
+        out.append({**rest, "concurrent": overlapped} if overlapped else rest)
     return out
 
 

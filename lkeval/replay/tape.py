@@ -27,13 +27,16 @@ import base64
 import contextlib
 import hashlib
 import json
+import os
 import re
 import threading
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: each exchange says which calls were still in flight when it started (``concurrent``), so
+a replay keeps the recorded order within a client except among calls that overlapped."""
 CLIENT_AGENT = "agent"
 TAPE_ENV = "LKEVAL_TAPE"
 """The agent's tape file: its recorded exchanges, the mode and the scrub rules (JSON)."""
@@ -309,15 +312,40 @@ def miss_response(reason: str) -> dict[str, Any]:
     }
 
 
+# --- one divergence per attempt ------------------------------------------------------------------
+
+
+def raise_flag(path: str, reason: str) -> None:
+    """Say, once per attempt, that one of its clients left the recording: a file the other
+    clients (lk-eval's, and the agent's in its own process) look for before each request, so
+    that from the first divergence the whole conversation is live."""
+    with contextlib.suppress(FileExistsError, OSError):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(reason[:500])
+
+
+def read_flag(path: str) -> str:
+    """Why another client of the attempt left the recording ("" while none has)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read() or "another client of this attempt left the recording"
+    except OSError:
+        return ""
+
+
 # --- the tape -------------------------------------------------------------------------------------
 
 
 class Call:
     """One request's fate: ``recorded`` (replay it), ``miss`` (refuse it), or live."""
 
-    def __init__(self, number: int, request: dict[str, Any]) -> None:
+    def __init__(self, number: int, request: dict[str, Any], concurrent: list[int]) -> None:
         self.number = number
         self.request = request
+        #: The calls of this client still in flight when this one started (recorded with the
+        #: exchange: only these may be replayed in another order).
+        self.concurrent = concurrent
         self.recorded: dict[str, Any] | None = None
         self.miss: str | None = None
 
@@ -333,6 +361,13 @@ class Tape:
     completes (replayed or live; the new episode), ``{"live": ...}`` when auto mode goes live,
     ``{"miss": ...}`` at the first request replay mode refuses, ``{"overflow": ...}`` when the
     episode outgrew :data:`MAX_EPISODE_BYTES`. Thread-safe: tools call from threads.
+
+    A request replays the first unused recorded exchange it equals, provided every recorded
+    call before that one was made already or overlapped it when recorded (the order within a
+    client is kept; parallel calls match in any order). The attempt's clients share one
+    divergence: ``diverged`` says whether another client (or the agent's process) left the
+    recording already, and then this tape goes live too at its next request; ``on_diverge``
+    tells the others when this one does (docs/replay.md).
     """
 
     def __init__(
@@ -343,6 +378,8 @@ class Tape:
         rules: Rules,
         sink: Callable[[dict[str, Any]], None],
         refused: str = "",
+        diverged: Callable[[], str] | None = None,
+        on_diverge: Callable[[str], None] | None = None,
     ) -> None:
         self.client = client
         #: Why the cassette was not used ("" when it was): what a miss says when there is
@@ -361,36 +398,78 @@ class Tape:
         self.reason = ""
         self.missed = False
         self._size = 0
+        self._in_flight: set[int] = set()
+        self._diverged = diverged
+        self._on_diverge = on_diverge
 
     def begin(self, method: str, url: str, body: bytes, content_type: str = "") -> Call:
         """Decide what to do with one request (numbered in the order requests start)."""
         request = request_record(method, url, body, content_type)
         with self._lock:
             self.calls += 1
-            call = Call(self.calls, request)
+            call = Call(self.calls, request, sorted(self._in_flight))
+            self._in_flight.add(call.number)
             if self.live:
                 return call
+            elsewhere = self._diverged() if self._diverged and self.mode == "auto" else ""
+            if elsewhere:
+                self._go_live(call, f"{self.client}'s call {call.number} is live: {elsewhere}")
+                return call
             key = request_key(request, self.rules)
-            for i, recorded_key in enumerate(self._keys):
-                if not self._used[i] and recorded_key == key:
-                    self._used[i] = True
-                    call.recorded = self._recorded[i]
-                    return call
-            reason = (
-                f"replay miss at {self.client}'s call {call.number}: {self._explain(request, key)}"
-            )
+            found = self._take(key)
+            if isinstance(found, dict):
+                call.recorded = found
+                return call
+            why = found or self._explain(request, key)
+            reason = f"replay miss at {self.client}'s call {call.number}: {why}"
             if self.mode == "replay":
                 call.miss = reason
                 if not self.missed:
                     self.missed, self.live_from, self.reason = True, call.number, reason
                     self._sink({"miss": {"call": call.number, "reason": reason}})
+                    if self._on_diverge is not None:
+                        self._on_diverge(reason)
                 return call
-            self.live, self.live_from, self.reason = True, call.number, reason
-            self._sink({"live": {"call": call.number, "reason": reason}})
+            self._go_live(call, reason)
             return call
+
+    def _go_live(self, call: Call, reason: str) -> None:
+        self.live, self.live_from, self.reason = True, call.number, reason
+        self._sink({"live": {"call": call.number, "reason": reason}})
+        if self._on_diverge is not None:
+            self._on_diverge(reason)
+
+    def _take(self, key: str) -> dict[str, Any] | str:
+        """The recorded exchange this request replays (marked used), or why none may be
+        ("": none equals it). An equal one later in the recording may be taken only when every
+        unused one before it overlapped it when recorded: otherwise a call the recording made
+        first was skipped or moved (an agent that stopped making a side-effecting POST)."""
+        skipped: list[int] = []
+        for i, recorded_key in enumerate(self._keys):
+            if self._used[i]:
+                continue
+            if recorded_key == key:
+                overlapped = set(self._recorded[i].get("concurrent") or ())
+                early = [j for j in skipped if self._recorded[j].get("call") not in overlapped]
+                if early:
+                    return self._out_of_order(i, early[0])
+                self._used[i] = True
+                return self._recorded[i]
+            skipped.append(i)
+        return ""
+
+    def _out_of_order(self, taken: int, missing: int) -> str:
+        was = self._recorded[missing].get("request", {})
+        return (
+            f"out of order: it is the recording's call {self._recorded[taken].get('call')}, "
+            f"and the recording's call {self._recorded[missing].get('call')} "
+            f"({str(was.get('method', '')).upper()} {was.get('url', '')}) was not made before it"
+        )
 
     def finish(self, call: Call, response: dict[str, Any]) -> None:
         """A call completed with ``response`` (recorded or live): one exchange of the episode."""
+        with self._lock:
+            self._in_flight.discard(call.number)
         if call.miss is not None:
             return
         exchange = {
@@ -399,6 +478,8 @@ class Tape:
             "request": call.request,
             "response": response,
         }
+        if call.concurrent:
+            exchange["concurrent"] = call.concurrent
         size = len(json.dumps(exchange, ensure_ascii=False))
         with self._lock:
             self._size += size
@@ -499,6 +580,8 @@ __all__ = [
     "canonical",
     "first_difference",
     "miss_response",
+    "raise_flag",
+    "read_flag",
     "request_key",
     "request_record",
     "response_chunks",

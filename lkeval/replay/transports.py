@@ -481,12 +481,15 @@ def install_from_env(environ: Any = None) -> tp.Tape | None:
     with open(path, encoding="utf-8") as fh:
         spec = json.load(fh)
     sink = JsonLines(out)
+    flag = spec.get("live_flag")
     tape = tp.Tape(
         tp.CLIENT_AGENT,
         str(spec.get("mode", "record")),
         list(spec.get("exchanges", ())),
         tp.Rules.from_json(spec.get("rules")),
         sink,
+        diverged=(lambda: tp.read_flag(flag)) if flag else None,
+        on_diverge=(lambda reason: tp.raise_flag(flag, reason)) if flag else None,
     )
     sink({"installed": install(lambda: tape)})  # lk-eval refuses an attempt without this line
     return tape

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, fields, is_dataclass
-from itertools import chain
 from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
@@ -24,6 +23,7 @@ from lkeval.results.history import MAX_WINDOW, HistoryRate, digests, rate_of, sc
 from lkeval.results.metrics import Metrics, Spread, scenario_metrics, suite_metrics
 from lkeval.results.model import FORMAT_VERSION, RunResults
 from lkeval.startup import paused_collections
+from lkeval.text.bounded_json import MAX_DEPTH, depth_over
 
 
 def figures(metrics: Metrics) -> dict[str, Any]:
@@ -111,7 +111,7 @@ MAX_RESULTS_BYTES = 64 * 1024 * 1024
 #: values (``userdata``, function arguments: at most 100 deep, see scenarios/bounds.py).
 #: A deeper file is refused, so no reader below (the masker, the comparison) ever recurses
 #: through a fork's 100,000 brackets.
-MAX_RESULTS_DEPTH = 200
+MAX_RESULTS_DEPTH = MAX_DEPTH
 #: Arrays and objects a results file may hold, counted as ``[`` and ``{`` bytes before it is
 #: parsed (brackets inside strings count too: an upper bound). lk-eval writes one per ~120
 #: bytes, about 550,000 in a file at the size bound; 20 million empty lists in 60 MiB took
@@ -227,19 +227,7 @@ def _too_deep(path: str | Path) -> str:
     )
 
 
-def _depth_over(raw: Any, limit: int) -> bool:
-    """Whether parsed JSON nests deeper than ``limit`` (the top is level 1): one level at a
-    time, no recursion to exhaust and nothing allocated per value (a file of 20 million empty
-    lists took minutes walked value by value, the collector re-scanning them meanwhile)."""
-    level, depth = [raw], 1
-    while containers := [v for v in level if isinstance(v, (dict, list))]:
-        if depth > limit:
-            return True
-        level = list(
-            chain.from_iterable(v.values() if isinstance(v, dict) else v for v in containers)
-        )
-        depth += 1
-    return False
+_depth_over = depth_over  # one place for the bounds of untrusted JSON
 
 
 def results_from_dict(raw: Any, source: str = "<results>") -> RunResults:

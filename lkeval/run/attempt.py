@@ -167,16 +167,29 @@ class ScenarioAttempt:
         if cassettes is None:
             return await self._run(slot)
         tapes = self.tapes = cassettes.open(self.scenario.id, self.attempt_no)
+        decided, self.on_decided = self.on_decided, None  # told once, after a re-run
         try:
             if tapes.refused and tapes.mode == "replay":
-                if slot is not None:
-                    slot.release()
                 return tapes.finish(Attempt(status="error"))
-            with active(tapes):
-                attempt = await self._run(slot, tapes.agent_env())
-            return tapes.finish(attempt)
+            held = _HeldSlot(slot) if slot is not None else None
+            attempt = await self._taped(tapes, held)
+            if tapes.rerun:  # diverged after the recording decided: nothing of it is kept
+                tapes.discard()
+                self.p, self.agent_cause = _AttemptState(), None
+                tapes = self.tapes = cassettes.open(self.scenario.id, self.attempt_no, tapes.rerun)
+                attempt = await self._taped(tapes, held)
+            if decided is not None:
+                decided(self.agent_cause)
+            return attempt
         finally:
             tapes.discard()
+            if slot is not None:
+                slot.release()
+
+    async def _taped(self, tapes: AttemptTapes, slot: Slot | None) -> Attempt:
+        with active(tapes):
+            attempt = await self._run(slot, tapes.agent_env())
+        return tapes.finish(attempt)
 
     @property
     def turn_timeout(self) -> float:
@@ -516,6 +529,19 @@ def caller_view(transcript: Sequence[TranscriptItem]) -> list[TranscriptItem]:
     """The conversation as the simulated caller lived it: its own lines as it said them (the
     transcript keeps what the agent heard of them)."""
     return [dataclasses.replace(i, text=i.said) if i.said is not None else i for i in transcript]
+
+
+class _HeldSlot:
+    """The attempt's slot, held across a re-run: given back once, by the attempt itself."""
+
+    def __init__(self, slot: Slot) -> None:
+        self._slot = slot
+
+    async def converse(self) -> None:
+        await self._slot.converse()
+
+    def release(self) -> None:
+        pass
 
 
 def _all_pass(verdicts: Sequence[Verdict]) -> tuple[bool, str]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from lkeval import defaults
 from lkeval.agents.cold import python_problem
 from lkeval.errors import UsageError
+from lkeval.replay.manifest import Trusted
 from lkeval.replay.session import Cassettes, ReplayConfigError, load_rules
 from lkeval.replay.tape import Rules
 from lkeval.results.pricing import PriceTable
@@ -85,6 +86,9 @@ class SuiteSettings:
     """``--cassette-mode``: auto, replay or record."""
     cassette_rules: Path | None = None
     """``--cassette-rules FILE``: the user's scrub rules for matching requests."""
+    cassettes_restored: tuple[Path, Trusted] | None = None
+    """``--cassettes-from``: the fresh directory the artifact was unpacked into, and what of it
+    may be replayed (its manifest); None: cassettes are read from ``cassettes``."""
     no_credentials: bool = False
     """A fork's pull request without LLM credentials, replaying its cassettes: what did not
     replay in full is "not run: needs a live LLM" (lkeval.results.wording.without_credentials)."""
@@ -170,6 +174,7 @@ def open_cassettes(
         rules,
         identity,
         prices=PriceTable(dict(settings.prices)),
+        restored=settings.cassettes_restored,
     )
 
 

@@ -38,7 +38,8 @@ from lkeval.agents.interface import Launcher
 from lkeval.agents.launch import StartingLauncher, begin_launcher
 from lkeval.agents.orphans import adopt_orphans, kill_all_now
 from lkeval.agents.process import AgentLaunch, agent_env, publish_pending_logs
-from lkeval.errors import ExitCode, OutputError
+from lkeval.errors import ExitCode, OutputError, UsageError
+from lkeval.replay.manifest import MANIFEST
 from lkeval.replay.session import Cassettes, active
 from lkeval.replay.tape import Rules
 from lkeval.results.model import (
@@ -172,6 +173,7 @@ class Suite:
                 settings.results_path,
                 settings.logs_dir / "fork-server.log",
                 *map(Path, settings.report_paths),
+                *_cassettes_written(settings),
             ]
         )
         # one run per results directory, held before anything costs (the judge preflight)
@@ -243,7 +245,9 @@ class Suite:
         tapes = self._cassettes.preflight()
         with active(tapes):
             check = evaluator.preflight(self.out)
-        tapes.finish(Attempt(status="passed"))  # writes it when it was recorded
+        done = tapes.finish(Attempt(status="passed"))  # writes it when it was recorded
+        if done.status == "error":  # a cassette that could not be written, said
+            self.out.write(f"lk-eval: judge preflight: {inert_line(done.reason)}\n")
         return check
 
     def _results(
@@ -458,6 +462,10 @@ class Suite:
 
         # a signal cancels the play: what finished is kept, every agent stopped
         played = self._signals.run_until_signal(play, lambda: engine.results(interrupted=True))
+        if self._cassettes is not None:  # what this run vouches for (lkeval.replay.manifest)
+            problem = self._cassettes.write_manifest()
+            if problem:
+                self.out.write(f"lk-eval: {inert_line(problem)}\n")
         return played, self._signals.received
 
     def _speech(self, plan: Plan) -> RunSpeech | None:
@@ -527,6 +535,16 @@ class _Silent:
 
     def scenario_finished(self, result: ScenarioResult) -> None:
         pass
+
+
+def _cassettes_written(settings: SuiteSettings) -> list[Path]:
+    """``--cassettes DIR``'s manifest when the run may write there (``auto``, ``record``): a
+    ``DIR`` that is a regular file, or cannot be written, is exit 2 before any agent boots."""
+    if settings.cassettes is None:
+        return []
+    if settings.cassettes.exists() and not settings.cassettes.is_dir():
+        raise UsageError(f"--cassettes {settings.cassettes}: is not a directory")
+    return [] if settings.cassette_mode == "replay" else [settings.cassettes / MANIFEST]
 
 
 def _nothing_to_check(selected: list[Scenario], evaluator: RunEvaluator | None) -> dict[str, str]:

@@ -208,3 +208,27 @@ def test_an_oversized_results_file_is_refused_before_it_is_parsed(
     err = capsys.readouterr().err
     assert str(huge) in err and "larger than 64 MiB" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--cassettes", "{file}"], "--cassettes {file}: is not a directory"),
+        (["--junit", "/proc/lkeval-junit.xml"], "/proc/lkeval-junit.xml: cannot write: /proc"),
+        (["--markdown", "/proc/self/x.md"], "/proc/self/x.md: cannot write: /proc/self"),
+    ],
+    ids=["cassettes-is-a-file", "junit-in-proc", "markdown-in-proc"],
+)
+def test_cassettes_and_report_paths_that_cannot_be_written_are_exit_2_before_boot(
+    tmp_path: Path, flags: list[str], says: str
+) -> None:
+    """``access`` says yes to root in ``/proc``: the path is tried, not asked about."""
+    blocker = tmp_path / "file"
+    blocker.write_text("", encoding="utf-8")
+    flags = [f.format(file=blocker) for f in flags]
+    argv = ["--agent", __file__, "--scenarios", str(_scripted(tmp_path)), *flags]
+    proc = _lkeval("run", *argv, "--results", str(tmp_path / "r" / "results.json"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert says.format(file=blocker) in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and "fork server" not in proc.stdout  # nothing booted
+    assert not list(tmp_path.rglob(".lkeval-probe-*"))

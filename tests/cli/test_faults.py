@@ -339,3 +339,35 @@ def test_a_runaway_agent_is_stopped_by_its_bounds_and_the_run_goes_on(
     log = Path(flood["attempts"][0]["log_path"])
     assert log.stat().st_size <= 8 * 1024 * 1024 + 200
     assert "lk-eval: log cut at 8 MiB" in log.read_text(encoding="utf-8")[-300:]
+
+
+def test_a_hostile_cassette_is_its_attempts_error_and_the_run_still_reports(
+    tmp_path: Path,
+) -> None:
+    """A cassette nested 200,000 deep once reached a RecursionError: in ``replay`` it is that
+    attempt's error naming the file (before its agent boots), the other scenario's symlinked
+    cassette too, and results.json and JUnit are written; never exit 4."""
+    scenarios = tmp_path / "s.yaml"
+    scenarios.write_text(
+        "scenarios:\n"
+        "  - {id: deep, label: deep, turns: [{user: hi, expect: [{message: {}}]}]}\n"
+        "  - {id: linked, label: linked, turns: [{user: hi, expect: [{message: {}}]}]}\n",
+        encoding="utf-8",
+    )
+    cassettes = tmp_path / "cassettes"
+    cassettes.mkdir()
+    (cassettes / "deep.json").write_text("[" * 200_000 + "]" * 200_000)
+    (tmp_path / "elsewhere.json").write_text("{}")
+    (cassettes / "linked.json").symlink_to(tmp_path / "elsewhere.json")
+    results = tmp_path / "out" / "results.json"
+    argv = run_argv(HOTEL / "agent.py", scenarios, results)
+    argv += ["--cassettes", str(cassettes), "--cassette-mode", "replay", "--cold-start"]
+    argv += ["--junit", str(tmp_path / "out" / "junit.xml"), "--no-github"]
+    proc = run_lkeval(argv, clean_env(), timeout=240, cwd=tmp_path)
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # every attempt an error
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+    reasons = {s["scenario_id"]: s["reason"] for s in read_json(results)["scenarios"]}
+    assert f"cassette {cassettes / 'deep.json'} is not one lk-eval wrote" in reasons["deep"]
+    assert "nested more than 200 levels deep" in reasons["deep"]
+    assert f"cassette {cassettes / 'linked.json'} is a symlink" in reasons["linked"]
+    assert (tmp_path / "out" / "junit.xml").exists()

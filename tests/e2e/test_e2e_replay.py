@@ -37,7 +37,12 @@ def test_record_stop_every_server_replay_edit_and_go_live(tmp_path: Path) -> Non
         assert recorded.returncode == 0, recorded.stdout + recorded.stderr
         assert Rooms.asked, "the tool really asked the rooms server"
     cassettes = sorted(p.name for p in (tmp_path / "cassettes").iterdir())
-    assert cassettes == ["_preflight.json", "check-double.json", "talk-and-book.json"]
+    assert cassettes == [
+        "_manifest.json",
+        "_preflight.json",
+        "check-double.json",
+        "talk-and-book.json",
+    ]
     assert all(a["replay"]["mode"] == "recorded" for s in first["scenarios"] for a in s["attempts"])
 
     # every server is gone: replay alone answers

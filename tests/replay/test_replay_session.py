@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from lkeval.replay import cassette as cs
+from lkeval.replay import tape as tp
 from lkeval.replay.session import Cassettes, ReplayConfigError, load_rules
 from lkeval.replay.tape import Rules, Tape, request_record
 from lkeval.results.model import Attempt, Usage
@@ -135,6 +136,71 @@ def test_auto_from_a_miss_records_the_new_episode(tmp_path: Path) -> None:
     ]
 
 
+def test_auto_runs_again_live_when_the_recording_has_calls_this_run_never_made(
+    tmp_path: Path,
+) -> None:
+    """A leftover found only at the end: everything replayed, the judge's verdict too, but the
+    agent's last recorded call (a side-effecting POST) was never made. The recorded verdict is
+    not kept: the attempt is run again live, and the cassette is left for that run."""
+    agent, judge = [_exchange(1, "hi"), _exchange(2, "book it")], [_exchange(1, "judge this")]
+    _recorded(tmp_path, agent, judge)
+    before = (tmp_path / "tapes" / "s.json").read_text()
+    tapes = _cassettes(tmp_path, "auto").open("s", 1)
+    tapes.agent_env()
+    _agent_says(tapes, _replayed(agent[0]))
+    body = json.dumps(judge[0]["request"]["body"]["json"]).encode()
+    call = tapes.tape("judge").begin("POST", "http://llm/v1/chat/completions", body)
+    assert call.recorded is not None
+    tapes.tape("judge").finish(call, call.recorded["response"])
+    tapes.finish(Attempt("passed"))
+    assert tapes.rerun == (
+        "replay miss at agent's call 2: the recording has 1 more call(s) than this run made; "
+        "run again live"
+    )
+    assert (tmp_path / "tapes" / "s.json").read_text() == before
+    again = _cassettes(tmp_path, "auto").open("s", 1, tapes.rerun)
+    assert again.client_mode == "record" and again.tape("judge").live
+    again.agent_env()
+    assert json.loads(again.agent_in.read_text())["mode"] == "record"
+
+
+def test_auto_runs_again_live_when_the_agent_diverged_after_the_verdict_was_replayed(
+    tmp_path: Path,
+) -> None:
+    agent, judge = [_exchange(1, "hi"), _exchange(2, "veto check")], [_exchange(1, "judge")]
+    _recorded(tmp_path, agent, judge)
+    tapes = _cassettes(tmp_path, "auto").open("s", 1)
+    tapes.agent_env()
+    body = json.dumps(judge[0]["request"]["body"]["json"]).encode()
+    call = tapes.tape("judge").begin("POST", "http://llm/v1/chat/completions", body)
+    assert call.recorded is not None
+    tapes.tape("judge").finish(call, call.recorded["response"])
+    live = {"live": {"call": 2, "reason": "replay miss at agent's call 2: body..."}}
+    _agent_says(tapes, _replayed(agent[0]), live, {"exchange": {**agent[1], "replayed": False}})
+    tapes.finish(Attempt("passed"))
+    assert tapes.rerun.endswith("after the recorded verdict was replayed; run again live")
+
+
+def test_a_divergence_before_the_verdict_keeps_the_live_verdict(tmp_path: Path) -> None:
+    """The agent diverges first (its process raises the attempt's flag): the judge goes live
+    though its request equals the recording, and the attempt stands as partial."""
+    agent, judge = [_exchange(1, "hi")], [_exchange(1, "judge")]
+    _recorded(tmp_path, agent, judge)
+    tapes = _cassettes(tmp_path, "auto").open("s", 1)
+    tapes.agent_env()
+    spec = json.loads(tapes.agent_in.read_text())
+    tp.raise_flag(spec["live_flag"], "replay miss at agent's call 1: body...")
+    live = {"live": {"call": 1, "reason": "replay miss at agent's call 1: body..."}}
+    _agent_says(tapes, live, {"exchange": {**_exchange(1, "hey"), "replayed": False}})
+    body = json.dumps(judge[0]["request"]["body"]["json"]).encode()
+    call = tapes.tape("judge").begin("POST", "http://llm/v1/chat/completions", body)
+    assert call.live
+    tapes.tape("judge").finish(call, judge[0]["response"])
+    attempt = tapes.finish(Attempt("passed"))
+    assert not tapes.rerun and attempt.replay is not None and attempt.replay.mode == "partial"
+    assert attempt.replay.calls_replayed == 0
+
+
 @pytest.mark.parametrize(
     ("identity", "reason"),
     [
@@ -212,7 +278,7 @@ def test_another_format_version_or_no_cassette_is_said(tmp_path: Path) -> None:
     assert tapes.refused == "no cassette recorded for this attempt"
     _recorded(tmp_path, [], [])
     path = tmp_path / "tapes" / "s.json"
-    path.write_text(path.read_text().replace('"format_version": 1', '"format_version": 99'))
+    path.write_text(path.read_text().replace('"format_version": 2', '"format_version": 99'))
     assert "cassette format version 99" in _cassettes(tmp_path, "auto").open("s", 1).refused
 
 

@@ -320,19 +320,83 @@ def test_volatile_fields_and_user_rules_do_not_break_a_match() -> None:
     assert tp.request_key(was, tp.Rules()) != tp.request_key(now, tp.Rules())
 
 
-def test_concurrent_identical_routes_still_match_in_any_order() -> None:
-    recorded = [
-        {
-            "request": tp.request_record("GET", f"http://h/t?i={i}", b""),
-            "response": {"status": 200, "chunks": [str(i)]},
-        }
-        for i in range(3)
-    ]
+def _get(call: int, path: str, concurrent: tuple[int, ...] = ()) -> dict[str, Any]:
+    exchange: dict[str, Any] = {
+        "call": call,
+        "request": tp.request_record("GET", f"http://h{path}", b""),
+        "response": {"status": 200, "chunks": [path]},
+    }
+    if concurrent:
+        exchange["concurrent"] = list(concurrent)
+    return exchange
+
+
+def test_calls_that_overlapped_when_recorded_match_in_any_order() -> None:
+    recorded = [_get(1, "/t?i=0"), _get(2, "/t?i=1", (1,)), _get(3, "/t?i=2", (1, 2))]
     tape = tp.Tape("agent", "replay", recorded, tp.Rules(), lambda e: None)
     for i in (2, 0, 1):
         call = tape.begin("GET", f"http://h/t?i={i}", b"")
-        assert call.recorded is not None and call.recorded["response"]["chunks"] == [str(i)]
+        assert call.recorded is not None and call.recorded["response"]["chunks"] == [f"/t?i={i}"]
     assert not tape.missed
+
+
+def test_calls_that_did_not_overlap_must_come_in_the_recorded_order() -> None:
+    """An agent that stopped making a side-effecting POST while its later calls stayed the
+    same: its next call equals a later recorded one, and it is a divergence all the same."""
+    recorded = [
+        _get(1, "/chat"),
+        {**_get(2, "/book"), "request": tp.request_record("POST", "http://h/book", b"{}")},
+        _get(3, "/chat2"),
+        _get(4, "/check"),
+    ]
+    tape = tp.Tape("agent", "replay", recorded, tp.Rules(), lambda e: None)
+    assert tape.begin("GET", "http://h/chat", b"").recorded is not None
+    skipped = tape.begin("GET", "http://h/chat2", b"")
+    assert skipped.recorded is None and tape.missed and tape.live_from == 2
+    assert tape.reason == (
+        "replay miss at agent's call 2: out of order: it is the recording's call 3, and the "
+        "recording's call 2 (POST http://h/book) was not made before it"
+    )
+    events: list[dict[str, Any]] = []
+    auto = tp.Tape("agent", "auto", recorded, tp.Rules(), events.append)
+    auto.begin("GET", "http://h/chat", b"")
+    assert auto.begin("GET", "http://h/chat2", b"").live and auto.live_from == 2
+    assert auto.begin("GET", "http://h/check", b"").live  # live from the divergence on
+
+
+def test_what_was_in_flight_is_recorded_with_each_exchange() -> None:
+    events: list[dict[str, Any]] = []
+    tape = tp.Tape("agent", "record", [], tp.Rules(), events.append)
+    first, second = tape.begin("GET", "http://h/a", b""), tape.begin("GET", "http://h/b", b"")
+    tape.finish(first, {"status": 200})
+    tape.finish(second, {"status": 200})
+    tape.finish(tape.begin("GET", "http://h/c", b""), {"status": 200})
+    concurrent = [e["exchange"].get("concurrent") for e in events if "exchange" in e]
+    assert concurrent == [None, [1], None]
+
+
+def test_one_client_diverging_takes_the_attempts_other_clients_live(tmp_path: Any) -> None:
+    """The caller's tape diverges; the judge's next request equals its recording and still
+    goes live: from the first divergence nothing the recording decided is kept."""
+    flag = str(tmp_path / "live")
+    recorded = [_get(1, "/x")]
+
+    def tape(client: str) -> tp.Tape:
+        return tp.Tape(
+            client,
+            "auto",
+            recorded,
+            tp.Rules(),
+            lambda e: None,
+            diverged=lambda: tp.read_flag(flag),
+            on_diverge=lambda reason: tp.raise_flag(flag, reason),
+        )
+
+    caller, judge = tape("caller"), tape("judge")
+    assert caller.begin("GET", "http://h/other", b"").live
+    call = judge.begin("GET", "http://h/x", b"")
+    assert call.live and call.recorded is None
+    assert judge.reason.startswith("judge's call 1 is live: replay miss at caller's call 1: ")
 
 
 @pytest.mark.parametrize(
