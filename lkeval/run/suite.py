@@ -37,7 +37,7 @@ from lkeval.agents.interface import Launcher
 from lkeval.agents.launch import StartingLauncher, begin_launcher
 from lkeval.agents.orphans import adopt_orphans, kill_all_now
 from lkeval.agents.process import AgentLaunch, agent_env, publish_pending_logs
-from lkeval.errors import ExitCode, OutputError
+from lkeval.errors import ExitCode, OutputError, is_internal
 from lkeval.replay.session import Cassettes, active
 from lkeval.replay.tape import Rules
 from lkeval.results.model import (
@@ -135,6 +135,8 @@ class Suite:
         self._evaluator: RunEvaluator | None = None
         self._judge_check: JudgeCheck | None = None
         self._cassettes: Cassettes | None = None
+        self._engine: Engine | None = None  # the one playing, for what it has after a bug
+        self._writing = False  # the results are being (or were) written
 
     def run(self) -> int:
         """The whole run; returns the exit code (errors go to the CLI boundary).
@@ -152,6 +154,10 @@ class Suite:
                 return self._run()
             except Interrupted as exc:
                 return self._interrupted(exc.signal)
+            except Exception as exc:
+                if is_internal(exc):  # a bug: what the run has is written all the same
+                    self._write_what_it_has()
+                raise
             finally:
                 with signals.deferred():
                     self.parts.early.discard()  # a fork server this run did not take
@@ -267,6 +273,31 @@ class Suite:
         with self.parts.writers.lock(self.settings.results_path.parent):
             return self._write_and_finish(self._results(scenario_results, sig), sig)
 
+    def _write_what_it_has(self) -> None:
+        """An exception that is a bug in lk-eval stopped the run: the results, reports and
+        gate line are still written, with what finished and every other scenario "not run
+        (interrupted)", marked interrupted so they can never pass. The boundary then says it
+        is a bug (exit 4). Nothing when the scenarios were not loaded, or when the writing
+        itself is what failed; a second failure here is dropped for the first one."""
+        if self.plan is None or self._writing:
+            return
+        with self._signals.deferred():
+            kill_all_now()  # whatever the failing phase left running
+        engine = self._engine
+        if engine is not None:
+            scenario_results = engine.results(interrupted=True)
+        else:
+            engine = Engine(_no_attempts, _Silent(), self.plan.engine_options)
+            scenario_results = engine.not_run(self.plan.scenarios)
+        with contextlib.suppress(Exception), self._signals.deferred():
+            results = self._results(scenario_results, None)
+            results = dataclasses.replace(
+                results, metadata=dataclasses.replace(results.metadata, interrupted=True)
+            )
+            with self.parts.writers.lock(self.settings.results_path.parent):
+                self._write_and_finish(results, None)
+            self.out.flush()
+
     def _empty_shard(self, plan: Plan) -> int:
         """More shards than scenarios: this shard writes results that say it is empty, boots
         nothing, and passes; the merge of every shard's results is what is gated."""
@@ -280,6 +311,7 @@ class Suite:
         """Write the results file, then the reports and the gate; a write error is raised
         last."""
         path = self.settings.results_path
+        self._writing = True
         failure: OutputError | None = None
         try:
             with self._signals.deferred():  # a results file is written whole or not at all
@@ -422,7 +454,7 @@ class Suite:
         if self._cassettes is not None:
             self._cassettes.scratch = raw_logs  # the agents' tapes: private, like raw logs
         progress = self.parts.progress(len(plan.selected))
-        engine = Engine(
+        engine = self._engine = Engine(
             attempt_factory(run_settings, evaluator),
             progress,
             plan.engine_options,
