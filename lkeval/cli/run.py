@@ -70,12 +70,18 @@ def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
     report = options.report
     suite = Suite(suite_settings(options), _collaborators(options, out), out)
     if options.cassettes_from and options.cassettes and not options.no_credentials:
-        restored = restore_cassettes(
-            options.cassettes_from,
-            Path(options.cassettes),
-            artifact=options.cassettes_artifact,
-            token=report.github_token,
-        )
+        try:
+            with suite.parts.early.interruptible():  # a Ctrl-C cuts the download short
+                restored = restore_cassettes(
+                    options.cassettes_from,
+                    Path(options.cassettes),
+                    artifact=options.cassettes_artifact,
+                    token=report.github_token,
+                )
+        except KeyboardInterrupt:
+            if not suite.parts.early.signal_pending:
+                raise
+            return suite.run()  # it takes the signal: every scenario "not run (interrupted)"
         out.write(restored + "\n")
     withheld = empty_secrets(os.environ)
     if withheld and _fork_with_cassettes(options):
