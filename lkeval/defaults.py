@@ -67,6 +67,11 @@ CALLER_TEMPERATURE = 0.7
 
 WARM_CONCURRENCY_PER_CORE = 16
 WARM_CONCURRENCY_MAX = 32
+AGENTS_MEMORY_SHARE = 0.75
+"""Share of the memory available when a run's engine starts (its cgroup's limit less its usage,
+else MemAvailable) that its agents may take together (lkeval.agents.memory); the rest is left
+to lk-eval, the fork server, the LLM server a local model runs in, and the agents' growth
+between two measurements."""
 AGENT_BUDGET_MIB = 256
 """Memory the default concurrency plans per live agent (a warm one holds ~35 MiB of its own
 and ~95 MiB PSS after its first turns; the rest is headroom for the agent's own work)."""
@@ -142,6 +147,7 @@ def booting_agents(concurrency: int, warm: bool = True, cores: int | None = None
 
 
 __all__ = [
+    "AGENTS_MEMORY_SHARE",
     "AGENT_LOG_MIB",
     "AGENT_MEMORY_MIB",
     "BASELINE_ARTIFACT",

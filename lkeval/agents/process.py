@@ -54,6 +54,7 @@ from lkeval.agents.logs import publish_log as publish_log
 from lkeval.agents.logs import publish_pending_logs as publish_pending_logs
 from lkeval.agents.logs import read_log_tail as read_log_tail
 from lkeval.agents.machine import with_load
+from lkeval.agents.memory import oom_kills
 from lkeval.agents.protocol import SessionConnection, SessionListener
 from lkeval.agents.workdir import prepare_agent_dir
 from lkeval.text.masking import clip
@@ -165,6 +166,17 @@ class AgentProcess:
         self._exited: asyncio.Future[int] | None = None  # see _exit_waiter
         self._memory: ResidentMemory | None = None  # its /proc file, open while it is watched
         self._stopped_for: str | None = None  # a memory or log bound it passed
+        self._oom_kills: int | None = None  # the kernel's count of OOM kills at its spawn
+
+    @property
+    def pid(self) -> int | None:
+        """The agent host's pid once spawned."""
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def prepared(self) -> bool:
+        """Whether it has imported its code and run its entrypoint up to its session."""
+        return self.boot_seconds is not None
 
     @property
     def start_mode(self) -> str | None:
@@ -192,6 +204,7 @@ class AgentProcess:
         parent, child = socket.socketpair()
         self._control = parent
         parent.setblocking(False)
+        self._oom_kills = oom_kills()
         try:
             self.proc = await self._spawn(addr, child.fileno())
         finally:
@@ -415,11 +428,23 @@ class AgentProcess:
             for line in reversed(self.log_tail(200)):
                 if agent_host.UNSUPPORTED_MARKER in line:
                     return line.removeprefix("lk-eval: ")
+        if rc == -signal.SIGKILL and self._oom_killed():
+            return (
+                "agent process killed by the kernel's OOM killer (the machine, or its memory "
+                "cgroup, ran out of memory: run fewer at once with --concurrency, or give it "
+                "more memory)"
+            )
         if rc < 0:
             return f"agent process killed by signal {signal.Signals(-rc).name}"
         last_error = self._last_error_line()
         suffix = f": {last_error}{self._module_hint(last_error)}" if last_error else ""
         return f"agent process exited with code {rc}{suffix}"
+
+    def _oom_killed(self) -> bool:
+        """Whether the kernel's OOM killer struck while this agent lived (its SIGKILL that
+        lk-eval did not send is then most likely that)."""
+        now = oom_kills()
+        return self._oom_kills is not None and now is not None and now > self._oom_kills
 
     def _module_hint(self, error_line: str) -> str:
         """For a module the agent could not import: the likely fix. lk-eval runs the agent

@@ -35,8 +35,9 @@ from lkeval import __version__, defaults
 from lkeval.agents.agent_host import SUPPORTED_RANGE
 from lkeval.agents.interface import Launcher
 from lkeval.agents.launch import StartingLauncher, begin_launcher
+from lkeval.agents.memory import MemoryPlan, headroom
 from lkeval.agents.orphans import adopt_orphans, kill_all_now
-from lkeval.agents.process import AgentLaunch, agent_env, publish_pending_logs
+from lkeval.agents.process import LIVE_PROCESSES, AgentLaunch, agent_env, publish_pending_logs
 from lkeval.errors import ExitCode, OutputError, is_internal
 from lkeval.replay.session import Cassettes, active
 from lkeval.replay.tape import Rules
@@ -423,6 +424,9 @@ class Suite:
         """Show the start mode, then run the engine with the run's launcher."""
         settings = self.settings
         self.out.write(start_line + "\n")
+        memory = _memory_plan()
+        if memory is not None:  # what bounds the agents' memory, all of them together
+            self.out.write(memory.describe() + "\n")
         unselected = len(plan.scenarios) - len(plan.selected)
         if unselected:  # one line for all of them; the progress counts what runs
             selection = plan.engine_options.selection.describe()
@@ -459,6 +463,7 @@ class Suite:
             progress,
             plan.engine_options,
             ask_again=ask_again_with(evaluator, self._cassettes) if evaluator is not None else None,
+            admission=memory.slot if memory is not None else None,
         )
 
         async def play() -> list[ScenarioResult]:
@@ -471,6 +476,8 @@ class Suite:
 
         # a signal cancels the play: what finished is kept, every agent stopped
         played = self._signals.run_until_signal(play, lambda: engine.results(interrupted=True))
+        if memory is not None and memory.summary():
+            self.out.write(memory.summary() + "\n")
         return played, self._signals.received
 
     def metadata(
@@ -536,6 +543,12 @@ def _nothing_to_check(selected: list[Scenario], evaluator: RunEvaluator | None) 
         if why is not None:
             found[scenario.id] = why
     return found
+
+
+def _memory_plan() -> MemoryPlan | None:
+    """The plan of the agents' memory, from what is available as the engine starts."""
+    room = headroom()
+    return MemoryPlan(room, lambda: LIVE_PROCESSES) if room is not None else None
 
 
 def _installed(dist: str) -> str | None:
