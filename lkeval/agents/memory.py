@@ -169,7 +169,7 @@ class MemoryPlan:
         self._seen: dict[int, tuple[float, float]] = {}  # pid -> (peak MiB, when read)
         self.largest_mib = 0.0
         self.most_at_once = 0
-        self.held_back = 0  # admissions that had to wait for memory
+        self.held_back = 0  # times an agent had to wait because another would not fit
         self._first = 0.0  # when the first agent was admitted
         self._reading: asyncio.Future[None] | None = None
 
@@ -182,7 +182,8 @@ class MemoryPlan:
         )
 
     def summary(self) -> str:
-        """What the plan did, once the run is over ("" when it never held an agent back)."""
+        """What the plan did, once the run is over ("" when memory never held an agent back:
+        waiting for the first agent's measurement does not count)."""
         if not self.held_back:
             return ""
         return (
@@ -193,11 +194,8 @@ class MemoryPlan:
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
         """Hold a place for one agent from before its boot to after its stop."""
-        waited = False
         while not await self._fits():
-            waited = True
             await asyncio.sleep(_POLL)
-        self.held_back += waited
         self._held += 1
         self.most_at_once = max(self.most_at_once, self._held)
         try:
@@ -219,7 +217,9 @@ class MemoryPlan:
             largest = float(defaults.AGENT_BUDGET_MIB)
         if largest <= 0:
             return False  # the first agent is not measured yet: it says what one costs
-        return (self._held + 1) * largest <= self.budget_mib
+        fits = (self._held + 1) * largest <= self.budget_mib
+        self.held_back += not fits
+        return fits
 
     async def _refresh(self) -> None:
         """:meth:`_read` in a thread (a read walks page tables: never on the event loop that
