@@ -89,7 +89,9 @@ def default_concurrency(warm: bool = True, cores: int | None = None) -> int:
     a time per two cores (:func:`booting_agents`), 40 scenarios on 2 cores with 1 s answers ran
     fastest at 32 (14.9 s; 19.6 at 16, 16.0 at 48) with turns at 1.17x the LLM's latency at
     the p95 (BENCHMARKS.md). And no more than the available memory holds at
-    :data:`AGENT_BUDGET_MIB` per agent (talking and prepared).
+    :data:`AGENT_BUDGET_MIB` per agent (talking and prepared). Whatever the concurrency,
+    the run then admits agents only while the largest measured fits in
+    :data:`AGENTS_MEMORY_SHARE` of its memory (:mod:`lkeval.agents.memory`).
     """
     n = max(1, cores if cores is not None else os.cpu_count() or 1)
     if not warm:
