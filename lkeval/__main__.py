@@ -1,15 +1,21 @@
 """``python -m lkeval`` and the ``lkeval`` command: the command line, leaving fast.
 
-``lkeval run`` starts its fork server first (:mod:`lkeval.run.early_start`): it preloads the
-framework while lk-eval imports its own command line and checks the run.
+``lkeval run`` holds SIGINT/SIGTERM for the run from this module's first lines, before any of
+lk-eval is imported (:data:`lkeval.startup.HELD`), then starts its fork server
+(:mod:`lkeval.run.early_start`): it preloads the framework while lk-eval imports its own
+command line and checks the run.
 """
 
 from __future__ import annotations
 
 import sys
 
-from lkeval.run.early_start import EARLY
-from lkeval.startup import paused_collections
+from lkeval.startup import HELD, paused_collections
+
+if sys.argv[1:2] == ["run"]:  # from here on a signal is the run's: it writes what it has
+    HELD.hold()
+
+from lkeval.run.early_start import EARLY  # after the signals are held
 
 
 def main() -> None:

@@ -84,6 +84,11 @@ CALLER_TEMPERATURE = 0.7
 
 WARM_CONCURRENCY_PER_CORE = 16
 WARM_CONCURRENCY_MAX = 32
+AGENTS_MEMORY_SHARE = 0.75
+"""Share of the memory available when a run's engine starts (its cgroup's limit less its usage,
+else MemAvailable) that its agents may take together (lkeval.agents.memory); the rest is left
+to lk-eval, the fork server, the LLM server a local model runs in, and the agents' growth
+between two measurements."""
 AGENT_BUDGET_MIB = 256
 """Memory the default concurrency plans per live agent (a warm one holds ~35 MiB of its own
 and ~95 MiB PSS after its first turns; the rest is headroom for the agent's own work)."""
@@ -101,7 +106,9 @@ def default_concurrency(warm: bool = True, cores: int | None = None, audio: bool
     a time per two cores (:func:`booting_agents`), 40 scenarios on 2 cores with 1 s answers ran
     fastest at 32 (14.9 s; 19.6 at 16, 16.0 at 48) with turns at 1.17x the LLM's latency at
     the p95 (BENCHMARKS.md). And no more than the available memory holds at
-    :data:`AGENT_BUDGET_MIB` per agent (talking and prepared).
+    :data:`AGENT_BUDGET_MIB` per agent (talking and prepared). Whatever the concurrency,
+    the run then admits agents only while the largest measured fits in
+    :data:`AGENTS_MEMORY_SHARE` of its memory (:mod:`lkeval.agents.memory`).
     """
     n = max(1, cores if cores is not None else os.cpu_count() or 1)
     if audio:  # real-time turns, each agent's VAD and turn detector on these cores
@@ -161,6 +168,7 @@ def booting_agents(concurrency: int, warm: bool = True, cores: int | None = None
 
 
 __all__ = [
+    "AGENTS_MEMORY_SHARE",
     "AGENT_LOG_MIB",
     "AGENT_MEMORY_MIB",
     "AUDIO_CONCURRENCY_PER_CORE",

@@ -79,6 +79,14 @@ class OutputError(LkevalError):
         self.path = path
 
 
+def is_internal(exc: BaseException) -> bool:
+    """Whether ``exc`` reaching the top is a bug in lk-eval (exit 4), not a user's mistake (an
+    :class:`LkevalError`, an ``OSError`` naming a file) or an interrupt."""
+    if isinstance(exc, (LkevalError, KeyboardInterrupt)):
+        return False
+    return not (isinstance(exc, OSError) and exc.filename)
+
+
 __all__ = [
     "ConfigError",
     "ExitCode",
@@ -87,4 +95,5 @@ __all__ = [
     "NothingToRunError",
     "OutputError",
     "UsageError",
+    "is_internal",
 ]

@@ -89,9 +89,14 @@ def run_argv(agent: Path | str, scenarios: Path | str, results: Path | str) -> l
 
 
 def run_lkeval(
-    args: list[str], env: dict[str, str], timeout: float = 240, cwd: Path | None = None
+    args: list[str],
+    env: dict[str, str],
+    timeout: float = 240,
+    cwd: Path | None = None,
+    before: Callable[[], object] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real CLI in a child process, as a user would."""
+    """Run the real CLI in a child process, as a user would; ``before`` runs in the child
+    before it execs (it joins a memory cgroup: tests/memory_cgroup.py)."""
     return subprocess.run(
         [sys.executable, "-m", "lkeval", *args],
         env=env,
@@ -100,6 +105,7 @@ def run_lkeval(
         timeout=timeout,
         cwd=cwd,
         stdin=subprocess.DEVNULL,
+        preexec_fn=before,
     )
 
 

@@ -54,6 +54,7 @@ from lkeval.agents.logs import publish_log as publish_log
 from lkeval.agents.logs import publish_pending_logs as publish_pending_logs
 from lkeval.agents.logs import read_log_tail as read_log_tail
 from lkeval.agents.machine import with_load
+from lkeval.agents.memory import oom_kills
 from lkeval.agents.protocol import SessionConnection, SessionListener
 from lkeval.agents.workdir import prepare_agent_dir
 from lkeval.text.masking import clip
@@ -64,6 +65,8 @@ CRASH_MARKERS = ('"reason": "job crashed"', "reason=job crashed", "job crashed")
 # A Python exception line, dotted names included: ``openai.OpenAIError: Missing credentials``,
 # ``livekit.agents.cli.discover.CLIError: Could not find AgentServer``.
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit)\b:?")
+
+_MODULE_NOT_FOUND = ("ModuleNotFoundError", "ImportError")
 
 # Every agent process still running, so an interrupted lk-eval can stop them all.
 LIVE_PROCESSES: set[AgentProcess] = set()
@@ -163,6 +166,17 @@ class AgentProcess:
         self._exited: asyncio.Future[int] | None = None  # see _exit_waiter
         self._memory: ResidentMemory | None = None  # its /proc file, open while it is watched
         self._stopped_for: str | None = None  # a memory or log bound it passed
+        self._oom_kills: int | None = None  # the kernel's count of OOM kills at its spawn
+
+    @property
+    def pid(self) -> int | None:
+        """The agent host's pid once spawned."""
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def prepared(self) -> bool:
+        """Whether it has imported its code and run its entrypoint up to its session."""
+        return self.boot_seconds is not None
 
     @property
     def start_mode(self) -> str | None:
@@ -190,6 +204,7 @@ class AgentProcess:
         parent, child = socket.socketpair()
         self._control = parent
         parent.setblocking(False)
+        self._oom_kills = oom_kills()
         try:
             self.proc = await self._spawn(addr, child.fileno())
         finally:
@@ -292,7 +307,10 @@ class AgentProcess:
             await loop.sock_sendall(self._control, self._scenario_line())
         received = b""
         while agent_host.PREPARED not in received:
-            chunk = await loop.sock_recv(self._control, 4096)
+            try:
+                chunk = await loop.sock_recv(self._control, 4096)
+            except OSError:  # ECONNRESET: it died before reading the scenario line
+                chunk = b""
             if not chunk:  # the host closed it: it is exiting; the race reports how
                 await asyncio.Event().wait()
             received += chunk
@@ -315,7 +333,13 @@ class AgentProcess:
             if not task.done():
                 task.cancel()
         if task in done:
-            return task.result()
+            broken = _broken_channel(task)
+            if broken is None:
+                return task.result()
+            # its channel to the agent broke (a reset while its boot failed): the agent's end
+            # says why, or the break itself does; an error of this scenario, never of lk-eval
+            reason = await self._end_after(broken)
+            raise AgentFailure(f"agent failed to boot: {reason}", self.log_tail())
         if died in done:
             reason = died.result()
             if not reason.startswith(MOCK_TOOLS_REASON):
@@ -330,6 +354,13 @@ class AgentProcess:
         raise AgentFailure(
             with_load(f"agent did not {what} within {timeout:g}s (boot timeout)"), self.log_tail()
         )
+
+    async def _end_after(self, broken: OSError, grace: float = defaults.STOP_GRACE) -> str:
+        """Why the agent ended, once the channel to it broke with ``broken``: its exit (or
+        crash) within ``grace`` seconds, else the break itself."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            return await asyncio.wait_for(self.wait_failure(), grace)
+        return f"its connection to lk-eval broke ({type(broken).__name__}: {broken})"
 
     async def wait_failure(self, poll: float = 0.1) -> str:
         """Resolve with a reason once the process exits or its log says the job crashed.
@@ -397,11 +428,34 @@ class AgentProcess:
             for line in reversed(self.log_tail(200)):
                 if agent_host.UNSUPPORTED_MARKER in line:
                     return line.removeprefix("lk-eval: ")
+        if rc == -signal.SIGKILL and self._oom_killed():
+            return (
+                "agent process killed by the kernel's OOM killer (the machine, or its memory "
+                "cgroup, ran out of memory: run fewer at once with --concurrency, or give it "
+                "more memory)"
+            )
         if rc < 0:
             return f"agent process killed by signal {signal.Signals(-rc).name}"
         last_error = self._last_error_line()
-        suffix = f": {last_error}" if last_error else ""
+        suffix = f": {last_error}{self._module_hint(last_error)}" if last_error else ""
         return f"agent process exited with code {rc}{suffix}"
+
+    def _oom_killed(self) -> bool:
+        """Whether the kernel's OOM killer struck while this agent lived (its SIGKILL that
+        lk-eval did not send is then most likely that)."""
+        now = oom_kills()
+        return self._oom_kills is not None and now is not None and now > self._oom_kills
+
+    def _module_hint(self, error_line: str) -> str:
+        """For a module the agent could not import: the likely fix. lk-eval runs the agent
+        with its own interpreter unless ``--python`` names the agent's (its venv's)."""
+        if not error_line.startswith(_MODULE_NOT_FOUND):
+            return ""
+        return (
+            f" (the agent ran with {self.launch.python}: if that module is installed in the "
+            "agent's own environment, pass its interpreter with --python, e.g. "
+            "--python .venv/bin/python)"
+        )
 
     def _last_error_line(self) -> str:
         for line in reversed(self.log_tail(200)):
@@ -439,7 +493,7 @@ class AgentProcess:
 
     def _crash_detail(self) -> str:
         error = self._last_error_line()
-        return f": {error}" if error else ""
+        return f": {error}{self._module_hint(error)}" if error else ""
 
     def log_tail(self, lines: int = 30) -> tuple[str, ...]:
         """The last lines of this agent's log."""
@@ -516,6 +570,15 @@ class AgentProcess:
 
 
 _SCAN_BYTES = 1024 * 1024
+
+
+def _broken_channel(task: asyncio.Future[Any]) -> OSError | None:
+    """The OS error a finished phase raised (a connection to the agent reset or refused), or
+    None: that phase succeeded, or failed some other way (raised as it is)."""
+    if task.cancelled():
+        return None
+    exc = task.exception()
+    return exc if isinstance(exc, OSError) and not isinstance(exc, TimeoutError) else None
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

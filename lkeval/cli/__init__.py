@@ -28,6 +28,7 @@ import logging
 import os
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
@@ -40,7 +41,7 @@ from lkeval.cli import report as report_command
 from lkeval.cli import run as run_command
 from lkeval.cli import validate as validate_command
 from lkeval.cli.settings_file import Settings, load_settings, with_settings
-from lkeval.errors import ExitCode, LkevalError
+from lkeval.errors import ExitCode, LkevalError, is_internal
 from lkeval.publish.github.action_inputs import for_action
 from lkeval.text.masking import mask, register_argv
 from lkeval.text.untrusted import add_mask_commands, inert_lines, one_line
@@ -90,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in COMMANDS:
         add(sub)
+    for command in sub.choices.values():
+        add_debug_flag(command)
     return parser
 
 
@@ -112,16 +115,21 @@ def classify(exc: BaseException) -> tuple[ExitCode, str, str | None]:
         return exc.exit_code, str(exc), exc.tip
     if isinstance(exc, KeyboardInterrupt):
         return ExitCode.INTERRUPTED, "interrupted", None
-    if isinstance(exc, OSError) and exc.filename:
+    if not is_internal(exc):  # an OSError naming a file: that file is the user's to fix
+        assert isinstance(exc, OSError)
         return ExitCode.USAGE, f"{exc.filename}: {exc.strerror or exc}", None
     one_line = " ".join(str(exc).split())
     return ExitCode.INTERNAL, f"internal error: {type(exc).__name__}: {one_line}", BUG_TIP
 
 
-def report_error(exc: BaseException, stream: TextIO | None = None) -> ExitCode:
-    """Print ``lk-eval: message`` (and the tip) for ``exc``; return its exit code."""
+def report_error(exc: BaseException, stream: TextIO | None = None, debug: bool = False) -> ExitCode:
+    """Print ``lk-eval: message`` (and the tip) for ``exc``; return its exit code. With
+    ``debug`` (``--debug``, ``LKEVAL_DEBUG=1``) the traceback goes first, masked and inert."""
     out = stream if stream is not None else sys.stderr
     code, message, tip = classify(exc)
+    if debug and not isinstance(exc, KeyboardInterrupt):
+        trace = "".join(traceback.format_exception(exc)).rstrip("\n")
+        out.write(inert_lines(mask(trace)) + "\n")
     # may quote a scenario file or a results file: never a workflow command, never a secret
     out.write(inert_lines(for_action(mask(f"lk-eval: {message}"))) + "\n")
     if tip:
@@ -135,7 +143,26 @@ def guarded(handler: Callable[[argparse.Namespace], int], args: argparse.Namespa
     try:
         return int(handler(args))
     except (Exception, KeyboardInterrupt) as exc:
-        return int(report_error(exc))
+        return int(report_error(exc, debug=debugging(args)))
+
+
+DEBUG_ENV = "LKEVAL_DEBUG"
+
+
+def debugging(args: argparse.Namespace | None = None) -> bool:
+    """``--debug`` or ``LKEVAL_DEBUG`` set (not ``0``): an error shows its traceback."""
+    flag = bool(getattr(args, "debug", False))
+    return flag or os.environ.get(DEBUG_ENV, "0").strip() not in ("", "0", "false")
+
+
+def add_debug_flag(parser: argparse.ArgumentParser) -> None:
+    """``--debug`` on a subcommand (``lkeval run ... --debug``)."""
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help=f"print the traceback of an error (also {DEBUG_ENV}=1)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -202,6 +229,7 @@ __all__ = [
     "ExitCode",
     "announce_secrets",
     "build_parser",
+    "debugging",
     "entrypoint",
     "leave",
     "main",

@@ -41,6 +41,7 @@ from lkeval.publish.github.restore_cassettes import restore_cassettes
 from lkeval.publish.progress import make_progress
 from lkeval.results.results_json import dump_results
 from lkeval.results.sampling import SequentialRule
+from lkeval.run.early_start import EARLY
 from lkeval.run.engine import EngineOptions, ProgressObserver
 from lkeval.run.plan import Plan, SuiteSettings
 from lkeval.run.suite import Collaborators, Suite
@@ -95,12 +96,19 @@ def _with_restored_cassettes(options: RunOptions, out: TextIO, stream: TextIO | 
     assert options.cassettes_from and options.cassettes
     fresh = Path(tempfile.mkdtemp(prefix="lkeval-restored-cassettes-"))
     try:
-        line, trusted = restore_cassettes(
-            options.cassettes_from,
-            fresh,
-            artifact=options.cassettes_artifact,
-            token=options.report.github_token,
-        )
+        try:
+            with EARLY.interruptible():  # a Ctrl-C cuts the download short, and is kept
+                line, trusted = restore_cassettes(
+                    options.cassettes_from,
+                    fresh,
+                    artifact=options.cassettes_artifact,
+                    token=options.report.github_token,
+                )
+        except KeyboardInterrupt:
+            if not EARLY.signal_pending:
+                raise
+            # the run takes the signal: every scenario "not run (interrupted)", 130/143
+            return Suite(suite_settings(options), _collaborators(options, out), out).run()
         out.write(one_line(line) + "\n")  # names the branch the input gave
         directory = Path(options.cassettes)
         checkout = sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []

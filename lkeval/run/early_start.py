@@ -23,9 +23,10 @@ What it leaves is the run's to remove: a run that stops before it claims the ser
 flags, bad scenarios, an empty shard, a signal) discards it (:meth:`EarlyStart.discard`,
 called by the suite, and :meth:`EarlyStart.end` by ``__main__`` on every way out): the
 server is killed and its raw log directory (private, 0700) removed. A SIGINT or SIGTERM
-while lk-eval imports is kept for the run (:meth:`EarlyStart.take_signal`), which ends with
-every scenario "not run (interrupted)" once its scenarios are loaded; a second one kills the
-server and ends the process at once.
+while lk-eval imports, whether a server started or not (``--cold-start`` too), is kept for
+the run (:meth:`EarlyStart.take_signal`, :class:`~lkeval.startup.HeldSignals`), which ends
+with every scenario "not run (interrupted)" once its scenarios are loaded; a second one kills
+the server and ends the process at once.
 """
 
 from __future__ import annotations
@@ -35,18 +36,16 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 from lkeval import defaults
 from lkeval.agents.environment import agent_environment
 from lkeval.agents.fork_start import ForkServerError, ServerProcess, start_server_process
+from lkeval.startup import HELD, HeldSignals
 
 RAW_LOGS_PREFIX = "lkeval-raw-logs-"
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: The flags read here (each takes a value); the rest of ``run``'s are skipped, and these
 #: stop the guess: a run that may start no fork server, or with another environment.
 _READ = frozenset({"--agent", "--python", "--env", "--inference-class", "--cassette-mode"})
@@ -80,22 +79,24 @@ class Claimed:
 
 class EarlyStart:
     """At most one fork server started before lk-eval's imports, until it is claimed or
-    discarded."""
+    discarded; and, for ``lkeval run``, the signals held meanwhile (``held``: the process's
+    :data:`~lkeval.startup.HELD`, which ``__main__`` holds from its first line)."""
 
-    def __init__(self) -> None:
+    def __init__(self, held: HeldSignals | None = None) -> None:
         self._key: LaunchKey | None = None
         self._held: Claimed | None = None
-        self._signal: signal.Signals | None = None
-        self._previous: dict[signal.Signals, Any] = {}
+        self._signals = held if held is not None else HeldSignals()
 
     def begin(self, argv: Sequence[str]) -> bool:
-        """Start the fork server for ``lkeval ARGV`` when the run will want one (see the
-        module's docstring); whether one was started."""
+        """For ``lkeval run``: hold SIGINT/SIGTERM for the run, and start the fork server
+        when the run will want one (see the module's docstring); whether one was started."""
+        if not argv or argv[0] != "run":
+            return False
+        self._signals.hold(on_second=self.discard)  # a second signal: the server goes first
         key = launch_key(argv)
         if key is None:
             return False
         raw_logs = Path(tempfile.mkdtemp(prefix=RAW_LOGS_PREFIX))
-        self._hold_signals()
         try:
             process = start_server_process(
                 key.python,
@@ -107,7 +108,6 @@ class EarlyStart:
             )
         except (ForkServerError, OSError):  # the suite finds the reason, and says it
             shutil.rmtree(raw_logs, ignore_errors=True)
-            self._release_signals()
             return False
         self._key, self._held = key, Claimed(raw_logs, process)
         return True
@@ -133,31 +133,23 @@ class EarlyStart:
         :meth:`begin` are back (the run's own were in place while it ran, and gave these
         back when it ended). Idempotent."""
         self.discard()
-        self._release_signals()
+        self._signals.release()
 
     def take_signal(self) -> signal.Signals | None:
         """A SIGINT/SIGTERM that came while lk-eval was getting ready (once)."""
-        sig, self._signal = self._signal, None
-        return sig
+        return self._signals.take()
 
-    def _hold_signals(self) -> None:
-        for sig in SIGNALS:
-            self._previous[sig] = signal.signal(sig, self._handle)
+    @property
+    def signal_pending(self) -> bool:
+        """Whether a signal came that the run has not taken yet."""
+        return self._signals.pending
 
-    def _release_signals(self) -> None:
-        previous, self._previous = self._previous, {}
-        for sig, handler in previous.items():
-            with contextlib.suppress(ValueError, TypeError):  # not the main thread
-                signal.signal(sig, handler)
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        """The first signal waits for the run (it reports what it had); a second ends the
-        process now, the way it would have without a server, which goes first."""
-        if self._signal is None:
-            self._signal = signal.Signals(signum)
-            return
-        self.end()  # the handlers from before are back
-        signal.raise_signal(signum)
+    @contextlib.contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """Work the run waits for before it begins (a download): a signal cuts it short with
+        ``KeyboardInterrupt``, and stays kept for the run (:meth:`take_signal`)."""
+        with self._signals.interruptible():
+            yield
 
 
 def launch_key(argv: Sequence[str]) -> LaunchKey | None:
@@ -206,6 +198,6 @@ def _read_flags(args: Sequence[str]) -> dict[str, list[str]] | None:
 
 
 #: The process's one: ``python -m lkeval`` begins it, the suite claims it.
-EARLY = EarlyStart()
+EARLY = EarlyStart(HELD)
 
 __all__ = ["EARLY", "RAW_LOGS_PREFIX", "Claimed", "EarlyStart", "LaunchKey", "launch_key"]

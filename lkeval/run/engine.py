@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -66,6 +67,10 @@ class AttemptRunner(Protocol):
         """Run the attempt (boot when the slot allows, converse, judge)."""
         ...
 
+
+Admission = Callable[[], AbstractAsyncContextManager[None]]
+"""A place for one more agent, held from before its boot to after its stop: the run's memory
+plan (:class:`lkeval.agents.memory.MemoryPlan`), which waits while another would not fit."""
 
 AttemptFactory = Callable[[Scenario, int], AttemptRunner]
 """``(scenario, attempt number from 1)`` → the attempt to run."""
@@ -170,22 +175,26 @@ class AgentSlots:
         prepared: int | None = None,
         booting: int | None = None,
         boot_window: float = defaults.BOOT_CPU_WINDOW,
+        admission: Admission | None = None,
     ) -> None:
         self._ready = asyncio.Semaphore(prepared if prepared is not None else n)
         self._booting = asyncio.Semaphore(booting or (prepared if prepared is not None else n))
         self._talk = asyncio.Semaphore(n)
         self._boot_window = boot_window
+        self._admission = admission
 
     @contextlib.asynccontextmanager
     async def attempt(self) -> AsyncIterator[_SlotHandle]:
         """Hold a prepared slot and a booting one now; the handle trades them for a
-        conversation slot."""
+        conversation slot. With an admission (the run's memory plan), its place is held
+        too, from before the boot until the attempt is over (its agent stopped)."""
         await self._ready.acquire()
         handle = _SlotHandle(self._ready, self._talk)
         try:
-            await self._booting.acquire()
-            handle.boot(self._booting, self._boot_window)
-            yield handle
+            async with self._admission() if self._admission else contextlib.nullcontext():
+                await self._booting.acquire()
+                handle.boot(self._booting, self._boot_window)
+                yield handle
         finally:
             handle.release()
 
@@ -237,8 +246,10 @@ class Engine:
         progress: ProgressObserver,
         options: EngineOptions,
         ask_again: AskAgain | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self.make_attempt = make_attempt
+        self.admission = admission
         self.progress = progress
         self.options = options
         self._attempts: dict[str, list[Attempt | None]] = {}
@@ -271,6 +282,7 @@ class Engine:
             concurrency,
             defaults.prepared_agents(concurrency),
             defaults.booting_agents(concurrency, warm=self.options.warm_starts),
+            admission=self.admission,
         )
         jobs: list[Coroutine[Any, Any, None]] = []
         for scenario in self._to_play(scenarios):

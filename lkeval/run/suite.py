@@ -36,9 +36,10 @@ from lkeval import __version__, defaults
 from lkeval.agents.agent_host import SUPPORTED_RANGE
 from lkeval.agents.interface import Launcher
 from lkeval.agents.launch import StartingLauncher, begin_launcher
+from lkeval.agents.memory import MemoryPlan, headroom
 from lkeval.agents.orphans import adopt_orphans, kill_all_now
-from lkeval.agents.process import AgentLaunch, agent_env, publish_pending_logs
-from lkeval.errors import ExitCode, OutputError, UsageError
+from lkeval.agents.process import LIVE_PROCESSES, AgentLaunch, agent_env, publish_pending_logs
+from lkeval.errors import ExitCode, OutputError, UsageError, is_internal
 from lkeval.replay.manifest import MANIFEST
 from lkeval.replay.session import Cassettes, active
 from lkeval.replay.tape import Rules
@@ -140,6 +141,8 @@ class Suite:
         self._cassettes: Cassettes | None = None
         self._conversation_mode = CONVERSATION_MODE
         self._speech_conditions = ""
+        self._engine: Engine | None = None  # the one playing, for what it has after a bug
+        self._writing = False  # the results are being (or were) written
 
     def run(self) -> int:
         """The whole run; returns the exit code (errors go to the CLI boundary).
@@ -157,6 +160,10 @@ class Suite:
                 return self._run()
             except Interrupted as exc:
                 return self._interrupted(exc.signal)
+            except Exception as exc:
+                if is_internal(exc):  # a bug: what the run has is written all the same
+                    self._write_what_it_has()
+                raise
             finally:
                 with signals.deferred():
                     self.parts.early.discard()  # a fork server this run did not take
@@ -281,6 +288,31 @@ class Suite:
         with self.parts.writers.lock(self.settings.results_path.parent):
             return self._write_and_finish(self._results(scenario_results, sig), sig)
 
+    def _write_what_it_has(self) -> None:
+        """An exception that is a bug in lk-eval stopped the run: the results, reports and
+        gate line are still written, with what finished and every other scenario "not run
+        (interrupted)", marked interrupted so they can never pass. The boundary then says it
+        is a bug (exit 4). Nothing when the scenarios were not loaded, or when the writing
+        itself is what failed; a second failure here is dropped for the first one."""
+        if self.plan is None or self._writing:
+            return
+        with self._signals.deferred():
+            kill_all_now()  # whatever the failing phase left running
+        engine = self._engine
+        if engine is not None:
+            scenario_results = engine.results(interrupted=True)
+        else:
+            engine = Engine(_no_attempts, _Silent(), self.plan.engine_options)
+            scenario_results = engine.not_run(self.plan.scenarios)
+        with contextlib.suppress(Exception), self._signals.deferred():
+            results = self._results(scenario_results, None)
+            results = dataclasses.replace(
+                results, metadata=dataclasses.replace(results.metadata, interrupted=True)
+            )
+            with self.parts.writers.lock(self.settings.results_path.parent):
+                self._write_and_finish(results, None)
+            self.out.flush()
+
     def _empty_shard(self, plan: Plan) -> int:
         """More shards than scenarios: this shard writes results that say it is empty, boots
         nothing, and passes; the merge of every shard's results is what is gated."""
@@ -294,6 +326,7 @@ class Suite:
         """Write the results file, then the reports and the gate; a write error is raised
         last."""
         path = self.settings.results_path
+        self._writing = True
         failure: OutputError | None = None
         try:
             with self._signals.deferred():  # a results file is written whole or not at all
@@ -405,6 +438,9 @@ class Suite:
         """Show the start mode, then run the engine with the run's launcher."""
         settings = self.settings
         self.out.write(start_line + "\n")
+        memory = _memory_plan()
+        if memory is not None:  # what bounds the agents' memory, all of them together
+            self.out.write(memory.describe() + "\n")
         unselected = len(plan.scenarios) - len(plan.selected)
         if unselected:  # one line for all of them; the progress counts what runs
             selection = plan.engine_options.selection.describe()
@@ -438,11 +474,12 @@ class Suite:
         if self._cassettes is not None:
             self._cassettes.scratch = raw_logs  # the agents' tapes: private, like raw logs
         progress = self.parts.progress(len(plan.selected))
-        engine = Engine(
+        engine = self._engine = Engine(
             attempt_factory(run_settings, evaluator),
             progress,
             plan.engine_options,
             ask_again=ask_again_with(evaluator, self._cassettes) if evaluator is not None else None,
+            admission=memory.slot if memory is not None else None,
         )
 
         speech = run_settings.audio
@@ -466,6 +503,8 @@ class Suite:
             problem = self._cassettes.write_manifest()
             if problem:
                 self.out.write(f"lk-eval: {inert_line(problem)}\n")
+        if memory is not None and memory.summary():
+            self.out.write(memory.summary() + "\n")
         return played, self._signals.received
 
     def _speech(self, plan: Plan) -> RunSpeech | None:
@@ -565,6 +604,12 @@ def _max_load(scenario_results: list[ScenarioResult]) -> float | None:
         t.load for s in scenario_results for a in s.attempts for t in a.turns if t.load is not None
     ]
     return max(loads) if loads else None
+
+
+def _memory_plan() -> MemoryPlan | None:
+    """The plan of the agents' memory, from what is available as the engine starts."""
+    room = headroom()
+    return MemoryPlan(room, lambda: LIVE_PROCESSES) if room is not None else None
 
 
 def _installed(dist: str) -> str | None:

@@ -4,6 +4,10 @@
 - ``conversation``: the reply to the caller's first turn never comes (a turn in progress);
 - anything else (or unset): greets and echoes the caller, with no LLM.
 
+Heavy and slow as a test needs: with ``HOLD_MIB`` it holds that many MiB of its own memory from
+its import on (written, so resident: an agent that loads a model), and with
+``HOLD_REPLY_SECONDS`` each answer comes that late (an LLM's latency: agents live side by side).
+
 It writes its pid to ``HOLD_MARK`` when it starts holding, so a test knows the run is in that
 phase (no sleeps, no timing) before it signals lk-eval. With ``STAGE_MARK`` it writes there
 which stage its job has reached: ``entrypoint`` (set up, about to start its session), then
@@ -23,6 +27,8 @@ from livekit.agents import Agent, AgentServer, AgentSession, JobContext, llm
 from livekit.plugins import openai
 
 HOLD_AT = os.environ.get("HOLD_AT", "")
+WEIGHTS = b"\x01" * (int(os.environ.get("HOLD_MIB", "0")) * 1024 * 1024)
+REPLY_SECONDS = float(os.environ.get("HOLD_REPLY_SECONDS", "0"))
 
 
 def _mark() -> None:
@@ -57,6 +63,7 @@ class HeldAgent(Agent):
         if HOLD_AT == "conversation":
             _mark()
             await asyncio.sleep(600)
+        await asyncio.sleep(REPLY_SECONDS)
         yield f"You said: {last.text_content}"
 
 

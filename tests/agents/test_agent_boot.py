@@ -153,3 +153,49 @@ def test_an_entrypoint_that_raises_hangs_or_starts_no_session_is_an_error_with_i
         if path.is_file():
             assert secret[4:16] not in path.read_text(errors="replace"), path
     assert secret[4:16] not in proc.stdout + proc.stderr
+
+
+def _dying_interpreter(tmp_path: Path, error_line: str) -> Path:
+    """An "interpreter" that holds the agent's control channel without reading it, prints
+    ``error_line`` as a failed import would, and exits 1: the scenario lk-eval sent is still
+    unread when it dies, so lk-eval's next read of the channel is a connection reset."""
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nsleep 1\necho "{error_line}" >&2\nexit 1\n')
+    python.chmod(0o755)
+    return python
+
+
+def _dying_boot(tmp_path: Path, error_line: str) -> tuple[Path, AgentFailure]:
+    """Boot an agent with :func:`_dying_interpreter`; (that interpreter, the failure)."""
+    python = _dying_interpreter(tmp_path, error_line)
+    launch = AgentLaunch(TEST_AGENTS / "import_error_agent.py", python=str(python))
+    process = AgentProcess(launch, DISPATCH, tmp_path / "agent.log")
+
+    async def boot() -> None:
+        try:
+            await process.start(60)
+        finally:
+            await process.stop(5)
+
+    with pytest.raises(AgentFailure) as info:
+        asyncio.run(boot())
+    return python, info.value
+
+
+def test_a_reset_while_the_boot_fails_is_an_error_of_that_scenario(tmp_path: Path) -> None:
+    """Issue 30.7: an agent that died with its scenario unread reset the control channel, and
+    the ``ConnectionResetError`` ended the whole run as an internal error with no results. It
+    is that scenario's boot failure, with the agent's own exception line and the likely fix
+    (the agent's interpreter, ``--python``) for a module it could not import."""
+    python, failure = _dying_boot(tmp_path, "ModuleNotFoundError: No module named 'voice_kit'")
+    reason = failure.reason
+    assert reason.startswith("agent failed to boot: agent process exited with code 1: "), reason
+    assert "ModuleNotFoundError: No module named 'voice_kit'" in reason, reason
+    assert f"the agent ran with {python}" in reason and "--python" in reason, reason
+
+
+def test_another_exception_line_gets_no_python_hint(tmp_path: Path) -> None:
+    _, failure = _dying_boot(tmp_path, "RuntimeError: the desk is closed")
+    assert failure.reason == (
+        "agent failed to boot: agent process exited with code 1: RuntimeError: the desk is closed"
+    )

@@ -215,6 +215,7 @@ def test_import_error_means_nothing_could_run(tmp_path: Path) -> None:
     assert unselected["attempts"] == []
     assert result["status"] == "error"
     assert "lkeval_no_such_module" in result["reason"]
+    assert "pass its interpreter with --python" in result["reason"], result["reason"]
     assert result["scenario_id"] == "tests/anything"  # derived from group name + label
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 import stat
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,12 +147,56 @@ def test_an_interpreter_that_cannot_start_leaves_nothing(
     before = signal.getsignal(signal.SIGINT)
     assert not early.begin(_argv(agent, tmp_path / "no-python"))
     assert list((tmp_path / "tmp").iterdir()) == []
+    assert signal.getsignal(signal.SIGINT) != before  # still the run's: it goes on cold
+    early.end()
     assert signal.getsignal(signal.SIGINT) == before
 
 
 def test_nothing_starts_without_a_key(early: EarlyStart, agent: Path, tmp_path: Path) -> None:
     assert not early.begin(["run", "--agent", str(agent), "--scenarios", "s.yaml", "--cold-start"])
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+_HOLDS = """
+import signal, sys
+from lkeval.run.early_start import EarlyStart
+early = EarlyStart()
+early.begin(sys.argv[1:])
+signal.raise_signal(signal.SIGTERM)  # killed here unless it is held for the run
+print(early.take_signal().name)
+"""
+
+
+@pytest.mark.parametrize("more", [["--cold-start"], ["--shard", "1/2"], ["--cassettes-from", "x"]])
+def test_a_run_without_an_early_server_still_keeps_a_signal_for_the_run(
+    agent: Path, more: list[str]
+) -> None:
+    """Issue 30.6: with no fork server started early, a SIGTERM while lk-eval imported ended
+    the process with nothing written (SIGTERM's default), a Ctrl-C raised mid-import."""
+    argv = ["run", "--agent", str(agent), "--scenarios", "s.yaml", *more]
+    proc = subprocess.run(
+        [sys.executable, "-c", _HOLDS, *argv], capture_output=True, text=True, timeout=60
+    )
+    assert (proc.returncode, proc.stdout.strip()) == (0, "SIGTERM"), proc.stderr
+
+
+def test_other_commands_hold_no_signal(early: EarlyStart) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    assert not early.begin(["report", "--results", "r.json"])
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_download_before_the_run_is_cut_short_and_the_signal_kept(
+    early: EarlyStart, agent: Path
+) -> None:
+    early.begin(["run", "--agent", str(agent), "--scenarios", "s.yaml", "--cold-start"])
+    with pytest.raises(KeyboardInterrupt), early.interruptible():
+        signal.raise_signal(signal.SIGINT)
+    assert early.signal_pending and early.take_signal() == signal.SIGINT
+    signal.raise_signal(signal.SIGTERM)  # held before the download: it does not start
+    with pytest.raises(KeyboardInterrupt), early.interruptible():
+        raise AssertionError("the download started")
+    assert early.take_signal() == signal.SIGTERM
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
