@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from lkeval.results.calibration import rule_with
 from lkeval.results.model import NOT_RUN_NO_LLM, RunResults, ScenarioResult, Status
+from lkeval.results.recompute import attempts_problem, options_problem
 from lkeval.results.sampling import SequentialRule, recorded_rule, replay
 from lkeval.text.untrusted import label
 
@@ -71,6 +72,9 @@ def status_problem(results: RunResults) -> str:
     problem = suite_problem(results)
     if problem:
         return f"{problem}; refusing to gate this file"
+    problem = attempts_problem(results)
+    if problem:
+        return f"{problem}: the file contradicts itself; refusing to gate this file"
     rule = recorded_rule(results)
     for scenario in results.scenarios:
         allowed = expected_statuses(scenario, rule)
@@ -83,6 +87,9 @@ def status_problem(results: RunResults) -> str:
             f"passed{_needs(scenario)}): the status disagrees with the attempts; refusing to "
             "gate this file"
         )
+    problem = options_problem(results)
+    if problem:
+        return f"{problem}: the file contradicts itself; refusing to gate this file"
     return ""
 
 

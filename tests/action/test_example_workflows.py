@@ -20,7 +20,14 @@ from test_action import ep
 from lkeval import defaults
 from lkeval.cli import build_parser
 from lkeval.cli.options import report_options, run_options
-from lkeval.results.model import Attempt, RunMetadata, RunResults, ScenarioResult, SuiteFingerprint
+from lkeval.results.model import (
+    Attempt,
+    RunMetadata,
+    RunResults,
+    ScenarioResult,
+    SuiteFingerprint,
+    Verdict,
+)
 from lkeval.results.results_json import load_results
 
 WORKFLOWS = ROOT / "examples" / "workflows"
@@ -232,7 +239,7 @@ def shard_results(tmp: Path, present: tuple[int, ...], total: int = 4) -> None:
             file="evals/scenarios.yaml",
             line=i,
             status="passed",
-            attempts=(Attempt(status="passed"),),
+            attempts=(Attempt(status="passed", verdicts=(Verdict("judge", "pass"),)),),
         )
         metadata = RunMetadata(
             lkeval_version="1.0.0",

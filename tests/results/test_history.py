@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from report_fixtures import metadata, scenario
+from report_fixtures import metadata, scenario, verdicts_for
 
 from lkeval.cli import build_parser
 from lkeval.cli.options import ReportOptions, RunOptions
@@ -38,8 +38,8 @@ SID = "SCN_book"
 
 def attempts(passes: int, fails: int, error: int = 0) -> tuple[Attempt, ...]:
     return (
-        (Attempt(status="passed"),) * passes
-        + (Attempt(status="failed"),) * fails
+        (Attempt(status="passed", verdicts=verdicts_for("passed")),) * passes
+        + (Attempt(status="failed", verdicts=verdicts_for("failed")),) * fails
         + (Attempt(status="error"),) * error
     )
 
