@@ -363,6 +363,13 @@ def results_of(*scenarios: ScenarioResult) -> RunResults:
     return RunResults(metadata=metadata(), scenarios=tuple(scenarios))
 
 
+def main_results(*scenarios: ScenarioResult) -> RunResults:
+    """A run of main made of these scenarios: another run than :func:`results_of`'s (a
+    baseline cannot be the run it gates)."""
+    meta = metadata(started_at="2025-01-01T00:00:00Z", git_sha="f" * 40, git_branch="main")
+    return RunResults(metadata=meta, scenarios=tuple(scenarios))
+
+
 def write_results(results: RunResults, path: str | Path) -> None:
     """Write a results file as ``lkeval run`` does (its JSON, atomically, 0644)."""
     write_text(path, dump_results(results))

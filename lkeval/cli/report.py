@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -26,7 +27,7 @@ from lkeval.publish.github.context import GitHubContext, commit_shown, read_cont
 from lkeval.publish.github.remote_baseline import FetchedBaseline, fetch_baseline, is_remote
 from lkeval.publish.github.step import StepSettings, publish_step
 from lkeval.reporters import REPORTER_BY_NAME, Report
-from lkeval.results.baseline import Comparison, compare
+from lkeval.results.baseline import Comparison, compare, same_run
 from lkeval.results.calibration import calibrated_errors
 from lkeval.results.consistency import status_problem
 from lkeval.results.gate import GateOutcome, evaluate_gate, gate_line
@@ -82,6 +83,28 @@ def load_comparison(
     return dataclasses.replace(
         comparison, baseline_source=baseline.source, baseline_url=baseline.url
     )
+
+
+def check_not_itself(
+    results: RunResults, baseline: FetchedBaseline | None, results_path: str | None = None
+) -> None:
+    """Refuse (exit 2) a baseline that is the results file it gates, or records the same run:
+    compared with itself a run has no regression, and its own history would excuse it."""
+    if baseline is None or baseline.results is None:
+        return
+    spec = baseline.source
+    if results_path and spec and not is_remote(spec) and _same_file(spec, results_path):
+        raise BaselineError(f"baseline: {spec} is the results file it gates ({results_path})")
+    problem = same_run(results, baseline.results)
+    if problem:
+        raise BaselineError(f"baseline: {spec or 'the baseline'}: {problem}")
+
+
+def _same_file(first: str, second: str) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return False
 
 
 def baseline_line(baseline: FetchedBaseline | None) -> str:
@@ -172,6 +195,7 @@ def finish(
 
     if baseline is None:
         baseline = resolve_baseline(options)
+    check_not_itself(results, baseline)
     if baseline is not None:
         emit(inert_line(baseline_line(baseline), 2000))
     report, ctx = decide(results, options, baseline)
@@ -288,7 +312,9 @@ def report_main(results_path: str, options: ReportOptions, stream: TextIO | None
     problem = status_problem(results)
     if problem:
         raise ResultsFileError(f"{results_path}: {problem}")
-    return finish(results, results_path, options, out).exit_code
+    baseline = resolve_baseline(options)
+    check_not_itself(results, baseline, results_path)
+    return finish(results, results_path, options, out, baseline).exit_code
 
 
 def _report_handler(args: argparse.Namespace) -> int:

@@ -270,6 +270,25 @@ def compare(current: RunResults, baseline: RunResults, window: int = DEFAULT_WIN
     )
 
 
+def same_run(current: RunResults, baseline: RunResults) -> str:
+    """Why ``baseline`` records the run ``current`` is (the gated run compared with itself
+    finds no regression, and its history would excuse its own failures), or "".
+
+    A run is known by when it started and its commit: a copy of the gated file, a shard of the
+    same run (a merge starts when its first shard did), or a later file whose history already
+    counts this run (:func:`lkeval.results.history.rolled`) all record it."""
+    meta, base = current.metadata, baseline.metadata
+    if not meta.started_at:
+        return ""
+    run = f"started {meta.started_at}, commit {meta.git_sha or 'unknown'}"
+    if base.started_at == meta.started_at and base.git_sha == meta.git_sha:
+        return f"the baseline records the run it gates ({run})"
+    history = baseline.history.runs if baseline.history is not None else ()
+    if any(r.started_at == meta.started_at and r.git_sha == meta.git_sha for r in history):
+        return f"the baseline's history already counts the run it gates ({run})"
+    return ""
+
+
 def _history_entry(
     history: History, current: RunResults, result: ScenarioResult
 ) -> ScenarioHistory | None:
