@@ -36,6 +36,7 @@ from lkeval.results.history import digests, rolled, with_history
 from lkeval.results.model import RunResults
 from lkeval.results.results_json import ResultsFileError, dump_results, load_results
 from lkeval.results.sampling import recheck, run_cost_line
+from lkeval.results.sensitivity import sensitivity_line
 from lkeval.text.masking import mask, mask_results
 from lkeval.text.untrusted import inert_line
 
@@ -222,6 +223,7 @@ def finish(
     cost = run_cost_line(results)
     if cost:
         emit(cost)
+        emit(sensitivity_line(results))
     emit(printed_gate_line(gate := report.gate))
     stream.flush()
     for failure in failures[1:]:  # every file that could not be written is named

@@ -264,8 +264,19 @@ def suite_blocks(p_fail: float, scenarios: int) -> float:
 # --- the decision, as recorded ---------------------------------------------------------------
 
 
+def path_confidence(rule: SequentialRule, value: float, outcome: Outcome) -> float:
+    """How sure this decision is on its own attempts: the probability of the hypothesis it
+    chose, given this scenario's own evidence ``value`` (log likelihood ratio, broken over
+    fine) with even odds between fine and broken. A pass at the boundary is about 99%; a pass
+    at the cap on weak evidence ("11 of 20") says how weak it is, not the test's 99.16%."""
+    toward = -value if outcome == "passed" else value
+    return 1 / (1 + math.exp(-max(-700.0, min(700.0, toward))))
+
+
 def describe(rule: SequentialRule, observations: Sequence[Observation]) -> Sampling:
-    """The recorded decision of a scenario's observations (in attempt order)."""
+    """The recorded decision of a scenario's observations (in attempt order): its confidence
+    is its own path's (:func:`path_confidence`); the test's rates for the hypothesis it rejected
+    follow in brackets."""
     outcome = rule.outcome(observations)
     passes = sum(1 for o in observations if o.passed)
     n = len(observations)
@@ -274,18 +285,19 @@ def describe(rule: SequentialRule, observations: Sequence[Observation]) -> Sampl
     head = f"{'passed' if outcome == 'passed' else 'failed'} {passes} of {n}"
     confidence: float | None = None
     if outcome == "failed":
-        confidence = 1 - operating(rule, rule.fine).p_fail
+        confidence = path_confidence(rule, value, outcome)
         text = (
             f"{head} — pass rate below {rule.pass_rate(rule.fine):.2f} "
-            f"at {_pct(confidence)} (a fine scenario fails this test "
-            f"{_pct(1 - confidence)} of the time)"
+            f"at {_pct(confidence)} on its own attempts (a fine scenario fails this test "
+            f"{_pct(operating(rule, rule.fine).p_fail)} of the time)"
         )
     elif outcome == "passed":
-        confidence = operating(rule, rule.broken).p_fail
+        confidence = path_confidence(rule, value, outcome)
         text = (
             f"{head} — pass rate above {rule.pass_rate(rule.broken):.2f} "
-            f"at {_pct(confidence)} (a {_pct(1 - rule.broken)}-broken scenario passes "
-            f"this test {_pct(1 - confidence)} of the time)"
+            f"at {_pct(confidence)} on its own attempts (a {_pct(1 - rule.broken)}-broken "
+            f"scenario passes this test {_pct(1 - operating(rule, rule.broken).p_fail)} "
+            "of the time)"
         )
     else:
         text = f"undecided after {passes} of {n} passed"
@@ -310,6 +322,11 @@ def describe_fixed(passes: int, ran: int, repeat: int, min_pass: int) -> Samplin
     outcome = "passed" if passes >= min_pass else "failed"
     text = f"{outcome} {passes} of {ran} (--repeat {repeat} --min-pass {min_pass})"
     return Sampling("fixed", outcome, passes, ran, text=text)
+
+
+def percent(x: float) -> str:
+    """A share as the reports print it (:func:`_pct`)."""
+    return _pct(x)
 
 
 def _pct(x: float) -> str:
