@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from lkeval.cli.flags import add_report_arguments
-from lkeval.cli.options import ReportOptions, report_options
+from lkeval.cli.options import ReportOptions, report_options, sensitivity_rule
 from lkeval.publish.files import ResultsDirLock, check_writable, write_all, write_text
 from lkeval.publish.github.checkout import repo_root
 from lkeval.publish.github.comments import comment_title
@@ -35,7 +35,7 @@ from lkeval.results.history import DEFAULT_WINDOW as DEFAULT_HISTORY_RUNS
 from lkeval.results.history import digests, rolled, with_history
 from lkeval.results.model import RunResults
 from lkeval.results.results_json import ResultsFileError, dump_results, load_results
-from lkeval.results.sampling import recheck, run_cost_line
+from lkeval.results.sampling import recheck, recorded_rule, run_cost_line
 from lkeval.results.sensitivity import sensitivity_line
 from lkeval.text.masking import mask, mask_results
 from lkeval.text.untrusted import inert_line
@@ -148,7 +148,11 @@ def decide(
     # A sequential pass must follow from its recorded attempts, under the judge errors the
     # baseline's calibration sets (never the ones the results file records for itself).
     errors = baseline_judge_errors(results, baseline_results, options.history_runs)
-    results = recheck(results, errors)
+    rule = sensitivity_rule(options.catch, recorded_rule(results).max_attempts)
+    results = recheck(results, errors, rule)
+    if results.metadata.sampling_rule:  # the reports' figures are the gate's rule's
+        meta = dataclasses.replace(results.metadata, sampling_rule=dataclasses.asdict(rule))
+        results = dataclasses.replace(results, metadata=meta)
     comparison = load_comparison(results, baseline, options.history_runs)
     gate = evaluate_gate(
         results,
@@ -220,10 +224,10 @@ def finish(
         written += publish_step(report, ctx, settings, emit)
     if written:
         emit("reports: " + " · ".join(written))
-    cost = run_cost_line(results)
+    cost = run_cost_line(report.results)  # with the rule the gate decided with
     if cost:
         emit(cost)
-        emit(sensitivity_line(results))
+        emit(sensitivity_line(report.results))
     emit(printed_gate_line(gate := report.gate))
     stream.flush()
     for failure in failures[1:]:  # every file that could not be written is named

@@ -13,7 +13,7 @@ from __future__ import annotations
 from lkeval.results.calibration import rule_with
 from lkeval.results.model import NOT_RUN_NO_LLM, RunResults, ScenarioResult, Status
 from lkeval.results.recompute import attempts_problem, options_problem
-from lkeval.results.sampling import SequentialRule, recorded_rule, replay
+from lkeval.results.sampling import SequentialRule, replay, rule_in_force
 from lkeval.text.untrusted import label
 
 INTERRUPTED_PREFIX = "interrupted:"
@@ -75,7 +75,7 @@ def status_problem(results: RunResults) -> str:
     problem = attempts_problem(results)
     if problem:
         return f"{problem}: the file contradicts itself; refusing to gate this file"
-    rule = recorded_rule(results)
+    rule = rule_in_force(results)
     for scenario in results.scenarios:
         allowed = expected_statuses(scenario, rule)
         if scenario.status in allowed:

@@ -378,7 +378,7 @@ def run_cost_line(results: RunResults) -> str:
     the chance that this run's plan blocks a suite whose scenarios are all fine (at the rates
     of ``SequentialRule``: judge flipping 10%, agent failing 5% on its own); "" when no
     scenario ran."""
-    rule = recorded_rule(results)
+    rule = rule_in_force(results)
     ran = [s for s in results.scenarios if s.sampling is not None]
     if not ran:
         return ""
@@ -411,18 +411,36 @@ def recorded_rule(results: RunResults) -> SequentialRule:
     return SequentialRule()
 
 
+def rule_in_force(results: RunResults) -> SequentialRule:
+    """The rule a results file records, its sensitivity (``--catch``: ``broken``, ``beta``)
+    included, each held within its bounds. For the file's own consistency and the figures the
+    reports show; the gate re-decides with the rule of its own flags (:func:`recheck`)."""
+    rule, record = recorded_rule(results), results.metadata.sampling_rule
+    broken, beta = record.get("broken"), record.get("beta")
+    if isinstance(broken, (int, float)) and 0 < broken < rule.fine:
+        rule = replace(rule, broken=float(broken))
+    if isinstance(beta, (int, float)) and 0 < beta <= 0.5:
+        rule = replace(rule, beta=float(beta))
+    return rule
+
+
 def replay(rule: SequentialRule, scenario: ScenarioResult) -> Sampling:
     """The sequential decision a scenario's recorded attempts give, recomputed from their
     votes (``lkeval report`` trusts no recorded outcome)."""
     return describe(rule, [o for a in scenario.attempts if (o := observe(a)) is not None])
 
 
-def recheck(results: RunResults, judge_errors: Mapping[str, float] | None = None) -> RunResults:
+def recheck(
+    results: RunResults,
+    judge_errors: Mapping[str, float] | None = None,
+    rule: SequentialRule | None = None,
+) -> RunResults:
     """Every sequential pass recomputed from its recorded attempts: a scenario recorded as
     passed whose attempts do not pass the test (an edited file, or a bug) gates as failed.
     ``judge_errors`` (scenario id -> error) are the calibrated rates of a trusted baseline; the
-    file's own record of them is never used here."""
-    base = recorded_rule(results)
+    file's own record of them is never used here. ``rule``: the sensitivity the gate runs
+    with (``--catch``), with the file's cap; without it the default rule with the file's cap."""
+    base = rule or recorded_rule(results)
     errors = judge_errors or {}
     scenarios = []
     for scenario in results.scenarios:

@@ -20,7 +20,7 @@ from lkeval.results.sampling import (
     fixed_fail_probability,
     operating,
     percent,
-    recorded_rule,
+    rule_in_force,
     suite_blocks,
 )
 
@@ -84,10 +84,39 @@ def shares_phrase(chars: Characteristics) -> str:
     return f"a scenario broken in {broken} of its conversations passes"
 
 
+def plan_lines(rule: SequentialRule, scenarios: int) -> list[str]:
+    """``lkeval validate``'s plan of the sequential test at ``rule`` (``--catch``,
+    ``--max-attempts``), before anything runs: per share of broken conversations, the exact
+    chance to pass and the expected attempts and judge calls of one scenario; then the chance
+    that ``scenarios`` fine scenarios are falsely blocked."""
+    shares = (0.0, *BROKEN_SHARES)
+    lines = [
+        f"sequential test: catch {percent(1 - rule.broken)}-broken at {percent(1 - rule.beta)}, "
+        f"at most {rule.max_attempts} attempts, judge flipping {percent(rule.judge_error)} "
+        "(exact):",
+        "  broken conversations | passes | expected attempts | expected judge calls",
+    ]
+    for share in shares:
+        ran = operating(rule, rule.fine if share == 0 else 1 - share)
+        name = f"{percent(1 - rule.fine)} (fine)" if share == 0 else f"{share * 100:.0f}%"
+        lines.append(
+            f"  {name} | {percent(1 - ran.p_fail)} | {ran.expected_attempts:.2f} | "
+            f"{ran.expected_votes:.2f}"
+        )
+    fine = operating(rule, rule.fine).p_fail
+    these, twenty = percent(suite_blocks(fine, scenarios)), percent(suite_blocks(fine, 20))
+    lines.append(
+        f"  a suite of these {scenarios} fine scenario(s) is falsely blocked in "
+        f"{these} of runs (20: {twenty}); "
+        "each attempt also makes the simulated caller's calls (one per turn)"
+    )
+    return lines
+
+
 def sensitivity_line(results: RunResults) -> str:
     """The headline: what the gate lets through at the settings this run used, one phrase per
     plan in force (the sequential test, then each fixed plan); "" when nothing was sampled."""
-    rule = recorded_rule(results)
+    rule = rule_in_force(results)
     ran = [s for s in results.scenarios if s.sampling is not None and not s.quarantined]
     parts: list[str] = []
     if any(s.sampling is not None and s.sampling.mode == "sequential" for s in ran):
@@ -114,6 +143,7 @@ __all__ = [
     "Characteristics",
     "fixed_characteristics",
     "pass_chances",
+    "plan_lines",
     "sensitivity_line",
     "sequential_characteristics",
     "shares_phrase",

@@ -10,7 +10,17 @@ from report_fixtures import metadata, write_results
 
 from lkeval.cli import main
 from lkeval.errors import ExitCode
-from lkeval.results.model import Attempt, RunResults, ScenarioResult, Verdict
+from lkeval.results.model import (
+    Attempt,
+    History,
+    HistoryRun,
+    RunCount,
+    RunResults,
+    ScenarioHistory,
+    ScenarioResult,
+    SuiteFingerprint,
+    Verdict,
+)
 from lkeval.results.sampling import SequentialRule, describe, observe, operating
 
 
@@ -62,3 +72,114 @@ def test_the_headline_states_what_the_gate_lets_through(
     (cost,) = [line for line in lines if line.startswith("sampling: ")]
     assert "falsely blocked in" in cost
     assert lines.index(headline) == lines.index(cost) + 1 and lines[-1].startswith("lk-eval gate")
+
+
+def main_with_history(passes: int, attempts: int) -> RunResults:
+    """main's last run of both scenarios, carrying a history of "books": ``passes`` of
+    ``attempts`` over five runs (the same content digests as the run gated below)."""
+    runs = tuple(HistoryRun(f"2025-01-0{d}T00:00:00Z", "e" * 40) for d in range(1, 6))
+    per_run = attempts // len(runs)
+    counts = tuple(RunCount(r.started_at, passes // len(runs), per_run, "passed") for r in runs)
+    history = History(20, runs, {"SCN_books": ScenarioHistory("d-books", counts)})
+    meta = metadata(started_at="2025-01-06T00:00:00Z", git_sha="f" * 40, suite=SUITE)
+    scenarios = (sequential("greets", "ppp"), sequential("books", "ppp"))
+    return RunResults(meta, scenarios, history=history)
+
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "hotel" / "scenarios.yaml"
+SUITE = SuiteFingerprint({"SCN_greets": "d-greets", "SCN_books": "d-books"})
+
+
+def test_a_pass_significantly_below_main_is_a_regression_under_fail_on_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """11 of 20 at the cap passes the sequential test; against 95% on main (and 3 of 3 in
+    main's last run) it is significantly lower: blocked under regression, a warning under any,
+    from the attempts already run."""
+    base = tmp_path / "main.json"
+    write_results(main_with_history(95, 100), base)
+    now = RunResults(
+        metadata(suite=SUITE, sampling_rule={"max_attempts": 20}),
+        (sequential("greets", "ppp"), sequential("books", "pf" * 9 + "pp")),
+    )
+    assert [s.status for s in now.scenarios] == ["passed", "passed"]
+    code, lines = report(tmp_path, capsys, now, "--baseline", str(base), "--fail-on", "regression")
+    assert code == ExitCode.GATE_FAILED, lines
+    assert lines[-1] == (
+        "lk-eval gate: FAILED (exit 1) — 1 scenario passed the sequential test but "
+        "significantly less often than on main: books"
+    )
+    code, lines = report(tmp_path, capsys, now, "--baseline", str(base), "--fail-on", "any")
+    assert code == ExitCode.PASSED, lines
+    assert (
+        "warning: 1 scenario passed the sequential test but significantly less often than on "
+        "main: books (blocks under --fail-on regression)" in lines[-1]
+    )
+
+
+def test_a_pass_within_mains_rate_is_not_flagged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = tmp_path / "main.json"
+    write_results(main_with_history(95, 100), base)
+    now = RunResults(
+        metadata(suite=SUITE, sampling_rule={"max_attempts": 20}),
+        (sequential("greets", "ppp"), sequential("books", "fppppp")),
+    )
+    code, lines = report(tmp_path, capsys, now, "--baseline", str(base), "--fail-on", "regression")
+    assert code == ExitCode.PASSED, lines
+    assert "significantly" not in lines[-1]
+
+
+def test_validate_prints_the_exact_plan_of_a_sensitivity_setting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--catch 50%:90%``: a 50%-broken scenario caught at least 90% of the time; validate
+    prints what that setting catches and costs per scenario before anything runs."""
+    scenarios = EXAMPLE
+    capsys.readouterr()
+    code = main(["validate", str(scenarios), "--catch", "50%:90%", "--max-attempts", "40"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == ExitCode.PASSED, out
+    rule = SequentialRule(broken=0.5, beta=0.1, max_attempts=40)
+    half = operating(rule, 0.5)
+    assert 1 - half.p_fail < 0.10  # the setting holds, exactly
+    start = out.index(
+        "sequential test: catch 50%-broken at 90%, at most 40 attempts, judge flipping 10% (exact):"
+    )
+    assert out[start + 4] == (
+        f"  50% | 7% | {half.expected_attempts:.2f} | {half.expected_votes:.2f}"
+    )
+    fine = operating(rule, 0.95)
+    assert out[start + 2] == (
+        f"  5% (fine) | 99.945% | {fine.expected_attempts:.2f} | {fine.expected_votes:.2f}"
+    )
+    assert out[start + 7].startswith("  a suite of these 4 fine scenario(s) is falsely blocked")
+
+
+@pytest.mark.parametrize("value", ["50%", "2%:90%", "50%:30%", "x:y"])
+def test_a_sensitivity_that_cannot_be_meant_is_exit_2(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as raised:
+        main(["report", "--results", "r.json", "--catch", value])
+    assert raised.value.code == ExitCode.USAGE
+    assert "--catch: " in capsys.readouterr().err
+
+
+def test_report_gates_with_the_sensitivity_it_is_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """11 of 20 at the cap passes the default test; at --catch 50%:90% its attempts are a
+    failure, and the report says so (the file cannot loosen the rule: the flag sets it)."""
+    results = RunResults(
+        metadata(sampling_rule={"max_attempts": 20}),
+        (sequential("greets", "pppppp"), sequential("books", "pf" * 9 + "pp")),
+    )
+    code, lines = report(tmp_path, capsys, results)
+    assert code == ExitCode.PASSED, lines
+    code, lines = report(tmp_path, capsys, results, "--catch", "50%:90%")
+    assert code == ExitCode.GATE_FAILED, lines
+    assert "1 scenario failed or errored: books" in lines[-1]
+    (headline,) = [line for line in lines if line.startswith("sensitivity: ")]
+    assert "passes 40% / 7% / 0.81% / 0.030% (sequential test)" in headline  # cap 20
