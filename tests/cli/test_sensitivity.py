@@ -183,3 +183,19 @@ def test_report_gates_with_the_sensitivity_it_is_given(
     assert "1 scenario failed or errored: books" in lines[-1]
     (headline,) = [line for line in lines if line.startswith("sensitivity: ")]
     assert "passes 40% / 7% / 0.81% / 0.030% (sequential test)" in headline  # cap 20
+
+
+def test_run_decides_and_records_with_the_sensitivity_it_is_given() -> None:
+    """``lkeval run --catch 50%:90% --max-attempts 40``: the engine's rule, and the options its
+    results' fingerprint records (``lkeval merge`` refuses shards run with another)."""
+    from lkeval.cli import build_parser
+    from lkeval.cli.options import run_options
+    from lkeval.cli.run import suite_settings
+
+    argv = ["run", "--agent", "agent.py", "--scenarios", "s.yaml", "--catch", "50%:90%"]
+    options = run_options(build_parser().parse_args([*argv, "--max-attempts", "40"]), environ={})
+    settings = suite_settings(options)
+    assert settings.engine.sampling == SequentialRule(broken=0.5, beta=0.1, max_attempts=40)
+    assert ("--catch", (0.5, 0.9)) in settings.verdict_options
+    default = run_options(build_parser().parse_args(argv[:-2]), environ={})
+    assert suite_settings(default).engine.sampling == SequentialRule()
