@@ -103,8 +103,14 @@ def test_a_pass_significantly_below_main_is_a_regression_under_fail_on_regressio
         (sequential("greets", "ppp"), sequential("books", "pf" * 9 + "pp")),
     )
     assert [s.status for s in now.scenarios] == ["passed", "passed"]
-    code, lines = report(tmp_path, capsys, now, "--baseline", str(base), "--fail-on", "regression")
+    junit = tmp_path / "junit.xml"
+    flags = ("--baseline", str(base), "--fail-on", "regression", "--junit", str(junit))
+    code, lines = report(tmp_path, capsys, now, *flags)
     assert code == ExitCode.GATE_FAILED, lines
+    assert (
+        '<property name="history_test" value="passed the sequential test with 11 of 20 now vs '
+        "95% on main (98 of 103 attempts over 6 runs, stable): p = 1.61e-05"
+    ) in junit.read_text(encoding="utf-8")
     assert lines[-1] == (
         "lk-eval gate: FAILED (exit 1) — 1 scenario passed the sequential test but "
         "significantly less often than on main: books"
