@@ -3,6 +3,12 @@ catch rate of a real regression, through the real CLI.
 
     python bench/verdict_trust.py [--runs 10] [--minutes M] [--scenarios 20] [--flip 0.1]
         [--agent-fail 0.05] [--fail-rate 0.9] [--regressed 10] [--only NAME] [--random-flips]
+    python bench/verdict_trust.py --characteristics [--catch 50%:90%] [--max-attempts 40]
+
+``--characteristics`` runs nothing: it prints the sequential test's exact operating
+characteristics (the chance a scenario broken in 0/30/50/70/90% of its conversations passes,
+expected attempts and judge calls, the stable-suite false-block rate) at the defaults and at
+each ``--catch`` sensitivity setting (``lkeval run --catch``), as ``lkeval validate`` does.
 
 Setup (nothing reaches the internet): the local scripted LLM server plays the agent's LLM and
 the judge, and flips exactly ``--flip`` of the judge's pass/fail verdicts (its
@@ -727,6 +733,23 @@ def run_config(
     return tallies
 
 
+def characteristics(args: argparse.Namespace) -> int:
+    """The defaults' and each ``--catch`` setting's exact operating characteristics."""
+    from lkeval.cli.options import parse_catch, sensitivity_rule
+    from lkeval.results.sensitivity import plan_lines
+
+    settings = [("defaults (--catch 90%:99% --max-attempts 20)", SequentialRule())]
+    for text in args.catch or ["50%:90%"]:
+        rule = sensitivity_rule(parse_catch(text), args.max_attempts)
+        settings.append((f"--catch {text} --max-attempts {args.max_attempts}", rule))
+    for name, rule in settings:
+        started = time.monotonic()
+        lines = plan_lines(rule, args.scenarios)
+        print(f"\n{name} ({time.monotonic() - started:.1f} s to compute)")
+        print("\n".join(lines))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10, help="suite runs per agent and config")
@@ -748,7 +771,14 @@ def main() -> int:
         "--only", choices=sorted(CONFIGS), action="append", help="a configuration (repeatable)"
     )
     parser.add_argument("--save", metavar="FILE", help="append the raw counts (JSON lines)")
+    parser.add_argument(
+        "--characteristics", action="store_true", help="print the exact figures and exit"
+    )
+    parser.add_argument("--catch", action="append", default=[], metavar="BROKEN:CHANCE")
+    parser.add_argument("--max-attempts", type=int, default=40, help="the cap with --catch")
     args = parser.parse_args()
+    if args.characteristics:
+        return characteristics(args)
     args.exact = not args.random_flips
     print(
         f"verdict trust: {args.scenarios} scenarios, judge flips {pct(args.flip)} "

@@ -16,6 +16,7 @@ from lkeval.results.model import (
     RunMetadata,
     RunResults,
     ScenarioResult,
+    SuiteFingerprint,
     TranscriptItem,
     Usage,
     Verdict,
@@ -52,6 +53,14 @@ def metadata(**overrides: object) -> RunMetadata:
     }
     values.update(overrides)
     return RunMetadata(**values)
+
+
+def verdicts_for(status: str) -> tuple[Verdict, ...]:
+    """The judge verdict an attempt with this status carries (``lkeval report`` recomputes
+    every attempt's status from its verdicts): none for an error or a skipped attempt."""
+    if status in ("passed", "failed"):
+        return (Verdict("judge", "pass" if status == "passed" else "fail"),)
+    return ()
 
 
 def msg(turn: int, role: str, text: str, **kw: object) -> TranscriptItem:
@@ -265,6 +274,7 @@ FIXED = ScenarioResult(
                 ),
                 msg(1, "assistant", "Concierge here, how can I help?"),
             ),
+            verdicts=(Verdict("scripted", "pass"),),
             duration_seconds=2.75,
         ),
     ),
@@ -279,17 +289,25 @@ REMOVED = ScenarioResult(
     file="evals/frontdesk.yaml",
     line=60,
     status="passed",
-    attempts=(Attempt(status="passed", duration_seconds=1.0),),
+    attempts=(Attempt(status="passed", verdicts=verdicts_for("passed"), duration_seconds=1.0),),
     duration_seconds=1.0,
 )
 
 
+#: The options the canned run recorded: ``lkeval report`` recomputes quarantine from them.
+RUN_OPTIONS = {
+    "--quarantine": '[["quarantine", "true"]]',
+    "--tag": "(none)",
+    "--match": '["SCN_simple", "SCN_cancel", "SCN_suite", "SCN_crash", "SCN_greeting", "SCN_h*"]',
+}
+
+
 def run_results() -> RunResults:
     """The current run: passed, failed, repeated, error, quarantined, skipped, fixed."""
-    return RunResults(
-        metadata=metadata(),
-        scenarios=(PASSED, FAILED, REPEATED, ERRORED, QUARANTINED, SKIPPED, FIXED),
-    )
+    scenarios = (PASSED, FAILED, REPEATED, ERRORED, QUARANTINED, SKIPPED, FIXED)
+    suite = SuiteFingerprint({s.scenario_id: f"digest-{s.scenario_id}" for s in scenarios})
+    suite = SuiteFingerprint(suite.scenarios, dict(RUN_OPTIONS))
+    return RunResults(metadata=metadata(suite=suite), scenarios=scenarios)
 
 
 def baseline_results() -> RunResults:
@@ -305,11 +323,19 @@ def baseline_results() -> RunResults:
         ),
         scenarios=(
             PASSED,
-            replace(FAILED, status="passed", attempts=(Attempt(status="passed"),)),
+            replace(
+                FAILED,
+                status="passed",
+                attempts=(Attempt("passed", verdicts=verdicts_for("passed")),),
+            ),
             REPEATED,
             QUARANTINED,
             SKIPPED,
-            replace(FIXED, status="failed", attempts=(Attempt(status="failed"),)),
+            replace(
+                FIXED,
+                status="failed",
+                attempts=(Attempt("failed", verdicts=verdicts_for("failed")),),
+            ),
             REMOVED,
         ),
     )
@@ -325,7 +351,7 @@ def scenario(label: str, status: str = "passed", **kw: object) -> ScenarioResult
         "file": "evals/bulk.yaml",
         "line": 1,
         "status": status,
-        "attempts": (Attempt(status=status),),
+        "attempts": (Attempt(status=status, verdicts=verdicts_for(status)),),
         "duration_seconds": 1.0,
     }
     values.update(kw)
@@ -335,6 +361,13 @@ def scenario(label: str, status: str = "passed", **kw: object) -> ScenarioResult
 def results_of(*scenarios: ScenarioResult) -> RunResults:
     """A run made of these scenarios."""
     return RunResults(metadata=metadata(), scenarios=tuple(scenarios))
+
+
+def main_results(*scenarios: ScenarioResult) -> RunResults:
+    """A run of main made of these scenarios: another run than :func:`results_of`'s (a
+    baseline cannot be the run it gates)."""
+    meta = metadata(started_at="2025-01-01T00:00:00Z", git_sha="f" * 40, git_branch="main")
+    return RunResults(metadata=meta, scenarios=tuple(scenarios))
 
 
 def write_results(results: RunResults, path: str | Path) -> None:

@@ -434,6 +434,14 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         "have (regressed, new, or no verdict there), or never",
     )
     group.add_argument(
+        "--catch",
+        type=opt.parse_catch,
+        metavar="BROKEN:CHANCE",
+        help="the sequential test's sensitivity: catch a scenario broken in BROKEN of its "
+        "conversations at least CHANCE of the time, e.g. 50%%:90%% (default 90%%:99%%; "
+        "`lkeval validate --catch ...` prints what it costs; see docs/sampling.md)",
+    )
+    group.add_argument(
         "--min-pass-rate",
         type=opt.parse_pass_rate,
         metavar="RATE",

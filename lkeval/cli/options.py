@@ -54,6 +54,8 @@ class ReportOptions:
     """--max-latency, --max-cost, --latency-regression, --cost-regression (all off: no budget)."""
     allow_nothing_to_check: bool = False
     """Do not fail on scenarios with nothing to check (they are never played either way)."""
+    catch: tuple[float, float] | None = None
+    """``--catch BROKEN:CHANCE``: the sequential test's sensitivity (None: the defaults)."""
     allow_all_quarantined: bool = False
     """Pass a run whose every scenario that ran is quarantined (by default: no scenario
     counted toward the gate, so it fails)."""
@@ -233,6 +235,34 @@ def _pass_rate(value: str) -> float:
     return rate
 
 
+def _catch(value: str) -> tuple[float, float]:
+    """``--catch BROKEN:CHANCE`` (``50%:90%``): catch a scenario broken in BROKEN of its
+    conversations at least CHANCE of the time (docs/sampling.md)."""
+    hint = f"{value!r}: give BROKEN:CHANCE, e.g. 50%:90% (a 50%-broken scenario caught 90%)"
+    broken, sep, chance = value.partition(":")
+    if not sep:
+        raise ValueError(hint)
+    share, catch = _pass_rate(broken), _pass_rate(chance)
+    if not 1 - SequentialRule.fine < share < 1 or not 0.5 <= catch < 1:
+        raise ValueError(f"{hint}: BROKEN above 5% and below 100%, CHANCE 50% to below 100%")
+    return share, catch
+
+
+parse_catch = _argument_type(_catch)
+
+
+def sensitivity_rule(catch: tuple[float, float] | None, max_attempts: int) -> SequentialRule:
+    """The sequential rule of ``--catch BROKEN:CHANCE`` (None: the defaults) and the cap: its
+    broken hypothesis is a scenario broken in BROKEN of its conversations, missed at most
+    1 - CHANCE of the time (the test's beta)."""
+    if catch is None:
+        return SequentialRule(max_attempts=max_attempts)
+    share, chance = catch
+    return SequentialRule(
+        broken=round(1 - share, 6), beta=round(1 - chance, 6), max_attempts=max_attempts
+    )
+
+
 def _usd(text: str) -> float:
     try:
         value = float(text.strip().removeprefix("$"))
@@ -353,6 +383,7 @@ def report_options(
         ),
         allow_nothing_to_check=args.allow_nothing_to_check,
         allow_all_quarantined=args.allow_all_quarantined,
+        catch=getattr(args, "catch", None),
         comment=args.comment,
         comment_id=args.comment_id,
         title=args.title,
@@ -448,6 +479,7 @@ __all__ = [
     "llm_options",
     "non_negative_int",
     "non_negative_int_up_to",
+    "parse_catch",
     "parse_comment_id",
     "parse_judge_names",
     "parse_pass_rate",
@@ -456,6 +488,7 @@ __all__ = [
     "report_options",
     "run_options",
     "seconds",
+    "sensitivity_rule",
     "shard",
     "tag",
 ]

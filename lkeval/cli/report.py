@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from lkeval.cli.flags import add_report_arguments
-from lkeval.cli.options import ReportOptions, report_options
+from lkeval.cli.options import ReportOptions, report_options, sensitivity_rule
 from lkeval.publish.files import ResultsDirLock, check_writable, write_all, write_text
 from lkeval.publish.github.checkout import repo_root
 from lkeval.publish.github.comments import comment_title
@@ -26,7 +27,7 @@ from lkeval.publish.github.context import GitHubContext, commit_shown, read_cont
 from lkeval.publish.github.remote_baseline import FetchedBaseline, fetch_baseline, is_remote
 from lkeval.publish.github.step import StepSettings, publish_step
 from lkeval.reporters import REPORTER_BY_NAME, Report
-from lkeval.results.baseline import Comparison, compare
+from lkeval.results.baseline import Comparison, compare, same_run
 from lkeval.results.calibration import calibrated_errors
 from lkeval.results.consistency import status_problem
 from lkeval.results.gate import GateOutcome, evaluate_gate, gate_line
@@ -34,7 +35,8 @@ from lkeval.results.history import DEFAULT_WINDOW as DEFAULT_HISTORY_RUNS
 from lkeval.results.history import digests, rolled, with_history
 from lkeval.results.model import RunResults
 from lkeval.results.results_json import ResultsFileError, dump_results, load_results
-from lkeval.results.sampling import recheck, run_cost_line
+from lkeval.results.sampling import recheck, recorded_rule, run_cost_line
+from lkeval.results.sensitivity import sensitivity_line
 from lkeval.text.masking import mask, mask_results
 from lkeval.text.untrusted import inert_line, one_line
 
@@ -84,6 +86,28 @@ def load_comparison(
     )
 
 
+def check_not_itself(
+    results: RunResults, baseline: FetchedBaseline | None, results_path: str | None = None
+) -> None:
+    """Refuse (exit 2) a baseline that is the results file it gates, or records the same run:
+    compared with itself a run has no regression, and its own history would excuse it."""
+    if baseline is None or baseline.results is None:
+        return
+    spec = baseline.source
+    if results_path and spec and not is_remote(spec) and _same_file(spec, results_path):
+        raise BaselineError(f"baseline: {spec} is the results file it gates ({results_path})")
+    problem = same_run(results, baseline.results)
+    if problem:
+        raise BaselineError(f"baseline: {spec or 'the baseline'}: {problem}")
+
+
+def _same_file(first: str, second: str) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return False
+
+
 def baseline_line(baseline: FetchedBaseline | None) -> str:
     """``baseline: main run #12 (commit …, success) URL`` or ``no baseline: <why>``."""
     if baseline is None:
@@ -124,7 +148,11 @@ def decide(
     # A sequential pass must follow from its recorded attempts, under the judge errors the
     # baseline's calibration sets (never the ones the results file records for itself).
     errors = baseline_judge_errors(results, baseline_results, options.history_runs)
-    results = recheck(results, errors)
+    rule = sensitivity_rule(options.catch, recorded_rule(results).max_attempts)
+    results = recheck(results, errors, rule)
+    if results.metadata.sampling_rule:  # the reports' figures are the gate's rule's
+        meta = dataclasses.replace(results.metadata, sampling_rule=dataclasses.asdict(rule))
+        results = dataclasses.replace(results, metadata=meta)
     comparison = load_comparison(results, baseline, options.history_runs)
     gate = evaluate_gate(
         results,
@@ -172,6 +200,7 @@ def finish(
 
     if baseline is None:
         baseline = resolve_baseline(options)
+    check_not_itself(results, baseline)
     if baseline is not None:
         emit(inert_line(baseline_line(baseline), 2000))
     report, ctx = decide(results, options, baseline)
@@ -195,9 +224,10 @@ def finish(
         written += publish_step(report, ctx, settings, emit)
     if written:
         emit(one_line("reports: " + " · ".join(written)))  # paths from inputs
-    cost = run_cost_line(results)
+    cost = run_cost_line(report.results)  # with the rule the gate decided with
     if cost:
         emit(cost)
+        emit(sensitivity_line(report.results))
     emit(printed_gate_line(gate := report.gate))
     stream.flush()
     for failure in failures[1:]:  # every file that could not be written is named
@@ -288,7 +318,9 @@ def report_main(results_path: str, options: ReportOptions, stream: TextIO | None
     problem = status_problem(results)
     if problem:
         raise ResultsFileError(f"{results_path}: {problem}")
-    return finish(results, results_path, options, out).exit_code
+    baseline = resolve_baseline(options)
+    check_not_itself(results, baseline, results_path)
+    return finish(results, results_path, options, out, baseline).exit_code
 
 
 def _report_handler(args: argparse.Namespace) -> int:

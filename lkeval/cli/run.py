@@ -22,7 +22,7 @@ from typing import TextIO
 
 from lkeval import defaults
 from lkeval.cli.flags import add_llm_arguments, add_report_arguments, add_run_arguments
-from lkeval.cli.options import RunOptions, run_options
+from lkeval.cli.options import RunOptions, run_options, sensitivity_rule
 from lkeval.cli.report import RunWriters, finish
 from lkeval.llm.config import MissingCredentialsError
 from lkeval.llm.evaluator import agent_placeholders, run_evaluator
@@ -40,7 +40,6 @@ from lkeval.publish.github.fork import (
 from lkeval.publish.github.restore_cassettes import restore_cassettes
 from lkeval.publish.progress import make_progress
 from lkeval.results.results_json import dump_results
-from lkeval.results.sampling import SequentialRule
 from lkeval.run.early_start import EARLY
 from lkeval.run.engine import EngineOptions, ProgressObserver
 from lkeval.run.plan import Plan, SuiteSettings
@@ -172,7 +171,7 @@ def suite_settings(options: RunOptions) -> SuiteSettings:
             quarantine=options.quarantine,
             selection=Selection(tags=options.tags, patterns=options.match),
             max_errors=options.max_errors,
-            sampling=SequentialRule(max_attempts=options.max_attempts),
+            sampling=sensitivity_rule(options.report.catch, options.max_attempts),
             max_run_attempts=options.max_run_attempts,
         ),
         boot_timeout=options.boot_timeout,
@@ -219,6 +218,7 @@ def run_verdict_options(options: RunOptions) -> tuple[tuple[str, object], ...]:
             "--repeat": options.repeat,
             "--min-pass": options.min_pass,
             "--max-attempts": options.max_attempts,
+            "--catch": options.report.catch,
             "--max-errors": options.max_errors,
             "--quarantine": options.quarantine,
             "--tag": options.tags,

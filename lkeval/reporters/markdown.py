@@ -40,6 +40,7 @@ from lkeval.results.baseline import ScenarioChange
 from lkeval.results.calibration import cannot_tell, describe_calibration
 from lkeval.results.model import RunResults, ScenarioResult
 from lkeval.results.sampling import run_cost_line
+from lkeval.results.sensitivity import sensitivity_line
 from lkeval.results.wording import (
     LIVE,
     MISSED,
@@ -179,7 +180,7 @@ def _render(report: Report, level: Level, failures_kept: int) -> str:
     if replayed := replay_line(report.results):
         blocks.append(f"**Record/replay:** {text(replayed)}")
     if cost := run_cost_line(report.results):  # what sampling cost, how sure the gate is
-        blocks.append(f"<sub>{text(cost)}</sub>")
+        blocks.append(f"<sub>{text(cost)}<br>{text(sensitivity_line(report.results))}</sub>")
     # Budget misses have their own section below: each reason once.
     reasons = [
         r for r in report.gate.reasons if not r.startswith("budget missed") and text(r) not in head

@@ -15,7 +15,7 @@ a scenario known to be flaky on main is noise unless its rate now is significant
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -28,6 +28,7 @@ from lkeval.results.history import (
     rate_of,
     rolled,
     scenario_entry,
+    slipped_passes,
 )
 from lkeval.results.metrics import (
     MIN_TURNS,
@@ -119,6 +120,15 @@ class ScenarioChange:
     calibration: Calibration | None = None
 
     @property
+    def slipped(self) -> bool:
+        """Passed now, but its attempts pass significantly less often than its history
+        (:func:`lkeval.results.history.slipped_passes`; ``history_verdict`` says so)."""
+        verdict = self.history_verdict
+        return (
+            self.current == "passed" and verdict is not None and verdict.judgement == "regression"
+        )
+
+    @property
     def unaccounted(self) -> bool:
         """Failed or errored now, no regression, and nothing on main shows it going wrong.
 
@@ -208,6 +218,11 @@ class Comparison:
             c for c in self.changes if c.history is not None and c.history.state == "flaky"
         )
 
+    @property
+    def slipped(self) -> tuple[ScenarioChange, ...]:
+        """Passed the sequential test, yet significantly below their history on main."""
+        return tuple(c for c in self.changes if c.slipped)
+
     def change_for(self, scenario_id: str) -> ScenarioChange | None:
         """The change of one current or removed scenario."""
         for change in self.changes:
@@ -244,6 +259,7 @@ def compare(current: RunResults, baseline: RunResults, window: int = DEFAULT_WIN
                 **_metric_deltas(result, old),
             )
         )
+    changes = _with_slipped(changes, now, history, current)
     for scenario_id, old in before.items():
         if scenario_id not in now:
             changes.append(
@@ -273,6 +289,49 @@ def compare(current: RunResults, baseline: RunResults, window: int = DEFAULT_WIN
         history_runs=len(history.runs),
         latency_comparable=not _mode_change(current, baseline),
     )
+
+
+def same_run(current: RunResults, baseline: RunResults) -> str:
+    """Why ``baseline`` records the run ``current`` is (the gated run compared with itself
+    finds no regression, and its history would excuse its own failures), or "".
+
+    A run is known by when it started and its commit: a copy of the gated file, a shard of the
+    same run (a merge starts when its first shard did), or a later file whose history already
+    counts this run (:func:`lkeval.results.history.rolled`) all record it."""
+    meta, base = current.metadata, baseline.metadata
+    if not meta.started_at:
+        return ""
+    run = f"started {meta.started_at}, commit {meta.git_sha or 'unknown'}"
+    if base.started_at == meta.started_at and base.git_sha == meta.git_sha:
+        return f"the baseline records the run it gates ({run})"
+    history = baseline.history.runs if baseline.history is not None else ()
+    if any(r.started_at == meta.started_at and r.git_sha == meta.git_sha for r in history):
+        return f"the baseline's history already counts the run it gates ({run})"
+    return ""
+
+
+def _with_slipped(
+    changes: list[ScenarioChange],
+    now: dict[str, ScenarioResult],
+    history: History,
+    current: RunResults,
+) -> list[ScenarioChange]:
+    """``changes`` with every sequential pass that is significantly below its history marked
+    (:func:`~lkeval.results.history.slipped_passes`; quarantined scenarios are not compared)."""
+    compared = {}
+    for change in changes:
+        result = now[change.scenario_id]
+        sequential = result.sampling is not None and result.sampling.mode == "sequential"
+        if result.status != "passed" or not sequential or result.quarantined:
+            continue
+        rate = rate_of(_history_entry(history, current, result))
+        if rate is not None:
+            compared[change.scenario_id] = (result, rate)
+    found = slipped_passes(compared)
+    return [
+        replace(c, history_verdict=found[c.scenario_id]) if c.scenario_id in found else c
+        for c in changes
+    ]
 
 
 def _history_entry(

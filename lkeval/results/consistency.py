@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from lkeval.results.calibration import rule_with
 from lkeval.results.model import NOT_RUN_NO_LLM, RunResults, ScenarioResult, Status
-from lkeval.results.sampling import SequentialRule, recorded_rule, replay
+from lkeval.results.recompute import attempts_problem, options_problem
+from lkeval.results.sampling import SequentialRule, replay, rule_in_force
 from lkeval.text.untrusted import label
 
 INTERRUPTED_PREFIX = "interrupted:"
@@ -71,7 +72,10 @@ def status_problem(results: RunResults) -> str:
     problem = suite_problem(results)
     if problem:
         return f"{problem}; refusing to gate this file"
-    rule = recorded_rule(results)
+    problem = attempts_problem(results)
+    if problem:
+        return f"{problem}: the file contradicts itself; refusing to gate this file"
+    rule = rule_in_force(results)
     for scenario in results.scenarios:
         allowed = expected_statuses(scenario, rule)
         if scenario.status in allowed:
@@ -83,6 +87,9 @@ def status_problem(results: RunResults) -> str:
             f"passed{_needs(scenario)}): the status disagrees with the attempts; refusing to "
             "gate this file"
         )
+    problem = options_problem(results)
+    if problem:
+        return f"{problem}: the file contradicts itself; refusing to gate this file"
     return ""
 
 

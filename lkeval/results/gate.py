@@ -17,7 +17,9 @@ it like an interrupted run's, whatever the others did.
 passed in the baseline and fail now: a new scenario that fails (the one a pull request adds)
 and one that had no verdict in the baseline (skipped or not run there, or errored there while
 it fails a check now) block too, each kind with its own reason. What it lets through is a
-failure the baseline had as well, or one the pass-rate history calls noise.
+failure the baseline had as well, or one the pass-rate history calls noise. It also blocks a
+scenario the sequential test passed whose attempts pass significantly less often than its
+history on main (:func:`lkeval.results.history.slipped_passes`); under ``any`` that is a warning.
 """
 
 from __future__ import annotations
@@ -281,7 +283,26 @@ def _by_fail_on(
         notes += excused
     elif mode == "never" and bad:
         notes.append(f"{_count(bad)} failed or errored (--fail-on never: not blocking)")
+    slipped = _slipped(results, comparison)
+    if slipped:
+        text = (
+            f"{_count(slipped)} passed the sequential test but significantly less often than "
+            f"on main: {_labels(slipped)}"
+        )
+        if mode == "regression":
+            failures.append(text)
+        else:
+            notes.append(f"warning: {text} (blocks under --fail-on regression)")
     return failures, notes
+
+
+def _slipped(results: RunResults, comparison: Comparison | None) -> list[ScenarioResult]:
+    """The counted scenarios that passed, whose attempts the history calls significantly below
+    main (:attr:`~lkeval.results.baseline.Comparison.slipped`)."""
+    if comparison is None:
+        return []
+    ids = {c.scenario_id for c in comparison.slipped}
+    return [s for s in results.scenarios if s.scenario_id in ids and not s.quarantined]
 
 
 def _against_baseline(

@@ -133,6 +133,47 @@ def judge_failure(scenario: ScenarioResult, rate: HistoryRate) -> HistoryVerdict
     )
 
 
+def live_counts(scenario: ScenarioResult) -> tuple[int, int]:
+    """(passes, attempts) of this run's live attempts that ran: an attempt replayed in full is
+    main's own conversation again (already in the history), an error counts as a fail."""
+    ran = [
+        a
+        for a in scenario.attempts
+        if a.status != "skipped" and not (a.replay and a.replay.fully_replayed)
+    ]
+    return sum(1 for a in ran if a.status == "passed"), len(ran)
+
+
+def slipped_passes(
+    compared: Mapping[str, tuple[ScenarioResult, HistoryRate]],
+) -> dict[str, HistoryVerdict]:
+    """The scenarios the sequential test passed whose attempts pass significantly less often
+    than their history on main: Fisher's exact test (one-sided) per scenario, corrected for
+    the number of scenarios compared (Holm's step-down, family-wise error :data:`ALPHA`).
+
+    The sequential test only tells fine from 90%-broken: a scenario broken in 30% of its
+    conversations passes it 90% of the time. Its attempts, against main's, can tell more, at
+    no extra LLM call. A regression under ``--fail-on regression``, a warning under ``any``."""
+    tests: list[tuple[float, str, str]] = []
+    for sid, (scenario, rate) in compared.items():
+        passes, ran = live_counts(scenario)
+        if not ran:
+            continue
+        p = fisher_less(passes, ran, rate.passes, rate.attempts)
+        text = (
+            f"passed the sequential test with {passes} of {ran} now vs {rate.text}: p = {p:.3g} "
+            f"(Fisher's exact, one-sided, Holm-corrected over {len(compared)} scenario(s)): "
+            "significantly below main"
+        )
+        tests.append((p, sid, text))
+    found: dict[str, HistoryVerdict] = {}
+    for rank, (p, sid, text) in enumerate(sorted(tests)):
+        if p >= ALPHA / (len(tests) - rank):
+            break
+        found[sid] = HistoryVerdict("regression", p, text)
+    return found
+
+
 def scenario_entry(
     history: History | None, scenario_id: str, digest: str | None
 ) -> ScenarioHistory | None:
@@ -220,8 +261,10 @@ __all__ = [
     "HistoryVerdict",
     "digests",
     "judge_failure",
+    "live_counts",
     "rate_of",
     "rolled",
     "scenario_entry",
+    "slipped_passes",
     "with_history",
 ]

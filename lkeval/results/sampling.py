@@ -264,8 +264,19 @@ def suite_blocks(p_fail: float, scenarios: int) -> float:
 # --- the decision, as recorded ---------------------------------------------------------------
 
 
+def path_confidence(rule: SequentialRule, value: float, outcome: Outcome) -> float:
+    """How sure this decision is on its own attempts: the probability of the hypothesis it
+    chose, given this scenario's own evidence ``value`` (log likelihood ratio, broken over
+    fine) with even odds between fine and broken. A pass at the boundary is about 99%; a pass
+    at the cap on weak evidence ("11 of 20") says how weak it is, not the test's 99.16%."""
+    toward = -value if outcome == "passed" else value
+    return 1 / (1 + math.exp(-max(-700.0, min(700.0, toward))))
+
+
 def describe(rule: SequentialRule, observations: Sequence[Observation]) -> Sampling:
-    """The recorded decision of a scenario's observations (in attempt order)."""
+    """The recorded decision of a scenario's observations (in attempt order): its confidence
+    is its own path's (:func:`path_confidence`); the test's rates for the hypothesis it rejected
+    follow in brackets."""
     outcome = rule.outcome(observations)
     passes = sum(1 for o in observations if o.passed)
     n = len(observations)
@@ -274,18 +285,19 @@ def describe(rule: SequentialRule, observations: Sequence[Observation]) -> Sampl
     head = f"{'passed' if outcome == 'passed' else 'failed'} {passes} of {n}"
     confidence: float | None = None
     if outcome == "failed":
-        confidence = 1 - operating(rule, rule.fine).p_fail
+        confidence = path_confidence(rule, value, outcome)
         text = (
             f"{head} — pass rate below {rule.pass_rate(rule.fine):.2f} "
-            f"at {_pct(confidence)} (a fine scenario fails this test "
-            f"{_pct(1 - confidence)} of the time)"
+            f"at {_pct(confidence)} on its own attempts (a fine scenario fails this test "
+            f"{_pct(operating(rule, rule.fine).p_fail)} of the time)"
         )
     elif outcome == "passed":
-        confidence = operating(rule, rule.broken).p_fail
+        confidence = path_confidence(rule, value, outcome)
         text = (
             f"{head} — pass rate above {rule.pass_rate(rule.broken):.2f} "
-            f"at {_pct(confidence)} (a {_pct(1 - rule.broken)}-broken scenario passes "
-            f"this test {_pct(1 - confidence)} of the time)"
+            f"at {_pct(confidence)} on its own attempts (a {_pct(1 - rule.broken)}-broken "
+            f"scenario passes this test {_pct(1 - operating(rule, rule.broken).p_fail)} "
+            "of the time)"
         )
     else:
         text = f"undecided after {passes} of {n} passed"
@@ -310,6 +322,11 @@ def describe_fixed(passes: int, ran: int, repeat: int, min_pass: int) -> Samplin
     outcome = "passed" if passes >= min_pass else "failed"
     text = f"{outcome} {passes} of {ran} (--repeat {repeat} --min-pass {min_pass})"
     return Sampling("fixed", outcome, passes, ran, text=text)
+
+
+def percent(x: float) -> str:
+    """A share as the reports print it (:func:`_pct`)."""
+    return _pct(x)
 
 
 def _pct(x: float) -> str:
@@ -361,7 +378,7 @@ def run_cost_line(results: RunResults) -> str:
     the chance that this run's plan blocks a suite whose scenarios are all fine (at the rates
     of ``SequentialRule``: judge flipping 10%, agent failing 5% on its own); "" when no
     scenario ran."""
-    rule = recorded_rule(results)
+    rule = rule_in_force(results)
     ran = [s for s in results.scenarios if s.sampling is not None]
     if not ran:
         return ""
@@ -394,18 +411,36 @@ def recorded_rule(results: RunResults) -> SequentialRule:
     return SequentialRule()
 
 
+def rule_in_force(results: RunResults) -> SequentialRule:
+    """The rule a results file records, its sensitivity (``--catch``: ``broken``, ``beta``)
+    included, each held within its bounds. For the file's own consistency and the figures the
+    reports show; the gate re-decides with the rule of its own flags (:func:`recheck`)."""
+    rule, record = recorded_rule(results), results.metadata.sampling_rule
+    broken, beta = record.get("broken"), record.get("beta")
+    if isinstance(broken, (int, float)) and 0 < broken < rule.fine:
+        rule = replace(rule, broken=float(broken))
+    if isinstance(beta, (int, float)) and 0 < beta <= 0.5:
+        rule = replace(rule, beta=float(beta))
+    return rule
+
+
 def replay(rule: SequentialRule, scenario: ScenarioResult) -> Sampling:
     """The sequential decision a scenario's recorded attempts give, recomputed from their
     votes (``lkeval report`` trusts no recorded outcome)."""
     return describe(rule, [o for a in scenario.attempts if (o := observe(a)) is not None])
 
 
-def recheck(results: RunResults, judge_errors: Mapping[str, float] | None = None) -> RunResults:
+def recheck(
+    results: RunResults,
+    judge_errors: Mapping[str, float] | None = None,
+    rule: SequentialRule | None = None,
+) -> RunResults:
     """Every sequential pass recomputed from its recorded attempts: a scenario recorded as
     passed whose attempts do not pass the test (an edited file, or a bug) gates as failed.
     ``judge_errors`` (scenario id -> error) are the calibrated rates of a trusted baseline; the
-    file's own record of them is never used here."""
-    base = recorded_rule(results)
+    file's own record of them is never used here. ``rule``: the sensitivity the gate runs
+    with (``--catch``), with the file's cap; without it the default rule with the file's cap."""
+    base = rule or recorded_rule(results)
     errors = judge_errors or {}
     scenarios = []
     for scenario in results.scenarios:

@@ -20,7 +20,14 @@ from test_action import ep
 from lkeval import defaults
 from lkeval.cli import build_parser
 from lkeval.cli.options import report_options, run_options
-from lkeval.results.model import Attempt, RunMetadata, RunResults, ScenarioResult, SuiteFingerprint
+from lkeval.results.model import (
+    Attempt,
+    RunMetadata,
+    RunResults,
+    ScenarioResult,
+    SuiteFingerprint,
+    Verdict,
+)
 from lkeval.results.results_json import load_results
 
 WORKFLOWS = ROOT / "examples" / "workflows"
@@ -220,7 +227,12 @@ def sharded_step(name: str) -> dict[str, Any]:
     return next(s for s in report_job["steps"] if s.get("name") == name)
 
 
-def shard_results(tmp: Path, present: tuple[int, ...], total: int = 4) -> None:
+def shard_results(
+    tmp: Path,
+    present: tuple[int, ...],
+    total: int = 4,
+    started_at: str = "2026-11-25T10:00:00+00:00",
+) -> None:
     """What download-artifact leaves: shards/lkeval-shard-I/results.json for the shards that
     uploaded; each shard ran one scenario, all passed."""
     for i in present:
@@ -232,14 +244,14 @@ def shard_results(tmp: Path, present: tuple[int, ...], total: int = 4) -> None:
             file="evals/scenarios.yaml",
             line=i,
             status="passed",
-            attempts=(Attempt(status="passed"),),
+            attempts=(Attempt(status="passed", verdicts=(Verdict("judge", "pass"),)),),
         )
         metadata = RunMetadata(
             lkeval_version="1.0.0",
             livekit_agents_version="1.8.9",
             agent="agent.py",
             scenario_files=("evals/scenarios.yaml",),
-            started_at="2026-11-25T10:00:00+00:00",
+            started_at=started_at,
             finished_at="2026-11-25T10:00:01+00:00",
             duration_seconds=1.0,
             shard=f"{i}/{total}",
@@ -304,7 +316,8 @@ def test_the_sharded_report_compares_with_mains_merged_results(tmp_path: Path) -
     shard_results(tmp_path, present=(1, 2, 3, 4))
     bin_dir = str(Path(sys.executable).parent)
     with github_server() as gh:
-        shard_results(tmp_path / "main", present=(1,), total=1)
+        main_run = "2026-11-24T10:00:00+00:00"  # another run: a baseline is never the run it gates
+        shard_results(tmp_path / "main", present=(1,), total=1, started_at=main_run)
         merged = tmp_path / "main" / "shards" / "lkeval-shard-1" / "results.json"
         archive = io.BytesIO()
         with zipfile.ZipFile(archive, "w") as zipped:

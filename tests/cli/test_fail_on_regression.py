@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from report_fixtures import results_of, scenario, write_results
+from report_fixtures import main_results, results_of, scenario, write_results
 
 from lkeval.cli import main
 from lkeval.errors import ExitCode
 from lkeval.results.model import NOT_RUN_NO_LLM, RunResults
 
-MAIN = results_of(
+MAIN = main_results(
     scenario("greets"),
     scenario("books a room", "failed"),
     scenario("cancels", "skipped", reason=NOT_RUN_NO_LLM, attempts=()),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from github_server import FakeGitHub, github_server
-from report_fixtures import results_of, scenario, write_results
+from report_fixtures import main_results, results_of, scenario, write_results
 
 from lkeval.cli import main
 from lkeval.cli.options import ReportOptions
@@ -35,7 +35,8 @@ def results_zip(results: RunResults, member: str = "results.json") -> bytes:
 
 
 def both_pass() -> RunResults:
-    return results_of(scenario("a"), scenario("b"))
+    """main's run (another run than the pull request's: a baseline cannot be the run it gates)."""
+    return main_results(scenario("a"), scenario("b"))
 
 
 def b_fails() -> RunResults:

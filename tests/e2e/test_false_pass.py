@@ -424,7 +424,7 @@ def _shard(
 
 
 def test_a_missing_shard_does_not_pass(tmp_path: Path) -> None:
-    passed = (Attempt("passed"),)
+    passed = (P,)
     one = ScenarioResult("a", "A", "G", "Group", "s.yaml", 3, "passed", attempts=passed)
     three = ScenarioResult("c", "C", "G", "Group", "s.yaml", 9, "passed", attempts=passed)
     parts = [str(_shard(tmp_path, "1/3", [one])), str(_shard(tmp_path, "3/3", [three]))]
@@ -578,8 +578,10 @@ def test_regression_against_a_baseline_in_which_nothing_ran_is_not_blind(tmp_pat
     """Issue 18 item 8: every baseline scenario errored, so nothing could regress: the gate
     acts as --fail-on any and says why, instead of passing a failing run."""
     broke = ScenarioResult("a", "A", "G", "Group", "s.yaml", 3, "error", "agent died")
-    failing = _scenario("failed", (Attempt("failed", "wrong room"),), reason="wrong room")
-    base, now = _shard(tmp_path, "1/2", [broke]), _shard(tmp_path, "2/2", [failing])
+    failing = _scenario("failed", (F,), reason="wrong room")
+    # main's run (another run than the one gated: a baseline cannot be the run it gates)
+    main_run = {"started_at": "2026-11-24T08:00:00+00:00", "git_sha": "main123"}
+    base, now = _shard(tmp_path, "1/2", [broke], **main_run), _shard(tmp_path, "2/2", [failing])
     argv = ["report", "--results", str(now), "--baseline", str(base), "--fail-on", "regression"]
     proc = run_lkeval(argv, clean_env(), timeout=60)
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -587,9 +589,7 @@ def test_regression_against_a_baseline_in_which_nothing_ran_is_not_blind(tmp_pat
 
 
 def _passed(sid: str, line: int) -> ScenarioResult:
-    return ScenarioResult(
-        sid, sid.upper(), "G", "Group", "s.yaml", line, "passed", attempts=(Attempt("passed"),)
-    )
+    return ScenarioResult(sid, sid.upper(), "G", "Group", "s.yaml", line, "passed", attempts=(P,))
 
 
 def _merge(*parts: Path) -> subprocess.CompletedProcess[str]:
@@ -734,7 +734,9 @@ def _sequential(votes: str) -> dict[str, Any]:
     return {"attempts": attempts, "sampling": describe(SequentialRule(), seen)}
 
 
-P, F, E = Attempt("passed"), Attempt("failed", "wrong"), Attempt("error", "boom")
+P = Attempt("passed", verdicts=(Verdict("judge", "pass"),))
+F = Attempt("failed", "wrong", verdicts=(Verdict("judge", "fail"),))
+E = Attempt("error", "boom")
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from report_fixtures import msg, results_of, run_results, scenario
+from report_fixtures import msg, results_of, run_results, scenario, verdicts_for
 from test_publish_github import PR, REPO, Actions, actions, mine, passing
 
 from lkeval.publish.github.api import GitHubApi, token_kind
@@ -26,7 +26,7 @@ def big_failing_run() -> RunResults:
             f"s{i}",
             "failed",
             reason="the judge disagreed",
-            attempts=(Attempt("failed", transcript=transcript),),
+            attempts=(Attempt("failed", transcript=transcript, verdicts=verdicts_for("failed")),),
         )
         for i in range(4)
     ]

@@ -22,6 +22,7 @@ from report_fixtures import (
     results_of,
     run_results,
     scenario,
+    verdicts_for,
     write_results,
 )
 
@@ -265,7 +266,7 @@ def test_comment_over_the_size_limit_is_trimmed(
             f"scenario {i}",
             "failed",
             reason="the judge disagreed " * 15,
-            attempts=(Attempt("failed", transcript=transcript),),
+            attempts=(Attempt("failed", transcript=transcript, verdicts=verdicts_for("failed")),),
         )
         for i in range(300)
     ]
@@ -351,13 +352,14 @@ def test_baseline_regression_fixed_new_removed(
 
     # Without the regression, the new scenario's error still blocks: main never showed it
     # failing (this test used to expect a pass here: a new scenario's failure waved through).
-    fixed = replace(FAILED, status="passed", attempts=(Attempt("passed"),))
+    passing_attempt = Attempt("passed", verdicts=verdicts_for("passed"))
+    fixed = replace(FAILED, status="passed", attempts=(passing_attempt,))
     now = run_results()
     now = replace(now, scenarios=tuple(fixed if s is FAILED else s for s in now.scenarios))
     assert actions.report(capsys, now, "--baseline", str(base), "--fail-on", "regression") == 1
     assert "1 new scenario failed or errored: Late check-out" in actions.outputs()["reasons"]
     # Without it too, only failures the baseline had are left: they do not block.
-    booted = replace(ERRORED, status="passed", attempts=(Attempt("passed"),))
+    booted = replace(ERRORED, status="passed", attempts=(passing_attempt,))
     now = replace(now, scenarios=tuple(booted if s is ERRORED else s for s in now.scenarios))
     assert actions.report(capsys, now, "--baseline", str(base), "--fail-on", "regression") == 0
     assert "as in the baseline" in actions.outputs()["reasons"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import clean_env, run_lkeval
-from report_fixtures import results_of, scenario, write_results
+from report_fixtures import results_of, scenario, verdicts_for, write_results
 
 from lkeval.publish.github.budgets import budget_annotations, metric_outputs
 from lkeval.results.baseline import compare
@@ -27,7 +27,7 @@ def timed(
     )
     unpriced = ("mystery-llm",) if cost is None else ()
     usage = {"agent": Usage(1000, 100, cost, ("gpt-4.1-mini",), unpriced)}
-    attempt = Attempt(status="passed", turns=turns, usage=usage)
+    attempt = Attempt(status="passed", turns=turns, usage=usage, verdicts=verdicts_for("passed"))
     return scenario(label, attempts=(attempt,), **kw)
 
 
@@ -93,7 +93,12 @@ def test_suite_and_scenario_latency_budgets_are_their_own_gate_reasons() -> None
 
 
 def test_a_ttft_budget_on_an_agent_that_reports_no_ttft_is_a_miss_not_a_pass() -> None:
-    bare = scenario("Bare", attempts=(Attempt("passed", turns=(TurnMetrics(1, 50.0),)),))
+    bare = scenario(
+        "Bare",
+        attempts=(
+            Attempt("passed", turns=(TurnMetrics(1, 50.0),), verdicts=verdicts_for("passed")),
+        ),
+    )
     gate = evaluate_gate(results_of(bare), None, budgets=Budgets(latency={"ttft_p95": 600.0}))
     assert not gate.passed
     assert "cannot be checked: the agent reported no TTFT" in gate.reasons[0]

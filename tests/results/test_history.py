@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from report_fixtures import metadata, scenario
+from report_fixtures import metadata, scenario, verdicts_for
 
 from lkeval.cli import build_parser
 from lkeval.cli.options import ReportOptions, RunOptions
@@ -38,8 +38,8 @@ SID = "SCN_book"
 
 def attempts(passes: int, fails: int, error: int = 0) -> tuple[Attempt, ...]:
     return (
-        (Attempt(status="passed"),) * passes
-        + (Attempt(status="failed"),) * fails
+        (Attempt(status="passed", verdicts=verdicts_for("passed")),) * passes
+        + (Attempt(status="failed", verdicts=verdicts_for("failed")),) * fails
         + (Attempt(status="error"),) * error
     )
 
@@ -349,3 +349,21 @@ def test_a_replayed_attempt_is_not_a_new_sample_only_live_ones_count() -> None:
     same = scenario("book", "passed", attempts=(replayed,) * 3)
     counts = rolled(baseline_with(History(20), same)).scenarios[SID].counts
     assert counts == (RunCount("2025-01-09T00:00:00Z", 0, 0, "passed"),)
+
+
+def test_a_slipped_pass_is_corrected_for_the_number_of_scenarios_compared() -> None:
+    """Issue 33.7: Fisher's one-sided p of 3 of 6 now against 19 of 20 on main is about 0.03:
+    significant alone, not among five scenarios compared (Holm: the smallest p must be below
+    0.05 / 5)."""
+    from lkeval.results.history import HistoryRate, slipped_passes
+    from lkeval.results.pass_rates import fisher_less
+
+    p = fisher_less(3, 6, 19, 20)
+    assert 0.01 < p < 0.05
+    rate = HistoryRate(19, 20, 4, 0.75, 0.99, "stable")
+    slipping = scenario("books", attempts=(Attempt("passed"),) * 3 + (Attempt("failed"),) * 3)
+    steady = scenario("greets", attempts=(Attempt("passed"),) * 6)
+    alone = slipped_passes({"books": (slipping, rate)})
+    assert alone["books"].judgement == "regression" and alone["books"].p_value == p
+    among = {"books": (slipping, rate), **{f"s{i}": (steady, rate) for i in range(4)}}
+    assert slipped_passes(among) == {}

@@ -151,11 +151,32 @@ def test_the_decision_is_recorded_with_its_confidence() -> None:
     passed = describe(rule, [PASS] * 3)
     assert (passed.outcome, passed.passes, passed.attempts) == ("passed", 3, 3)
     assert passed.text.startswith("passed 3 of 3 — pass rate above 0.18 at 99.")
-    assert passed.confidence == pytest.approx(operating(rule, 0.10).p_fail)
+    # its own path's confidence: even odds between fine and broken, this path's evidence
+    assert passed.confidence == pytest.approx(1 / (1 + math.exp(rule.evidence([PASS] * 3))))
+    assert "(a 90%-broken scenario passes this test 0.84% of the time)" in passed.text
     failed = describe(rule, [Observation(0, 2), Observation(0, 2), Observation(0, 3)])
     assert failed.outcome == "failed" and failed.judge_votes == 7
     assert failed.text.startswith("failed 0 of 3 — pass rate below 0.86 at 99.9")
     assert describe_fixed(2, 3, 3, 2).text == "passed 2 of 3 (--repeat 3 --min-pass 2)"
+
+
+def test_a_pass_at_the_cap_states_its_own_paths_confidence_not_the_tests() -> None:
+    """Issue 33.7: "passed 11 of 20" at the cap was "at 99.16%", the test's rate for a
+    90%-broken scenario; its own attempts favour fine only about 3.6 to 1."""
+    rule = SequentialRule()
+    path = [PASS, FAIL] * 9 + [PASS, PASS]
+    capped = describe(rule, path)
+    assert (capped.outcome, capped.passes, capped.attempts) == ("passed", 11, 20)
+    assert capped.confidence is not None and 0.75 < capped.confidence < 0.80
+    assert capped.text.startswith("passed 11 of 20 — pass rate above 0.18 at 78% on its own")
+    assert capped.text.endswith("(stopped at the cap of 20 attempts)")
+    assert "99.16%" not in capped.text
+    boundary = describe(rule, [PASS] * 3)
+    assert boundary.confidence is not None and boundary.confidence > 0.99
+    # and a failure at the cap on weak evidence says so too
+    weak_fail = describe(rule, [PASS, FAIL] * 10)
+    assert weak_fail.outcome == "failed" and weak_fail.confidence is not None
+    assert weak_fail.confidence < 0.9 and "at 88% on its own attempts" in weak_fail.text
 
 
 def test_at_the_cap_a_scenario_passes_only_when_the_evidence_favours_fine() -> None:
