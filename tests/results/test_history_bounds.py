@@ -94,6 +94,18 @@ def test_a_run_counted_twice_counts_once(tmp_path: Path) -> None:
     )
 
 
+def _gated_by(baseline: Path) -> Path:
+    """A later run of the same suite, gated against ``baseline`` (a baseline cannot be the
+    run it gates: another start time and commit, no history of its own)."""
+    raw = json.loads(baseline.read_text(encoding="utf-8"))
+    raw["metadata"]["started_at"] = "2099-01-01T00:00:00Z"
+    raw["metadata"]["git_sha"] = "f" * 40
+    raw.pop("history", None)
+    gated = baseline.with_name("gated.json")
+    gated.write_text(json.dumps(raw), encoding="utf-8")
+    return gated
+
+
 def test_a_bounded_history_gives_the_verdict_the_window_gives(tmp_path: Path) -> None:
     """Cutting while reading changes nothing a reader sees: the comparison against a 2,000-run
     history is the one against its last window."""
@@ -104,7 +116,8 @@ def test_a_bounded_history_gives_the_verdict_the_window_gives(tmp_path: Path) ->
     change = compare(baseline, baseline).change_for(SID)
     assert change is not None and change.history is not None
     assert change.history.attempts == 20  # the default window of the last runs, plus its own
-    code = main(["report", "--results", str(path), "--baseline", str(path), "--no-github"])
+    gated = str(_gated_by(path))
+    code = main(["report", "--results", gated, "--baseline", str(path), "--no-github"])
     assert code in (ExitCode.PASSED, ExitCode.GATE_FAILED)
 
 
@@ -126,5 +139,6 @@ def test_a_malformed_run_or_count_is_dropped_not_a_crash(tmp_path: Path) -> None
     assert history is not None
     assert [r.started_at for r in history.runs] == [_run_id(0), _run_id(1)]
     assert history.scenarios[SID].counts == (RunCount(_run_id(0), 3, 4, "passed"),)
-    code = main(["report", "--results", str(path), "--baseline", str(path), "--no-github"])
+    gated = str(_gated_by(path))
+    code = main(["report", "--results", gated, "--baseline", str(path), "--no-github"])
     assert code in (ExitCode.PASSED, ExitCode.GATE_FAILED)
