@@ -362,7 +362,9 @@ def run_cost_line(results: RunResults) -> str:
     of ``SequentialRule``: judge flipping 10%, agent failing 5% on its own); "" when no
     scenario ran."""
     rule = recorded_rule(results)
-    ran = [s for s in results.scenarios if s.sampling is not None]
+    # A scenario whose attempts were all skipped (the error brake) sampled nothing: counted,
+    # it made "(-1 more than one each)".
+    ran = [s for s in results.scenarios if s.sampling is not None and s.sampling.attempts > 0]
     if not ran:
         return ""
     attempts = sum(s.sampling.attempts for s in ran if s.sampling)

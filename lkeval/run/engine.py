@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,7 +34,7 @@ from lkeval.run.attempt import (
     ScenarioAttempt,
     Slot,
 )
-from lkeval.run.systemic import ErrorBrake
+from lkeval.run.systemic import ErrorBrake, recurring_failure
 from lkeval.scenarios.model import Scenario, Selection
 
 
@@ -74,6 +74,7 @@ AskAgain = Callable[[Scenario, Attempt], Awaitable[Attempt]]
 """Ask the judge once more about an attempt's transcript: the attempt with one more vote."""
 
 RUN_ATTEMPTS_PER_SCENARIO = defaults.RUN_ATTEMPTS_PER_SCENARIO
+NOT_SAMPLED = "the same failure at boot in every attempt, not sampled as noise"
 
 
 def attempt_factory(
@@ -347,18 +348,59 @@ class Engine:
         self._attempts[scenario.id][attempt_no - 1] = attempt
 
     async def _start(self, scenario: Scenario, count: int, slots: AgentSlots) -> range:
-        """Run ``count`` more attempts of ``scenario`` at once; their numbers."""
+        """Run ``count`` more attempts of ``scenario`` at once; their numbers.
+
+        Once the attempts that finished all failed at boot the same way
+        (:func:`~lkeval.run.systemic.recurring_failure`), the others are stopped and dropped:
+        they would fail the same way, and the scenario ends on the one that did."""
         attempts = self._attempts[scenario.id]
         numbers = range(len(attempts) + 1, len(attempts) + count + 1)
         attempts.extend([None] * count)
-        await asyncio.gather(*(self._attempt(scenario, n, slots) for n in numbers))
+        tasks = {n: asyncio.ensure_future(self._attempt(scenario, n, slots)) for n in numbers}
+        pending = set(tasks.values())
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    task.result()
+                if pending and self._recurring(scenario) is not None:
+                    await _cancelled(pending)
+                    for n, task in tasks.items():
+                        if task in pending:
+                            attempts[n - 1] = None
+                    self._budget += len(pending)
+                    pending = set()
+        except BaseException:
+            await _cancelled(set(tasks.values()))
+            raise
         return numbers
+
+    def _recurring(self, scenario: Scenario) -> str | None:
+        """The boot failure every finished attempt of ``scenario`` ended on, if one recurs."""
+        return recurring_failure([a for a in self._attempts[scenario.id] if a is not None])
+
+    def _not_sampled(self, scenario: Scenario, mode: str) -> ScenarioResult | None:
+        """The scenario's result when a failure at boot recurs: an ``error`` after the
+        attempts it took, worded as what it is, not as a sampled pass rate (None otherwise)."""
+        reason = self._recurring(scenario)
+        if reason is None:
+            return None
+        done = [a for a in self._attempts[scenario.id] if a is not None]
+        ran = sum(1 for a in done if a.status != "skipped")
+        text = (
+            f"stopped after {ran} attempt(s): the agent failed at boot with an error that "
+            "recurs, so no further attempt was sampled"
+        )
+        sampling = Sampling(mode, "failed", 0, ran, text=text)
+        reason = f"{NOT_SAMPLED}: {reason}"
+        return self._scenario_result(scenario, "error", reason, done, None, sampling)
 
     async def _fixed(self, scenario: Scenario, slots: AgentSlots) -> None:
         repeat, _ = self.plan(scenario)
         await self._start(scenario, repeat, slots)
         done = [a for a in self._attempts[scenario.id] if a is not None]
-        self._complete(scenario, self._combine(scenario, done))
+        stopped = self._not_sampled(scenario, "fixed")
+        self._complete(scenario, stopped or self._combine(scenario, done))
 
     async def _sequential(self, scenario: Scenario, slots: AgentSlots) -> None:
         """Attempts while the verdict is uncertain: each round starts as many as the rule will
@@ -377,6 +419,10 @@ class Engine:
                 break
             self._budget -= count
             numbers = await self._start(scenario, count, slots)
+            stopped = self._not_sampled(scenario, "sequential")
+            if stopped is not None:
+                self._complete(scenario, stopped)
+                return
             self._budget += self._replayed(scenario, numbers)
             for n in numbers:
                 obs = await self._observe(scenario, n, seen)
@@ -520,3 +566,10 @@ class Engine:
             latency_budget=dict(scenario.latency),
             sampling=sampling,
         )
+
+
+async def _cancelled(tasks: Collection[asyncio.Future[None]]) -> None:
+    """Cancel ``tasks`` and wait until each has unwound (its agent stopped)."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
