@@ -27,12 +27,12 @@ from lkeval.publish.github.remote_baseline import FetchedBaseline, fetch_baselin
 from lkeval.publish.github.step import StepSettings, publish_step
 from lkeval.reporters import REPORTER_BY_NAME, Report
 from lkeval.results.baseline import Comparison, compare
-from lkeval.results.calibration import calibrated_errors
+from lkeval.results.calibration import calibrated_errors, calibrations
 from lkeval.results.consistency import status_problem
 from lkeval.results.gate import GateOutcome, evaluate_gate, gate_line
 from lkeval.results.history import DEFAULT_WINDOW as DEFAULT_HISTORY_RUNS
 from lkeval.results.history import digests, rolled, with_history
-from lkeval.results.model import RunResults
+from lkeval.results.model import Calibration, RunResults
 from lkeval.results.results_json import ResultsFileError, dump_results, load_results
 from lkeval.results.sampling import recheck, run_cost_line
 from lkeval.text.masking import mask, mask_results
@@ -221,16 +221,16 @@ class RunWriters:
     #: The baseline resolved before the first boot (a fetch happens once), for ``finish``.
     baseline: list[FetchedBaseline] = dataclasses.field(default_factory=list)
 
-    def check_baseline(self) -> dict[str, tuple[str, float]]:
+    def check_baseline(self) -> dict[str, tuple[str, Calibration]]:
         fetched = resolve_baseline(self.options)
         if fetched is not None:
             self.baseline.append(fetched)
-        # The judge errors the baseline's history calibrated, for the engine's stopping rule
-        # (lkeval.results.calibration); the engine checks each scenario's content digest.
+        # The judge calibrations of the baseline's history, for the engine's stopping rule and
+        # its unfit judges (lkeval.results.calibration); the engine checks each content digest.
         baseline = self._baseline_results()
         if baseline is None:
             return {}
-        return calibrated_errors(rolled(baseline, self.options.history_runs), {})
+        return calibrations(rolled(baseline, self.options.history_runs), {})
 
     def lock(self, results_dir: Path) -> AbstractContextManager[object]:
         return ResultsDirLock(results_dir)

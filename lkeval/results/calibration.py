@@ -9,7 +9,9 @@ votes claims little), rounded up to a hundredth and held within
 (a 90%-broken scenario caught in at least 99% of runs, ``docs/sampling.md``), spending more
 attempts on a scenario whose judge is noisier. A judge that passes half of a scenario's broken
 controls (or fails half the votes on its good transcript) cannot tell that scenario's good
-conversations from its broken ones, and the reports say so.
+conversations from its broken ones, and the reports say so; and its judge's passes cannot pass
+the gate: the scenario is an ``error`` naming the counts (:func:`unfit_reason`), unless
+``--allow-weak-judge``, which the gate line then names.
 
 Only a calibration from the baseline's history is used (a pull request's own results file could
 claim any rate), keyed by the scenario's content digest like the history itself.
@@ -27,6 +29,11 @@ from lkeval.results.sampling import SequentialRule
 
 MIN_JUDGE_ERROR = 0.05
 MAX_JUDGE_ERROR = 0.25
+#: How the reason of a scenario begins whose passing decision its judge could not vouch for
+#: (a calibration that says it cannot tell, or a paired known-bad control it passed too).
+JUDGE_UNFIT = "judge unfit:"
+#: How the reason of a scenario begins that passed on such a judge by ``--allow-weak-judge``.
+WEAK_JUDGE_ALLOWED = "passed on a judge measured unfit (--allow-weak-judge):"
 
 
 def error_bound(calibration: Calibration) -> float:
@@ -59,10 +66,24 @@ def describe_calibration(calibration: Calibration) -> str:
     )
 
 
-def calibrated_errors(
+def unfit_reason(calibration: Calibration) -> str | None:
+    """Why the judge's verdicts on this scenario cannot pass the gate (:func:`cannot_tell`), in
+    the calibration's own counts; None when it can tell."""
+    c = calibration
+    if not cannot_tell(c):
+        return None
+    if 2 * c.false_passes >= c.control_votes > 0:
+        why = f"the judge passed {c.false_passes} of {c.control_votes} known-bad controls"
+    else:
+        why = f"the judge failed {c.false_fails} of {c.good_votes} votes on a good conversation"
+    when = f", {c.measured_at}" if c.measured_at else ""
+    return f"{why} of this scenario (lkeval calibrate{when})"
+
+
+def calibrations(
     history: History | None, digests: Mapping[str, str]
-) -> dict[str, tuple[str, float]]:
-    """Scenario id -> (content digest, judge error) for every calibrated scenario of
+) -> dict[str, tuple[str, Calibration]]:
+    """Scenario id -> (content digest, calibration) for every calibrated scenario of
     ``history`` whose content is the one in ``digests`` (all of them when ``digests`` is
     empty: the engine checks each scenario's digest itself)."""
     if history is None:
@@ -73,8 +94,16 @@ def calibrated_errors(
             continue
         if digests and digests.get(scenario_id) != entry.digest:
             continue
-        found[scenario_id] = (entry.digest, judge_error(entry.calibration))
+        found[scenario_id] = (entry.digest, entry.calibration)
     return found
+
+
+def calibrated_errors(
+    history: History | None, digests: Mapping[str, str]
+) -> dict[str, tuple[str, float]]:
+    """Scenario id -> (content digest, judge error) of :func:`calibrations`."""
+    found = calibrations(history, digests)
+    return {sid: (digest, judge_error(c)) for sid, (digest, c) in found.items()}
 
 
 def rule_with(rule: SequentialRule, error: float | None) -> SequentialRule:
@@ -86,12 +115,16 @@ def rule_with(rule: SequentialRule, error: float | None) -> SequentialRule:
 
 
 __all__ = [
+    "JUDGE_UNFIT",
     "MAX_JUDGE_ERROR",
     "MIN_JUDGE_ERROR",
+    "WEAK_JUDGE_ALLOWED",
     "calibrated_errors",
+    "calibrations",
     "cannot_tell",
     "describe_calibration",
     "error_bound",
     "judge_error",
     "rule_with",
+    "unfit_reason",
 ]

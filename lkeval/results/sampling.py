@@ -344,6 +344,12 @@ def judge_votes(attempt: Attempt) -> tuple[int, int] | None:
     return passed, len(votes) - passed
 
 
+def judge_passed(attempt: Attempt) -> bool:
+    """Whether the conversation judge's verdict on this attempt is a pass (what a paired
+    control and a calibration check, ``lkeval.run.engine``)."""
+    return any(v.source == JUDGE_SOURCE and v.verdict == "pass" for v in attempt.verdicts)
+
+
 def observe(attempt: Attempt) -> Observation | None:
     """What an attempt says for the stopping rule: its judge votes when the judge alone decided
     it, else a definite pass or fail (an error never helps a scenario pass); None when it was

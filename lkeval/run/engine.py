@@ -14,17 +14,19 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from lkeval import defaults
-from lkeval.results.calibration import rule_with
+from lkeval.results.calibration import JUDGE_UNFIT, WEAK_JUDGE_ALLOWED, rule_with
+from lkeval.results.controls import PairedVotes
 from lkeval.results.model import Attempt, Sampling, ScenarioResult, Status
 from lkeval.results.sampling import (
     Observation,
     SequentialRule,
     describe,
     describe_fixed,
+    judge_passed,
     observe,
 )
 from lkeval.run.attempt import (
@@ -73,6 +75,10 @@ AttemptFactory = Callable[[Scenario, int], AttemptRunner]
 AskAgain = Callable[[Scenario, Attempt], Awaitable[Attempt]]
 """Ask the judge once more about an attempt's transcript: the attempt with one more vote."""
 
+CheckControl = Callable[[Scenario, Attempt], Awaitable["tuple[Attempt, PairedVotes] | None"]]
+"""Ask the judge about a passing attempt's paired known-bad control (:mod:`lkeval.run.control`):
+the attempt (its usage counting the calls) and the answers; None when no control can be built."""
+
 RUN_ATTEMPTS_PER_SCENARIO = defaults.RUN_ATTEMPTS_PER_SCENARIO
 NOT_SAMPLED = "the same failure at boot in every attempt, not sampled as noise"
 
@@ -112,6 +118,11 @@ class EngineOptions:
     judge_errors: dict[str, tuple[str, float]] = field(default_factory=dict)
     # Agents are forked from the fork server (False: cold starts, each boot ~2.5 CPU-s)
     warm_starts: bool = True
+    # scenario id -> (content digest, why) for each scenario whose calibration in the
+    # baseline's history says the judge cannot tell good from broken (unfit_reason): its
+    # judge's passes cannot pass, unless allow_weak_judge (--allow-weak-judge)
+    unfit_judges: dict[str, tuple[str, str]] = field(default_factory=dict)
+    allow_weak_judge: bool = False
 
     def rule_for(self, scenario: Scenario) -> SequentialRule:
         """The sequential test of ``scenario``: the run's, with its calibrated judge error
@@ -238,6 +249,7 @@ class Engine:
         progress: ProgressObserver,
         options: EngineOptions,
         ask_again: AskAgain | None = None,
+        check_control: CheckControl | None = None,
     ) -> None:
         self.make_attempt = make_attempt
         self.progress = progress
@@ -248,6 +260,7 @@ class Engine:
         self._scenarios: list[Scenario] = []
         self._brake = ErrorBrake(options.max_errors)
         self.ask_again = ask_again
+        self.check_control = check_control
         self._budget = 0
 
     def plan(self, scenario: Scenario) -> tuple[int, int]:
@@ -400,7 +413,8 @@ class Engine:
         await self._start(scenario, repeat, slots)
         done = [a for a in self._attempts[scenario.id] if a is not None]
         stopped = self._not_sampled(scenario, "fixed")
-        self._complete(scenario, stopped or self._combine(scenario, done))
+        result = stopped or await self._vouched(scenario, self._combine(scenario, done))
+        self._complete(scenario, result)
 
     async def _sequential(self, scenario: Scenario, slots: AgentSlots) -> None:
         """Attempts while the verdict is uncertain: each round starts as many as the rule will
@@ -432,7 +446,39 @@ class Engine:
                     break
                 seen.append(obs)
         done = [a for a in self._attempts[scenario.id] if a is not None]
-        self._complete(scenario, self._decide(scenario, done, seen, why_undecided))
+        result = self._decide(scenario, done, seen, why_undecided)
+        self._complete(scenario, await self._vouched(scenario, result))
+
+    async def _vouched(self, scenario: Scenario, result: ScenarioResult) -> ScenarioResult:
+        """A pass the conversation judge gave, kept only if the judge can vouch for it: its
+        calibration does not say it cannot tell (unless ``--allow-weak-judge``), and it fails
+        the paired known-bad control of the passing transcript (:mod:`lkeval.run.control`)."""
+        judged = [a for a in result.attempts if a.status == "passed" and judge_passed(a)]
+        if result.status != "passed" or not judged:
+            return result
+        unfit = self.options.unfit_judges.get(scenario.id)
+        if unfit is not None and unfit[0] == scenario.digest:
+            if not self.options.allow_weak_judge:
+                why = f"{JUDGE_UNFIT} {unfit[1]}: its passes cannot pass the gate"
+                return replace(result, status="error", reason=f"{why} (--allow-weak-judge)")
+            result = replace(result, reason=f"{WEAK_JUDGE_ALLOWED} {unfit[1]}")
+        if self.check_control is None:
+            return result
+        checked = await self.check_control(scenario, judged[0])
+        if checked is None:
+            return result
+        attempt, votes = checked
+        attempts = [attempt if a is judged[0] else a for a in result.attempts]
+        self._attempts[scenario.id] = list(attempts)
+        result = replace(result, attempts=tuple(attempts))
+        if attempt.status != "passed" or not votes.passes or votes.passed_it:
+            why = votes.text() if votes.passes else "no answer on a known-bad version of it"
+            why = attempt.reason if attempt.status != "passed" else why
+            return replace(result, status="error", reason=f"{JUDGE_UNFIT} {why}")
+        if result.sampling is not None:
+            text = f"{result.sampling.text}; {votes.text()}"
+            result = replace(result, sampling=replace(result.sampling, text=text))
+        return result
 
     def _replayed(self, scenario: Scenario, numbers: range) -> int:
         """How many of these attempts replayed in full from cassettes (``--cassettes``): they

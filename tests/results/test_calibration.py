@@ -225,5 +225,7 @@ def test_a_run_hands_the_baselines_calibrations_to_its_stopping_rule(tmp_path: P
     options = RunOptions(
         agent="agent.py", scenarios=("s.yaml",), report=ReportOptions(baseline=str(base_path))
     )
-    assert RunWriters(options.report, io.StringIO()).check_baseline() == {"SCN_book": ("d1", 0.09)}
+    found = RunWriters(options.report, io.StringIO()).check_baseline()
+    assert found == {"SCN_book": ("d1", cal(0, 40, 0, 40))}
+    assert judge_error(found["SCN_book"][1]) == 0.09
     assert RunWriters(ReportOptions(), io.StringIO()).check_baseline() == {}
