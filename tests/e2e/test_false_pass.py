@@ -285,10 +285,10 @@ def test_a_judge_that_passes_the_known_bad_canary_stops_the_run_before_any_boot(
 
 def test_a_weak_judge_allowed_to_run_is_named_in_every_report(matrix: dict[str, Any]) -> None:
     check = matrix["results"]["metadata"]["judge_check"]
-    assert check["weak"] is True and check["known_fail_votes"] == ["pass"] * 3
-    said = "passed the known-bad canary transcript (it answered pass, pass, pass)"
+    assert check["weak"] is True and check["known_fail_votes"] == ["pass"] * 6
+    said = "passed the known-bad canary transcripts (it answered pass 6 of 6)"
     assert said in check["warning"] and "--allow-weak-judge" in check["warning"]
-    assert "WARNING: judge preflight (known-bad canary pass, pass, pass;" in matrix["proc"].stdout
+    assert "WARNING: judge preflight (known-bad canaries pass 6 of 6;" in matrix["proc"].stdout
     assert said in html.unescape(matrix["markdown"])
     for suite in matrix["junit"].iter("testsuite"):
         suite_props = {
