@@ -27,7 +27,7 @@ from lkeval.publish.github.remote_baseline import FetchedBaseline, fetch_baselin
 from lkeval.publish.github.step import StepSettings, publish_step
 from lkeval.reporters import REPORTER_BY_NAME, Report
 from lkeval.results.baseline import Comparison, compare
-from lkeval.results.calibration import calibrated_errors, calibrations
+from lkeval.results.calibration import calibrated_errors, calibrations, unfit_passes
 from lkeval.results.consistency import status_problem
 from lkeval.results.gate import GateOutcome, evaluate_gate, gate_line
 from lkeval.results.history import DEFAULT_WINDOW as DEFAULT_HISTORY_RUNS
@@ -125,6 +125,8 @@ def decide(
     # baseline's calibration sets (never the ones the results file records for itself).
     errors = baseline_judge_errors(results, baseline_results, options.history_runs)
     results = recheck(results, errors)
+    if baseline_results is not None:  # a judge its calibration calls unfit passes nothing
+        results = unfit_passes(results, rolled(baseline_results, options.history_runs))
     comparison = load_comparison(results, baseline, options.history_runs)
     gate = evaluate_gate(
         results,

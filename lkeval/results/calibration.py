@@ -23,9 +23,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 
-from lkeval.results.model import Calibration, History
+from lkeval.results.model import Calibration, History, RunResults
 from lkeval.results.pass_rates import wilson_interval
-from lkeval.results.sampling import SequentialRule
+from lkeval.results.sampling import SequentialRule, judge_passed
 
 MIN_JUDGE_ERROR = 0.05
 MAX_JUDGE_ERROR = 0.25
@@ -106,6 +106,30 @@ def calibrated_errors(
     return {sid: (digest, judge_error(c)) for sid, (digest, c) in found.items()}
 
 
+def unfit_passes(results: RunResults, history: History | None) -> RunResults:
+    """``results`` with each pass the conversation judge gave on a scenario whose calibration in
+    ``history`` (a trusted baseline's) says it cannot tell made an ``error``, as ``lkeval run``
+    decides it, unless the file says ``--allow-weak-judge`` let it pass (the gate line then
+    names it). ``lkeval report`` gates a file a pull request may have written with this."""
+    digests = results.metadata.suite.scenarios if results.metadata.suite else {}
+    found = calibrations(history, digests) if digests else {}
+    scenarios = []
+    for scenario in results.scenarios:
+        entry = found.get(scenario.scenario_id)
+        why = unfit_reason(entry[1]) if entry is not None else None
+        judged = any(a.status == "passed" and judge_passed(a) for a in scenario.attempts)
+        if (
+            why is not None
+            and scenario.status == "passed"
+            and judged
+            and not scenario.reason.startswith(WEAK_JUDGE_ALLOWED)
+        ):
+            reason = f"{JUDGE_UNFIT} {why}: its passes cannot pass the gate (--allow-weak-judge)"
+            scenario = replace(scenario, status="error", reason=reason)
+        scenarios.append(scenario)
+    return replace(results, scenarios=tuple(scenarios))
+
+
 def rule_with(rule: SequentialRule, error: float | None) -> SequentialRule:
     """``rule`` assuming the judge error ``error`` (None: unchanged); out-of-range values are
     held within the bounds."""
@@ -126,5 +150,6 @@ __all__ = [
     "error_bound",
     "judge_error",
     "rule_with",
+    "unfit_passes",
     "unfit_reason",
 ]
