@@ -61,6 +61,8 @@ from lkeval.text.masking import clip
 
 #: How the reason begins when a scenario's ``mock_tools`` name a tool the agent does not have.
 MOCK_TOOLS_REASON = "the scenario's mock_tools do not fit the agent:"
+#: How the reason of an agent that died before it was prepared begins (import, entrypoint).
+BOOT_FAILURE = "agent failed to boot:"
 CRASH_MARKERS = ('"reason": "job crashed"', "reason=job crashed", "job crashed")
 # A Python exception line, dotted names included: ``openai.OpenAIError: Missing credentials``,
 # ``livekit.agents.cli.discover.CLIError: Could not find AgentServer``.
@@ -343,7 +345,7 @@ class AgentProcess:
         if died in done:
             reason = died.result()
             if not reason.startswith(MOCK_TOOLS_REASON):
-                reason = f"agent failed to boot: {reason}"
+                reason = f"{BOOT_FAILURE} {reason}"
             raise AgentFailure(reason, self.log_tail())
         what = "connect"
         if phase == "prepare":

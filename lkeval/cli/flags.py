@@ -353,7 +353,8 @@ def _add_judging(group: argparse._ArgumentGroup) -> None:
         "--allow-weak-judge",
         action="store_true",
         help="run even when the judge passes the preflight's known-bad canary (default: stop, "
-        "exit 2); every report then says the judge failed its canary",
+        "exit 2), and let its passes count on scenarios its calibration says it cannot judge "
+        "(default: error); every report and the gate line then say so",
     )
     group.add_argument(
         "--max-turns",

@@ -28,12 +28,12 @@ from lkeval.publish.github.remote_baseline import FetchedBaseline, fetch_baselin
 from lkeval.publish.github.step import StepSettings, publish_step
 from lkeval.reporters import REPORTER_BY_NAME, Report
 from lkeval.results.baseline import Comparison, compare, same_run
-from lkeval.results.calibration import calibrated_errors
+from lkeval.results.calibration import calibrated_errors, calibrations, unfit_passes
 from lkeval.results.consistency import status_problem
 from lkeval.results.gate import GateOutcome, evaluate_gate, gate_line
 from lkeval.results.history import DEFAULT_WINDOW as DEFAULT_HISTORY_RUNS
 from lkeval.results.history import digests, rolled, with_history
-from lkeval.results.model import RunResults
+from lkeval.results.model import Calibration, RunResults
 from lkeval.results.results_json import ResultsFileError, dump_results, load_results
 from lkeval.results.sampling import recheck, recorded_rule, run_cost_line
 from lkeval.results.sensitivity import sensitivity_line
@@ -153,6 +153,8 @@ def decide(
     if results.metadata.sampling_rule:  # the reports' figures are the gate's rule's
         meta = dataclasses.replace(results.metadata, sampling_rule=dataclasses.asdict(rule))
         results = dataclasses.replace(results, metadata=meta)
+    if baseline_results is not None:  # a judge its calibration calls unfit passes nothing
+        results = unfit_passes(results, rolled(baseline_results, options.history_runs))
     comparison = load_comparison(results, baseline, options.history_runs)
     gate = evaluate_gate(
         results,
@@ -251,16 +253,16 @@ class RunWriters:
     #: The baseline resolved before the first boot (a fetch happens once), for ``finish``.
     baseline: list[FetchedBaseline] = dataclasses.field(default_factory=list)
 
-    def check_baseline(self) -> dict[str, tuple[str, float]]:
+    def check_baseline(self) -> dict[str, tuple[str, Calibration]]:
         fetched = resolve_baseline(self.options)
         if fetched is not None:
             self.baseline.append(fetched)
-        # The judge errors the baseline's history calibrated, for the engine's stopping rule
-        # (lkeval.results.calibration); the engine checks each scenario's content digest.
+        # The judge calibrations of the baseline's history, for the engine's stopping rule and
+        # its unfit judges (lkeval.results.calibration); the engine checks each content digest.
         baseline = self._baseline_results()
         if baseline is None:
             return {}
-        return calibrated_errors(rolled(baseline, self.options.history_runs), {})
+        return calibrations(rolled(baseline, self.options.history_runs), {})
 
     def lock(self, results_dir: Path) -> AbstractContextManager[object]:
         return ResultsDirLock(results_dir)

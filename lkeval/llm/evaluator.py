@@ -96,11 +96,11 @@ class LLMEvaluator:
         return hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
 
     def preflight(self, out: TextIO) -> JudgeCheck | None:
-        """Name the models in use on ``out``, then check the judge on two canaries.
+        """Name the models in use on ``out``, then check the judge on its canaries.
 
         Runs before any agent boots. Raises
         :class:`lkeval.llm.preflight.JudgePreflightError` (exit 2) when the judge cannot
-        produce a verdict or passes the known-bad canary (unless ``--allow-weak-judge``); any
+        produce a verdict or passes the known-bad canaries (unless ``--allow-weak-judge``); any
         other wrong canary verdict is printed as a warning and returned.
         """
         names = [f"{s.role} {s.model} at {s.host}" for s in self.llms_in_use()]

@@ -8,27 +8,18 @@ doubt. The first ask also learns how this endpoint gives a verdict
 (:func:`lkeval.llm.judge.learn_verdict_form`): the run then asks in that form. Both cases stop
 the run (exit 2, naming the endpoint) before any agent boots; the second can
 be overridden with ``--allow-weak-judge``, and the run then says in every report that its
-judge failed the canary. A wrong verdict on the known-good canary is a warning (expect false
+judge failed the canaries. A wrong verdict on the known-good canary is a warning (expect false
 failures), never a stop: it cannot make a broken agent pass.
 
 How many times each canary is asked
 -----------------------------------
-Each canary is asked up to :data:`CANARY_ASKS` = 5 times and decided by the first side to
-reach :data:`CANARY_MAJORITY` = 3 answers (so 3 asks when the judge is consistent, at most 5):
-the known-bad canary is *passed* when 3 answers count as a pass under the gate's rule (``pass``,
-or ``maybe`` with ``--maybe-is-pass``). Stopping early does not change the outcome, which is
-that of the majority of all 5. With a judge that gets each answer wrong independently with
-probability ``p``, the run is stopped with probability ``P(Binomial(5, p) >= 3)``:
-
-* ``p = 0.1`` (a decent judge flipping 10% of its verdicts):
-  ``10·p³·(1-p)² + 5·p⁴·(1-p) + p⁵ = 0.0081 + 0.00045 + 0.00001 = 0.00856``, stopped in 0.86%
-  of runs (at most 1%, as required);
-* ``p = 1`` (a judge that passes everything): stopped in every run (3 of 3 passes);
-* ``p = 0.3``: 16.3%; ``p = 0.5``: 50%.
-
-The alternatives are worse: asking once stops a 10% flipper in 10% of runs; two asks that must
-agree stop it in exactly 1% but a 50% judge in only 25%; three that must agree, 0.1% and 12.5%.
-``tests/llm/test_judge_preflight.py`` checks these numbers exactly.
+The known-bad side is six distinct canaries (:data:`lkeval.llm.canaries.KNOWN_FAILS`), asked in
+rounds of one ask each and read by a sequential test (:mod:`lkeval.llm.canaries`): a judge that
+passes known-bad conversations 30% of the time and is right otherwise is stopped in 95.08% of
+preflights, one flipping 10% of its verdicts in 0.91%, at 12 asks for a judge that fails them
+all. The known-good canary is asked up to :data:`CANARY_ASKS` = 5 times and decided by the
+first side to reach :data:`CANARY_MAJORITY` = 3 answers (3 asks when the judge is consistent):
+a wrong verdict there is a warning only.
 """
 
 from __future__ import annotations
@@ -40,6 +31,8 @@ from typing import TypeVar
 
 from livekit.agents.llm import LLM
 
+from lkeval.llm.canaries import KNOWN_FAILS, MAX_ASKS
+from lkeval.llm.canaries import verdict as canary_verdict
 from lkeval.llm.client import LLMError, build_llm
 from lkeval.llm.config import LLMConfigError, LLMSpec
 from lkeval.llm.judge import JudgeError, judge_conversation, learn_verdict_form
@@ -105,6 +98,21 @@ class _Canary:
         return max(self.votes, key=self.votes.count)
 
 
+async def _ask_known_fails(
+    asks: Sequence[Callable[[], Awaitable[VerdictValue]]], maybe_is_pass: bool
+) -> _Canary:
+    """Ask every known-bad canary once a round until the sequential test decides
+    (:func:`lkeval.llm.canaries.verdict`); ``passed``: the judge is weak."""
+    votes: list[VerdictValue] = []
+    while True:
+        size = min(len(asks), MAX_ASKS - len(votes))
+        votes += await _all([ask() for ask in asks[:size]])
+        passes = sum(counts_as_pass(v, maybe_is_pass) for v in votes)
+        decided = canary_verdict(passes, len(votes))
+        if decided:
+            return _Canary(tuple(votes), decided == "weak")
+
+
 async def _ask_canary(ask: Callable[[], Awaitable[VerdictValue]], maybe_is_pass: bool) -> _Canary:
     """Ask until one side (counted as pass, or not) has :data:`CANARY_MAJORITY` answers.
 
@@ -125,11 +133,13 @@ async def check_judge(
     """Judge both canaries; raise :class:`JudgePreflightError` if either has no verdict and
     :class:`WeakJudgeError` if the known-bad one counts as a pass (unless ``allow_weak``)."""
 
-    def asker(transcript: Sequence[TranscriptItem]) -> Callable[[], Awaitable[VerdictValue]]:
+    def asker(
+        transcript: Sequence[TranscriptItem],
+        expectations: str = CANARY_EXPECTATIONS,
+        instructions: str = CANARY_INSTRUCTIONS,
+    ) -> Callable[[], Awaitable[VerdictValue]]:
         async def one() -> VerdictValue:
-            verdict, _ = await judge_conversation(
-                llm, spec, transcript, CANARY_EXPECTATIONS, CANARY_INSTRUCTIONS
-            )
+            verdict, _ = await judge_conversation(llm, spec, transcript, expectations, instructions)
             return verdict.verdict
 
         return one
@@ -143,7 +153,7 @@ async def check_judge(
         )
         bad, good = await _all(
             [
-                _ask_canary(asker(KNOWN_FAIL), maybe_is_pass),
+                _ask_known_fails([asker(*canary) for canary in KNOWN_FAILS], maybe_is_pass),
                 _ask_canary(asker(KNOWN_PASS), maybe_is_pass),
             ]
         )
@@ -158,7 +168,7 @@ async def check_judge(
     judge = f"the judge ({spec.model} at {spec.host})"
     if bad.passed and not allow_weak:
         raise WeakJudgeError(
-            f"judge preflight: {judge} passed the known-bad canary transcript "
+            f"judge preflight: {judge} passed the known-bad canary transcripts "
             f"({_answered(bad, maybe_is_pass)}), so the gate would pass broken agents; no agent "
             "was started. Use a stronger judge model, or --allow-weak-judge to run anyway "
             "(every report then says the judge failed its canary)"
@@ -166,7 +176,7 @@ async def check_judge(
     warnings = []
     if bad.passed:
         warnings.append(
-            f"{judge} passed the known-bad canary transcript ({_answered(bad, maybe_is_pass)}) "
+            f"{judge} passed the known-bad canary transcripts ({_answered(bad, maybe_is_pass)}) "
             "and the run went on only because of --allow-weak-judge: this gate can pass "
             "broken agents"
         )
@@ -205,18 +215,26 @@ async def _all(work: Sequence[Awaitable[T]]) -> list[T]:
 
 def _answered(canary: _Canary, maybe_is_pass: bool) -> str:
     """``it answered maybe, maybe, pass; maybe counts as a pass with --maybe-is-pass``."""
-    text = f"it answered {', '.join(canary.votes)}"
+    text = f"it answered {_votes(canary.votes)}"
     if "maybe" in canary.votes:
         rule = "counts as a pass with" if maybe_is_pass else "counts as a fail without"
         text += f"; maybe {rule} --maybe-is-pass"
     return text
 
 
+def _votes(votes: Sequence[str]) -> str:
+    """``pass, fail, fail``; past five, counted: ``fail 11, pass 1 of 12``."""
+    if len(votes) <= CANARY_ASKS:
+        return ", ".join(votes)
+    counts = ", ".join(f"{v} {votes.count(v)}" for v in sorted(set(votes), key=votes.index))
+    return f"{counts} of {len(votes)}"
+
+
 def preflight_line(check: JudgeCheck, maybe_is_pass: bool = False) -> str:
     """The line a run prints: what the judge answered on each canary, and what that means."""
-    bad = ", ".join(check.known_fail_votes) or check.known_fail
+    bad = _votes(check.known_fail_votes) or check.known_fail
     good = ", ".join(check.known_pass_votes) or check.known_pass
-    verdicts = f"known-bad canary {bad}; known-good canary {good}"
+    verdicts = f"known-bad canaries {bad}; known-good canary {good}"
     if check.warning:
         return f"WARNING: judge preflight ({verdicts}): {check.warning}"
     line = f"judge preflight: {verdicts}: the judge tells them apart"

@@ -9,7 +9,9 @@ votes claims little), rounded up to a hundredth and held within
 (a 90%-broken scenario caught in at least 99% of runs, ``docs/sampling.md``), spending more
 attempts on a scenario whose judge is noisier. A judge that passes half of a scenario's broken
 controls (or fails half the votes on its good transcript) cannot tell that scenario's good
-conversations from its broken ones, and the reports say so.
+conversations from its broken ones, and the reports say so; and its judge's passes cannot pass
+the gate: the scenario is an ``error`` naming the counts (:func:`unfit_reason`), unless
+``--allow-weak-judge``, which the gate line then names.
 
 Only a calibration from the baseline's history is used (a pull request's own results file could
 claim any rate), keyed by the scenario's content digest like the history itself.
@@ -21,12 +23,17 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 
-from lkeval.results.model import Calibration, History
+from lkeval.results.model import Calibration, History, RunResults
 from lkeval.results.pass_rates import wilson_interval
-from lkeval.results.sampling import SequentialRule
+from lkeval.results.sampling import SequentialRule, judge_passed
 
 MIN_JUDGE_ERROR = 0.05
 MAX_JUDGE_ERROR = 0.25
+#: How the reason of a scenario begins whose passing decision its judge could not vouch for
+#: (a calibration that says it cannot tell, or a paired known-bad control it passed too).
+JUDGE_UNFIT = "judge unfit:"
+#: How the reason of a scenario begins that passed on such a judge by ``--allow-weak-judge``.
+WEAK_JUDGE_ALLOWED = "passed on a judge measured unfit (--allow-weak-judge):"
 
 
 def error_bound(calibration: Calibration) -> float:
@@ -59,10 +66,24 @@ def describe_calibration(calibration: Calibration) -> str:
     )
 
 
-def calibrated_errors(
+def unfit_reason(calibration: Calibration) -> str | None:
+    """Why the judge's verdicts on this scenario cannot pass the gate (:func:`cannot_tell`), in
+    the calibration's own counts; None when it can tell."""
+    c = calibration
+    if not cannot_tell(c):
+        return None
+    if 2 * c.false_passes >= c.control_votes > 0:
+        why = f"the judge passed {c.false_passes} of {c.control_votes} known-bad controls"
+    else:
+        why = f"the judge failed {c.false_fails} of {c.good_votes} votes on a good conversation"
+    when = f", {c.measured_at}" if c.measured_at else ""
+    return f"{why} of this scenario (lkeval calibrate{when})"
+
+
+def calibrations(
     history: History | None, digests: Mapping[str, str]
-) -> dict[str, tuple[str, float]]:
-    """Scenario id -> (content digest, judge error) for every calibrated scenario of
+) -> dict[str, tuple[str, Calibration]]:
+    """Scenario id -> (content digest, calibration) for every calibrated scenario of
     ``history`` whose content is the one in ``digests`` (all of them when ``digests`` is
     empty: the engine checks each scenario's digest itself)."""
     if history is None:
@@ -73,8 +94,40 @@ def calibrated_errors(
             continue
         if digests and digests.get(scenario_id) != entry.digest:
             continue
-        found[scenario_id] = (entry.digest, judge_error(entry.calibration))
+        found[scenario_id] = (entry.digest, entry.calibration)
     return found
+
+
+def calibrated_errors(
+    history: History | None, digests: Mapping[str, str]
+) -> dict[str, tuple[str, float]]:
+    """Scenario id -> (content digest, judge error) of :func:`calibrations`."""
+    found = calibrations(history, digests)
+    return {sid: (digest, judge_error(c)) for sid, (digest, c) in found.items()}
+
+
+def unfit_passes(results: RunResults, history: History | None) -> RunResults:
+    """``results`` with each pass the conversation judge gave on a scenario whose calibration in
+    ``history`` (a trusted baseline's) says it cannot tell made an ``error``, as ``lkeval run``
+    decides it, unless the file says ``--allow-weak-judge`` let it pass (the gate line then
+    names it). ``lkeval report`` gates a file a pull request may have written with this."""
+    digests = results.metadata.suite.scenarios if results.metadata.suite else {}
+    found = calibrations(history, digests) if digests else {}
+    scenarios = []
+    for scenario in results.scenarios:
+        entry = found.get(scenario.scenario_id)
+        why = unfit_reason(entry[1]) if entry is not None else None
+        judged = any(a.status == "passed" and judge_passed(a) for a in scenario.attempts)
+        if (
+            why is not None
+            and scenario.status == "passed"
+            and judged
+            and not scenario.reason.startswith(WEAK_JUDGE_ALLOWED)
+        ):
+            reason = f"{JUDGE_UNFIT} {why}: its passes cannot pass the gate (--allow-weak-judge)"
+            scenario = replace(scenario, status="error", reason=reason)
+        scenarios.append(scenario)
+    return replace(results, scenarios=tuple(scenarios))
 
 
 def rule_with(rule: SequentialRule, error: float | None) -> SequentialRule:
@@ -86,12 +139,17 @@ def rule_with(rule: SequentialRule, error: float | None) -> SequentialRule:
 
 
 __all__ = [
+    "JUDGE_UNFIT",
     "MAX_JUDGE_ERROR",
     "MIN_JUDGE_ERROR",
+    "WEAK_JUDGE_ALLOWED",
     "calibrated_errors",
+    "calibrations",
     "cannot_tell",
     "describe_calibration",
     "error_bound",
     "judge_error",
     "rule_with",
+    "unfit_passes",
+    "unfit_reason",
 ]

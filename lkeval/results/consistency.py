@@ -10,7 +10,7 @@ is refused (exit 2) naming the scenario.
 
 from __future__ import annotations
 
-from lkeval.results.calibration import rule_with
+from lkeval.results.calibration import JUDGE_UNFIT, rule_with
 from lkeval.results.model import NOT_RUN_NO_LLM, RunResults, ScenarioResult, Status
 from lkeval.results.recompute import attempts_problem, options_problem
 from lkeval.results.sampling import SequentialRule, replay, rule_in_force
@@ -30,6 +30,8 @@ def expected_statuses(scenario: ScenarioResult, rule: SequentialRule) -> tuple[S
         return ("error",)  # cut short before its decision: never a pass
     if scenario.reason.startswith(NOT_RUN_NO_LLM):
         return ("error",)  # needed a live call on a run without credentials: not evaluated
+    if scenario.reason.startswith(JUDGE_UNFIT):
+        return ("error",)  # a pass its judge could not vouch for (lkeval.run.engine): never one
     sequential = scenario.sampling is not None and scenario.sampling.mode == "sequential"
     if sequential:
         # The error a calibration set, held within its bounds: this only checks that the file

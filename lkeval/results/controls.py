@@ -13,6 +13,11 @@ transcript the judge passed, of the kinds an agent's regressions take:
 * ``refusal``: the agent's last message replaced by a refusal.
 
 A control that would not differ from the original (no tool call, no agent message) is not built.
+
+Every run checks each passing decision of the conversation judge against one more control,
+:func:`paired_control` (``refused-everything``: every agent reply a refusal, every tool call and
+its output removed), asked up to :data:`PAIRED_ASKS` times and stopping at its first fail: a
+judge that passes it every time has said nothing about that scenario (``docs/sampling.md``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from lkeval.results.model import TranscriptItem
@@ -27,6 +33,10 @@ from lkeval.results.model import TranscriptItem
 REFUSAL = "I'm sorry, but I can't help with that request."
 MIN_SAID_CHARS = 3
 CONTROL_KINDS = ("drop-tool-call", "changed-values", "no-confirmation", "refusal")
+PAIRED_KIND = "refused-everything"
+#: Asks of the paired control at most; a judge flipping 10% of its verdicts passes it on all
+#: of them in 0.01% of passing decisions (0.2% of a 20-scenario suite's runs).
+PAIRED_ASKS = 4
 
 Transcript = tuple[TranscriptItem, ...]
 
@@ -145,4 +155,49 @@ def _refusal(items: Transcript) -> Transcript | None:
     return (*items[:at], dataclasses.replace(items[at], text=REFUSAL), *items[at + 1 :])
 
 
-__all__ = ["CONTROL_KINDS", "REFUSAL", "negative_controls"]
+def paired_control(transcript: Sequence[TranscriptItem]) -> Transcript | None:
+    """The conversation with every agent message replaced by :data:`REFUSAL` and every tool
+    call and its output removed: the agent did nothing. None when that changes nothing."""
+    items = tuple(transcript)
+    out = tuple(
+        dataclasses.replace(item, text=REFUSAL)
+        if item.kind == "message" and item.role == "assistant"
+        else item
+        for item in items
+        if item.kind not in ("function_call", "function_call_output")
+    )
+    return out if out != items else None
+
+
+@dataclass(frozen=True)
+class PairedVotes:
+    """The judge's answers on a passing decision's paired control (``True``: counted as a pass
+    under the gate's rule)."""
+
+    passes: tuple[bool, ...] = ()
+
+    @property
+    def passed_it(self) -> bool:
+        """The judge passed the known-bad control on every one of :data:`PAIRED_ASKS` asks."""
+        return len(self.passes) >= PAIRED_ASKS and all(self.passes)
+
+    def text(self) -> str:
+        """``the judge failed a known-bad version of this conversation (1 call)``."""
+        calls = f"{PAIRED_KIND}: {len(self.passes)} call{'s' if len(self.passes) != 1 else ''}"
+        if self.passed_it:
+            return (
+                "the judge also passed a known-bad version of this conversation "
+                f"({calls}, every one a pass)"
+            )
+        return f"the judge failed a known-bad version of this conversation ({calls})"
+
+
+__all__ = [
+    "CONTROL_KINDS",
+    "PAIRED_ASKS",
+    "PAIRED_KIND",
+    "REFUSAL",
+    "PairedVotes",
+    "negative_controls",
+    "paired_control",
+]

@@ -30,6 +30,7 @@ from typing import Literal
 
 from lkeval.errors import ExitCode
 from lkeval.results.baseline import Comparison, regression_misses
+from lkeval.results.calibration import WEAK_JUDGE_ALLOWED
 from lkeval.results.metrics import BudgetMiss, Budgets, check_budgets
 from lkeval.results.model import (
     NOT_RUN_INTERRUPTED,
@@ -183,6 +184,9 @@ def evaluate_gate(
     flaky = [s for s in ran if s.quarantined and s.status != "passed"]
     if flaky:
         notes.append(f"{_count(flaky)} quarantined and not passing (not blocking)")
+    weak = [s for s in counted if s.status == "passed" and s.reason.startswith(WEAK_JUDGE_ALLOWED)]
+    if weak:  # the user's choice, named on the line that decides the merge
+        notes.append(f"{_count(weak)} {WEAK_JUDGE_ALLOWED.rstrip(':')}: {_labels(weak)}")
 
     unchecked = _nothing_to_check(results, allow_nothing_to_check)
     if unchecked:

@@ -361,6 +361,12 @@ def judge_votes(attempt: Attempt) -> tuple[int, int] | None:
     return passed, len(votes) - passed
 
 
+def judge_passed(attempt: Attempt) -> bool:
+    """Whether the conversation judge's verdict on this attempt is a pass (what a paired
+    control and a calibration check, ``lkeval.run.engine``)."""
+    return any(v.source == JUDGE_SOURCE and v.verdict == "pass" for v in attempt.verdicts)
+
+
 def observe(attempt: Attempt) -> Observation | None:
     """What an attempt says for the stopping rule: its judge votes when the judge alone decided
     it, else a definite pass or fail (an error never helps a scenario pass); None when it was
@@ -379,7 +385,9 @@ def run_cost_line(results: RunResults) -> str:
     of ``SequentialRule``: judge flipping 10%, agent failing 5% on its own); "" when no
     scenario ran."""
     rule = rule_in_force(results)
-    ran = [s for s in results.scenarios if s.sampling is not None]
+    # A scenario whose attempts were all skipped (the error brake) sampled nothing: counted,
+    # it made "(-1 more than one each)".
+    ran = [s for s in results.scenarios if s.sampling is not None and s.sampling.attempts > 0]
     if not ran:
         return ""
     attempts = sum(s.sampling.attempts for s in ran if s.sampling)

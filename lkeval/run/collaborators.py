@@ -124,6 +124,8 @@ class RunEvaluator(Evaluator, Rejudge, Protocol):
     """Scripted scenarios are judged too (a judge model was configured explicitly)."""
     run_judges: tuple[str, ...]
     """``--judges``: LiveKit built-in judges run on every scenario."""
+    allow_weak_judge: bool
+    """``--allow-weak-judge``: a judge measured unfit still decides (every report says so)."""
 
     def preflight(self, out: TextIO) -> JudgeCheck | None:
         """Name the models on ``out`` and check the judge; raises when it cannot judge."""

@@ -13,19 +13,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Coroutine,
+    Sequence,
+)
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from lkeval import defaults
-from lkeval.results.calibration import rule_with
+from lkeval.results.calibration import JUDGE_UNFIT, WEAK_JUDGE_ALLOWED, rule_with
+from lkeval.results.controls import PairedVotes
 from lkeval.results.model import Attempt, Sampling, ScenarioResult, Status
 from lkeval.results.sampling import (
     Observation,
     SequentialRule,
     describe,
     describe_fixed,
+    judge_passed,
     observe,
 )
 from lkeval.run.attempt import (
@@ -35,7 +44,7 @@ from lkeval.run.attempt import (
     ScenarioAttempt,
     Slot,
 )
-from lkeval.run.systemic import ErrorBrake
+from lkeval.run.systemic import ErrorBrake, recurring_failure
 from lkeval.scenarios.model import Scenario, Selection
 
 
@@ -78,7 +87,12 @@ AttemptFactory = Callable[[Scenario, int], AttemptRunner]
 AskAgain = Callable[[Scenario, Attempt], Awaitable[Attempt]]
 """Ask the judge once more about an attempt's transcript: the attempt with one more vote."""
 
+CheckControl = Callable[[Scenario, Attempt], Awaitable["tuple[Attempt, PairedVotes] | None"]]
+"""Ask the judge about a passing attempt's paired known-bad control (:mod:`lkeval.run.control`):
+the attempt (its usage counting the calls) and the answers; None when no control can be built."""
+
 RUN_ATTEMPTS_PER_SCENARIO = defaults.RUN_ATTEMPTS_PER_SCENARIO
+NOT_SAMPLED = "the same failure at boot in every attempt, not sampled as noise"
 
 
 def attempt_factory(
@@ -116,6 +130,11 @@ class EngineOptions:
     judge_errors: dict[str, tuple[str, float]] = field(default_factory=dict)
     # Agents are forked from the fork server (False: cold starts, each boot ~2.5 CPU-s)
     warm_starts: bool = True
+    # scenario id -> (content digest, why) for each scenario whose calibration in the
+    # baseline's history says the judge cannot tell good from broken (unfit_reason): its
+    # judge's passes cannot pass, unless allow_weak_judge (--allow-weak-judge)
+    unfit_judges: dict[str, tuple[str, str]] = field(default_factory=dict)
+    allow_weak_judge: bool = False
 
     def rule_for(self, scenario: Scenario) -> SequentialRule:
         """The sequential test of ``scenario``: the run's, with its calibrated judge error
@@ -247,6 +266,7 @@ class Engine:
         options: EngineOptions,
         ask_again: AskAgain | None = None,
         admission: Admission | None = None,
+        check_control: CheckControl | None = None,
     ) -> None:
         self.make_attempt = make_attempt
         self.admission = admission
@@ -258,6 +278,7 @@ class Engine:
         self._scenarios: list[Scenario] = []
         self._brake = ErrorBrake(options.max_errors)
         self.ask_again = ask_again
+        self.check_control = check_control
         self._budget = 0
 
     def plan(self, scenario: Scenario) -> tuple[int, int]:
@@ -359,18 +380,60 @@ class Engine:
         self._attempts[scenario.id][attempt_no - 1] = attempt
 
     async def _start(self, scenario: Scenario, count: int, slots: AgentSlots) -> range:
-        """Run ``count`` more attempts of ``scenario`` at once; their numbers."""
+        """Run ``count`` more attempts of ``scenario`` at once; their numbers.
+
+        Once the attempts that finished all failed at boot the same way
+        (:func:`~lkeval.run.systemic.recurring_failure`), the others are stopped and dropped:
+        they would fail the same way, and the scenario ends on the one that did."""
         attempts = self._attempts[scenario.id]
         numbers = range(len(attempts) + 1, len(attempts) + count + 1)
         attempts.extend([None] * count)
-        await asyncio.gather(*(self._attempt(scenario, n, slots) for n in numbers))
+        tasks = {n: asyncio.ensure_future(self._attempt(scenario, n, slots)) for n in numbers}
+        pending = set(tasks.values())
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    task.result()
+                if pending and self._recurring(scenario) is not None:
+                    await _cancelled(pending)
+                    for n, task in tasks.items():
+                        if task in pending:
+                            attempts[n - 1] = None
+                    self._budget += len(pending)
+                    pending = set()
+        except BaseException:
+            await _cancelled(set(tasks.values()))
+            raise
         return numbers
+
+    def _recurring(self, scenario: Scenario) -> str | None:
+        """The boot failure every finished attempt of ``scenario`` ended on, if one recurs."""
+        return recurring_failure([a for a in self._attempts[scenario.id] if a is not None])
+
+    def _not_sampled(self, scenario: Scenario, mode: str) -> ScenarioResult | None:
+        """The scenario's result when a failure at boot recurs: an ``error`` after the
+        attempts it took, worded as what it is, not as a sampled pass rate (None otherwise)."""
+        reason = self._recurring(scenario)
+        if reason is None:
+            return None
+        done = [a for a in self._attempts[scenario.id] if a is not None]
+        ran = sum(1 for a in done if a.status != "skipped")
+        text = (
+            f"stopped after {ran} attempt(s): the agent failed at boot with an error that "
+            "recurs, so no further attempt was sampled"
+        )
+        sampling = Sampling(mode, "failed", 0, ran, text=text)
+        reason = f"{NOT_SAMPLED}: {reason}"
+        return self._scenario_result(scenario, "error", reason, done, None, sampling)
 
     async def _fixed(self, scenario: Scenario, slots: AgentSlots) -> None:
         repeat, _ = self.plan(scenario)
         await self._start(scenario, repeat, slots)
         done = [a for a in self._attempts[scenario.id] if a is not None]
-        self._complete(scenario, self._combine(scenario, done))
+        stopped = self._not_sampled(scenario, "fixed")
+        result = stopped or await self._vouched(scenario, self._combine(scenario, done))
+        self._complete(scenario, result)
 
     async def _sequential(self, scenario: Scenario, slots: AgentSlots) -> None:
         """Attempts while the verdict is uncertain: each round starts as many as the rule will
@@ -389,6 +452,10 @@ class Engine:
                 break
             self._budget -= count
             numbers = await self._start(scenario, count, slots)
+            stopped = self._not_sampled(scenario, "sequential")
+            if stopped is not None:
+                self._complete(scenario, stopped)
+                return
             self._budget += self._replayed(scenario, numbers)
             for n in numbers:
                 obs = await self._observe(scenario, n, seen)
@@ -398,7 +465,39 @@ class Engine:
                     break
                 seen.append(obs)
         done = [a for a in self._attempts[scenario.id] if a is not None]
-        self._complete(scenario, self._decide(scenario, done, seen, why_undecided))
+        result = self._decide(scenario, done, seen, why_undecided)
+        self._complete(scenario, await self._vouched(scenario, result))
+
+    async def _vouched(self, scenario: Scenario, result: ScenarioResult) -> ScenarioResult:
+        """A pass the conversation judge gave, kept only if the judge can vouch for it: its
+        calibration does not say it cannot tell (unless ``--allow-weak-judge``), and it fails
+        the paired known-bad control of the passing transcript (:mod:`lkeval.run.control`)."""
+        judged = [a for a in result.attempts if a.status == "passed" and judge_passed(a)]
+        if result.status != "passed" or not judged:
+            return result
+        unfit = self.options.unfit_judges.get(scenario.id)
+        if unfit is not None and unfit[0] == scenario.digest:
+            if not self.options.allow_weak_judge:
+                why = f"{JUDGE_UNFIT} {unfit[1]}: its passes cannot pass the gate"
+                return replace(result, status="error", reason=f"{why} (--allow-weak-judge)")
+            result = replace(result, reason=f"{WEAK_JUDGE_ALLOWED} {unfit[1]}")
+        if self.check_control is None:
+            return result
+        checked = await self.check_control(scenario, judged[0])
+        if checked is None:
+            return result
+        attempt, votes = checked
+        attempts = [attempt if a is judged[0] else a for a in result.attempts]
+        self._attempts[scenario.id] = list(attempts)
+        result = replace(result, attempts=tuple(attempts))
+        if attempt.status != "passed" or not votes.passes or votes.passed_it:
+            why = votes.text() if votes.passes else "no answer on a known-bad version of it"
+            why = attempt.reason if attempt.status != "passed" else why
+            return replace(result, status="error", reason=f"{JUDGE_UNFIT} {why}")
+        if result.sampling is not None:
+            text = f"{result.sampling.text}; {votes.text()}"
+            result = replace(result, sampling=replace(result.sampling, text=text))
+        return result
 
     def _replayed(self, scenario: Scenario, numbers: range) -> int:
         """How many of these attempts replayed in full from cassettes (``--cassettes``): they
@@ -532,3 +631,10 @@ class Engine:
             latency_budget=dict(scenario.latency),
             sampling=sampling,
         )
+
+
+async def _cancelled(tasks: Collection[asyncio.Future[None]]) -> None:
+    """Cancel ``tasks`` and wait until each has unwound (its agent stopped)."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

@@ -43,8 +43,10 @@ from lkeval.errors import ExitCode, OutputError, UsageError, is_internal
 from lkeval.replay.manifest import MANIFEST
 from lkeval.replay.session import Cassettes, active
 from lkeval.replay.tape import Rules
+from lkeval.results.calibration import judge_error, unfit_reason
 from lkeval.results.model import (
     Attempt,
+    Calibration,
     JudgeCheck,
     RunMetadata,
     RunResults,
@@ -57,6 +59,7 @@ from lkeval.results.pricing import PriceTable, warm_price_table
 from lkeval.results.wording import without_credentials
 from lkeval.run.attempt import CONVERSATION_MODE, RunSettings
 from lkeval.run.collaborators import RunEvaluator
+from lkeval.run.control import check_control_with
 from lkeval.run.early_start import EARLY, RAW_LOGS_PREFIX, EarlyStart, LaunchKey
 from lkeval.run.engine import (
     AttemptRunner,
@@ -84,10 +87,10 @@ class Writers(Protocol):
         """Raise (exit 2) when an output path cannot be written."""
         ...
 
-    def check_baseline(self) -> Mapping[str, tuple[str, float]]:
+    def check_baseline(self) -> Mapping[str, tuple[str, Calibration]]:
         """Resolve the baseline (a file, or fetched from GitHub); raise (exit 2) when it
         cannot be used. One that is not there (nothing fetched) is not an error. Returns the
-        judge errors its history calibrated (scenario id -> (content digest, error))."""
+        judge calibrations its history holds (scenario id -> (content digest, calibration))."""
         ...
 
     def lock(self, results_dir: Path) -> AbstractContextManager[object]:
@@ -236,7 +239,15 @@ class Suite:
         plan = dataclasses.replace(
             plan,
             engine_options=dataclasses.replace(
-                options, nothing_to_check=unchecked, judge_errors=dict(calibrated)
+                options,
+                nothing_to_check=unchecked,
+                judge_errors={sid: (d, judge_error(c)) for sid, (d, c) in calibrated.items()},
+                unfit_judges={
+                    sid: (d, why)
+                    for sid, (d, c) in calibrated.items()
+                    if (why := unfit_reason(c)) is not None
+                },
+                allow_weak_judge=evaluator is not None and evaluator.allow_weak_judge,
             ),
         )
         self._clock = (dt.datetime.now(dt.timezone.utc), time.monotonic())
@@ -480,6 +491,9 @@ class Suite:
             plan.engine_options,
             ask_again=ask_again_with(evaluator, self._cassettes) if evaluator is not None else None,
             admission=memory.slot if memory is not None else None,
+            check_control=(
+                check_control_with(evaluator, self._cassettes) if evaluator is not None else None
+            ),
         )
 
         speech = run_settings.audio

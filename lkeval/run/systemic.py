@@ -7,13 +7,18 @@ the rest are not booted: they are reported "not run (stopped early)" with that c
 pytest's ``--maxfail``, but only for one repeated cause, so a suite with a few unrelated broken
 scenarios still runs to the end). A brake is a systemic failure: the scenarios it did not run
 fail the gate, even when the ones that tripped it were quarantined.
+
+Within one scenario, a failure at boot that recurs (:func:`recurring_failure`) ends it after
+its first attempt: it is an ``error``, not a sample of a pass rate.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
-from lkeval.results.model import NOT_RUN_STOPPED
+from lkeval.agents.process import BOOT_FAILURE, MOCK_TOOLS_REASON
+from lkeval.results.model import NOT_RUN_STOPPED, Attempt
 
 _NUMBERS = re.compile(r"\d+")
 
@@ -50,3 +55,18 @@ class ErrorBrake:
             f"{NOT_RUN_STOPPED}: the first {self.limit} scenario(s) failed with the same "
             f"agent-side cause (--max-errors {self.limit}): {self.cause}"
         )
+
+
+def recurring_failure(attempts: Sequence[Attempt]) -> str | None:
+    """The reason every attempt that ran so far failed on at boot, when it is the same one
+    (numbers aside): an import that fails, an entrypoint that raises, mock tools that do not
+    fit the agent. Such a failure recurs in every attempt, so sampling it again measures
+    nothing (None otherwise, or when no attempt ran)."""
+    ran = [a for a in attempts if a.status != "skipped"]
+    if not ran or any(a.status != "error" or not _at_boot(a.reason) for a in ran):
+        return None
+    return ran[0].reason if len({cause_key(a.reason) for a in ran}) == 1 else None
+
+
+def _at_boot(reason: str) -> bool:
+    return reason.startswith((BOOT_FAILURE, MOCK_TOOLS_REASON))

@@ -21,6 +21,8 @@ file or ``LLMServer(quirks=...)``. Each reproduces something seen on a real serv
   after ``n`` verdicts ``flipped`` is ``n * fraction`` within one block's rounding (at 0.1: of
   every 10 verdicts exactly one). A random flipper's share wanders (a 10% one flipped 7% of
   641 verdicts in one bench run), and a bench that states the judge's error must deliver it.
+  With ``only: fail`` the judge is one-sided: only its fail verdicts are flipped (and counted),
+  so it passes known-bad conversations ``fraction`` of the time and is right otherwise.
 - ``required_tool_choice: as_text`` — llama.cpp with Qwen2.5 GGUFs (Hermes ``<tool_call>``
   template): ``tool_choice: "required"`` is accepted, but the model writes the call into the
   content as JSON (``tool_calls: []``) and then pads with newlines up to ``max_tokens``
@@ -84,9 +86,11 @@ class NoisyVerdicts:
         tool: str = "submit_verdict",
         key: str = "verdict",
         exact: bool = False,
+        only: str | None = None,
     ) -> None:
         self.fraction, self.seed, self.tool, self.key = fraction, seed, tool, key
         self.exact = exact
+        self.only = only  # "fail": a one-sided judge, only fails are flipped (and counted)
         self.seen = self.flipped = 0
         self.answers: list[tuple[str, str, str]] = []
         self._rng = random.Random(seed)
@@ -118,6 +122,8 @@ class NoisyVerdicts:
         except ValueError:
             return call
         if not isinstance(args, dict) or args.get(self.key) not in _FLIPPED:
+            return call
+        if self.only is not None and args[self.key] != self.only:
             return call
         original = args[self.key]
         with self._lock:
@@ -212,7 +218,7 @@ def _number(value: Any) -> bool:
 def _noisy(raw: Any, where: str) -> NoisyVerdicts:
     where = f"{where}: noisy_verdicts"
     _need(isinstance(raw, Mapping), where, "must be a mapping")
-    unknown = sorted(set(raw) - {"fraction", "seed", "tool", "field", "exact"})
+    unknown = sorted(set(raw) - {"fraction", "seed", "tool", "field", "exact", "only"})
     _need(not unknown, where, f"unknown key(s) {', '.join(unknown)}")
     fraction = raw.get("fraction")
     _need(_number(fraction) and 0 <= fraction <= 1, where, "'fraction' must be 0..1")
@@ -222,12 +228,15 @@ def _noisy(raw: Any, where: str) -> NoisyVerdicts:
         _need(isinstance(raw.get(key, ""), str), where, f"{key!r} must be a string")
     exact = raw.get("exact", False)
     _need(isinstance(exact, bool), where, "'exact' must be true/false")
+    only = raw.get("only")
+    _need(only in (None, "pass", "fail"), where, "'only' must be pass or fail")
     return NoisyVerdicts(
         float(fraction),
         seed,
         raw.get("tool", "submit_verdict"),
         raw.get("field", "verdict"),
         exact,
+        only,
     )
 
 

@@ -3,6 +3,7 @@ the local LLM server (seeded), every judge call accounted for in the results."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -59,5 +60,12 @@ def test_default_sequential_test_with_a_noisy_judge(tmp_path: Path) -> None:
     check = results["metadata"]["judge_check"]
     preflight = 1 + len(check["known_fail_votes"]) + len(check["known_pass_votes"])
     assert check["known_fail"] == "fail" and not check["weak"]
-    assert judge_calls == votes + preflight
+    # and each passing decision's paired known-bad control (lkeval.run.control)
+    controls = sum(
+        int(n)
+        for s in (fine, broken)
+        for n in re.findall(r"refused-everything: (\d+) call", s["sampling"]["text"])
+    )
+    assert fine["status"] != "passed" or controls >= 1
+    assert judge_calls == votes + preflight + controls
     assert results["metadata"]["sampling_rule"]["max_attempts"] == 20

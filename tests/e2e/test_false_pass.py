@@ -177,7 +177,14 @@ def test_the_gate_fails_and_only_the_controls_pass(matrix: dict[str, Any]) -> No
     proc = matrix["proc"]
     assert proc.returncode == 1, proc.stdout + proc.stderr  # conversations happened: not 3
     passed = sorted(s for s, r in matrix["by_id"].items() if r["status"] == "passed")
-    assert passed == ["control-healthy", "control-silence-asked-for"], proc.stdout
+    assert passed == ["control-silence-asked-for"], proc.stdout
+    # the healthy control's pass came from a judge that passes everything (allowed to run by
+    # --allow-weak-judge): it passed the agent doing nothing too, so it vouches for nothing
+    healthy = matrix["by_id"]["control-healthy"]
+    assert healthy["status"] == "error"
+    assert healthy["reason"].startswith(
+        "judge unfit: the judge also passed a known-bad version of this conversation"
+    )
 
 
 @pytest.mark.parametrize(
@@ -276,7 +283,7 @@ def test_a_judge_that_passes_the_known_bad_canary_stops_the_run_before_any_boot(
     (error,) = proc.stderr.strip().splitlines()
     assert error == (
         f"lk-eval: judge preflight: the judge (judge at 127.0.0.1:{port}) passed the known-bad "
-        "canary transcript (it answered pass, pass, pass), so the gate would pass broken agents; "
+        "canary transcripts (it answered pass 6 of 6), so the gate would pass broken agents; "
         "no agent was started. Use a stronger judge model, or --allow-weak-judge to run anyway "
         "(every report then says the judge failed its canary)"
     )
@@ -285,10 +292,10 @@ def test_a_judge_that_passes_the_known_bad_canary_stops_the_run_before_any_boot(
 
 def test_a_weak_judge_allowed_to_run_is_named_in_every_report(matrix: dict[str, Any]) -> None:
     check = matrix["results"]["metadata"]["judge_check"]
-    assert check["weak"] is True and check["known_fail_votes"] == ["pass"] * 3
-    said = "passed the known-bad canary transcript (it answered pass, pass, pass)"
+    assert check["weak"] is True and check["known_fail_votes"] == ["pass"] * 6
+    said = "passed the known-bad canary transcripts (it answered pass 6 of 6)"
     assert said in check["warning"] and "--allow-weak-judge" in check["warning"]
-    assert "WARNING: judge preflight (known-bad canary pass, pass, pass;" in matrix["proc"].stdout
+    assert "WARNING: judge preflight (known-bad canaries pass 6 of 6;" in matrix["proc"].stdout
     assert said in html.unescape(matrix["markdown"])
     for suite in matrix["junit"].iter("testsuite"):
         suite_props = {

@@ -59,15 +59,16 @@ def test_a_judge_that_tells_the_canaries_apart_passes_the_preflight() -> None:
         known_fail="fail",
         known_pass="pass",
         warning="",
-        known_fail_votes=("fail",) * 3,
+        known_fail_votes=("fail",) * 12,
         known_pass_votes=("pass",) * 3,
         verdict_form="tool",
     )
     # one ask learns the form (a tool call came back: "tool"); a consistent judge is then
-    # decided by 3 asks per canary
-    assert len(prompts) == 7 and sum(REFUSAL in p for p in prompts) == 3
+    # decided by two rounds of the six known-bad canaries and 3 asks of the known-good one
+    assert len(prompts) == 16 and sum(REFUSAL in p for p in prompts) == 12
+    assert len({p for p in prompts if REFUSAL in p}) == 6  # six distinct conversations
     assert preflight_line(check) == (
-        "judge preflight: known-bad canary fail, fail, fail; known-good canary pass, pass, pass: "
+        "judge preflight: known-bad canaries fail 12 of 12; known-good canary pass, pass, pass: "
         "the judge tells them apart"
     )
 
@@ -80,8 +81,8 @@ def test_on_a_llama_like_server_the_preflight_learns_the_json_schema_form() -> N
         check = preflight_judge(spec_for(server), environ={})
         forms = ["response_format" in r.body for r in server.requests]
     assert check.verdict_form == "json_schema"
-    assert (check.known_fail_votes, check.known_pass_votes) == (("fail",) * 3, ("pass",) * 3)
-    assert forms == [False] + [True] * 7  # the tool form once, then structured output only
+    assert (check.known_fail_votes, check.known_pass_votes) == (("fail",) * 12, ("pass",) * 3)
+    assert forms == [False] + [True] * 16  # the tool form once, then structured output only
 
 
 def test_the_run_asks_in_the_form_the_preflight_learned() -> None:
@@ -102,7 +103,7 @@ def test_a_judge_that_passes_the_known_bad_canary_stops_the_run() -> None:
     message = str(info.value)
     assert message.startswith(
         f"judge preflight: the judge (judge at 127.0.0.1:{port}) passed the known-bad canary "
-        "transcript (it answered pass, pass, pass), so the gate would pass broken agents; no "
+        "transcripts (it answered pass 6 of 6), so the gate would pass broken agents; no "
         "agent was started."
     )
     assert "--allow-weak-judge" in message and "\n" not in message
@@ -112,13 +113,13 @@ def test_a_judge_that_passes_the_known_bad_canary_stops_the_run() -> None:
 def test_allow_weak_judge_runs_on_and_records_that_the_judge_failed_its_canary() -> None:
     with LLMServer([verdict("pass")]) as server:
         check = preflight_judge(spec_for(server), environ={}, allow_weak=True)
-    assert check.weak and check.known_fail_votes == ("pass",) * 3
+    assert check.weak and check.known_fail_votes == ("pass",) * 6
     assert (
-        "passed the known-bad canary transcript (it answered pass, pass, pass) and the run "
+        "passed the known-bad canary transcripts (it answered pass 6 of 6) and the run "
         "went on only because of --allow-weak-judge" in check.warning
     )
     assert preflight_line(check).startswith(
-        "WARNING: judge preflight (known-bad canary pass, pass, pass; known-good canary "
+        "WARNING: judge preflight (known-bad canaries pass 6 of 6; known-good canary "
         "pass, pass, pass): the judge (judge at 127.0.0.1:"
     )
 
@@ -131,11 +132,11 @@ def test_maybe_on_the_known_bad_canary_follows_maybe_is_pass() -> None:
         check = preflight_judge(spec_for(server), environ={})
         with pytest.raises(WeakJudgeError) as info:
             preflight_judge(spec_for(server), environ={}, maybe_is_pass=True)
-    assert not check.weak and check.known_fail_votes == ("maybe",) * 3
+    assert not check.weak and check.known_fail_votes == ("maybe",) * 12
     assert preflight_line(check).endswith(
         "the judge tells them apart (maybe counts as a fail without --maybe-is-pass)"
     )
-    assert "(it answered maybe, maybe, maybe; maybe counts as a pass with --maybe-is-pass)" in str(
+    assert "(it answered maybe 6 of 6; maybe counts as a pass with --maybe-is-pass)" in str(
         info.value
     )
 
@@ -151,12 +152,17 @@ def test_a_judge_unsure_on_the_known_good_canary_is_a_warning_too() -> None:
 
 
 def test_a_split_canary_is_asked_until_one_side_has_three_answers() -> None:
-    bad = [{**verdict(v, last_user=REFUSAL), "times": 1} for v in ("pass", "pass", "fail", "fail")]
-    with LLMServer([*bad, verdict("fail", last_user=REFUSAL), verdict("pass")]) as server:
+    # the known-good canary: the first answer learns the form, then pass, pass, fail, fail
+    good = "We open at 9 am"
+    split = [{**verdict(v, last_user=good), "times": 1} for v in ("pass", "pass", "pass")]
+    split += [{**verdict("fail", last_user=good), "times": 2}]
+    with LLMServer([*split, verdict("fail", last_user=REFUSAL), verdict("pass")]) as server:
         check = preflight_judge(spec_for(server), environ={})
-        asked = sum(REFUSAL in r.body["messages"][-1]["content"] for r in server.requests)
-    assert asked == 5 and sorted(check.known_fail_votes) == ["fail", "fail", "fail", "pass", "pass"]
-    assert not check.weak and check.known_fail == "fail"
+        asked = sum(good in r.body["messages"][-1]["content"] for r in server.requests)
+    assert (
+        asked == 1 + 5 and sorted(check.known_pass_votes) == ["fail", "fail", "pass"] + ["pass"] * 2
+    )
+    assert not check.weak and check.known_pass == "pass" and not check.warning
 
 
 def _scripted(queue: list[str]) -> Any:

@@ -19,10 +19,12 @@ from lkeval.results.baseline import compare
 from lkeval.results.calibration import (
     MAX_JUDGE_ERROR,
     MIN_JUDGE_ERROR,
+    WEAK_JUDGE_ALLOWED,
     calibrated_errors,
     cannot_tell,
     judge_error,
     rule_with,
+    unfit_passes,
 )
 from lkeval.results.consistency import status_problem
 from lkeval.results.gate import evaluate_gate
@@ -225,5 +227,35 @@ def test_a_run_hands_the_baselines_calibrations_to_its_stopping_rule(tmp_path: P
     options = RunOptions(
         agent="agent.py", scenarios=("s.yaml",), report=ReportOptions(baseline=str(base_path))
     )
-    assert RunWriters(options.report, io.StringIO()).check_baseline() == {"SCN_book": ("d1", 0.09)}
+    found = RunWriters(options.report, io.StringIO()).check_baseline()
+    assert found == {"SCN_book": ("d1", cal(0, 40, 0, 40))}
+    assert judge_error(found["SCN_book"][1]) == 0.09
     assert RunWriters(ReportOptions(), io.StringIO()).check_baseline() == {}
+
+
+def test_report_keeps_a_pass_its_baseline_calls_the_judge_unfit_for_from_the_gate(
+    tmp_path: Path,
+) -> None:
+    # three votes each: a pass even at the 0.25 error the calibration sets
+    attempts = [judged_attempt("pass", "pass", "pass") for _ in range(3)]
+    results = with_suite(recorded(0.25, *attempts))
+    sid = results.scenarios[0].scenario_id
+    path, base_path = tmp_path / "results.json", tmp_path / "base.json"
+    write_text(path, dump_results(results))
+    write_text(base_path, dump_results(calibrated_baseline(cal(20, 20, 0, 20), sid)))
+    out = io.StringIO()
+    code = report_main(str(path), ReportOptions(baseline=str(base_path)), out)
+    assert code != ExitCode.PASSED, out.getvalue()  # (exit 3: these attempts hold no turn)
+    (unfit,) = unfit_passes(results, rolled(calibrated_baseline(cal(20, 20, 0, 20), sid))).scenarios
+    assert unfit.status == "error"
+    assert unfit.reason.startswith("judge unfit: the judge passed 20 of 20 known-bad controls")
+    # a run that let it pass by --allow-weak-judge says so, and the gate line names it
+    allowed = dataclasses.replace(
+        results.scenarios[0], reason=f"{WEAK_JUDGE_ALLOWED} the judge passed 20 of 20"
+    )
+    write_text(path, dump_results(dataclasses.replace(results, scenarios=(allowed,))))
+    out = io.StringIO()
+    assert report_main(str(path), ReportOptions(baseline=str(base_path)), out) == 0
+    assert "passed on a judge measured unfit (--allow-weak-judge)" in out.getvalue()
+    # without that baseline the file gates as it is
+    assert report_main(str(path), ReportOptions(), io.StringIO()) == 0

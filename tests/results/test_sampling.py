@@ -3,6 +3,7 @@ of votes (no randomness anywhere)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -220,3 +221,18 @@ def test_a_recorded_pass_is_recomputed_from_its_attempts() -> None:
     assert loose.scenarios[0].status == "passed"  # at max_attempts 1, one pass is a pass ...
     assert recorded_rule(_results("passed", [], {"alpha": 0.9})) == SequentialRule()  # ... only
     assert "falsely blocked in" in run_cost_line(honest)
+
+
+def test_the_cost_line_never_counts_a_scenario_that_sampled_nothing() -> None:
+    honest = _results("passed", ["pass"] * 3, {"max_attempts": 20})
+    braked = dataclasses.replace(
+        honest.scenarios[0],
+        scenario_id="s-2",
+        status="skipped",
+        attempts=(),
+        sampling=describe(SequentialRule(), []),
+    )
+    results = dataclasses.replace(honest, scenarios=(*honest.scenarios, braked))
+    line = run_cost_line(results)
+    assert "3 attempts for 1 scenarios (2 more than one each)" in line, line
+    assert "-" not in line.split("(")[1].split(")")[0]

@@ -219,3 +219,60 @@ def test_the_run_cap_flag_is_exit_2_before_anything_boots(
     with pytest.raises(SystemExit) as exit_:
         main([*argv, "--max-attempts", "1001"])
     assert exit_.value.code == ExitCode.USAGE
+
+
+class BootFailures(Votes):
+    """Attempts that end at boot with ``reason`` (``"import"``) or as scripted."""
+
+    def __init__(self, script: dict[str, Sequence[str]], reason: str) -> None:
+        super().__init__(script)
+        self.reason = reason
+
+    def __call__(self, s: Scenario, attempt_no: int) -> AttemptRunner:
+        self.made.append((s.id, attempt_no))
+        return _Booting(self, s, attempt_no)
+
+
+class _Booting(_Fake):
+    async def run(self, slot: Slot | None = None) -> Attempt:
+        votes = self.votes
+        assert isinstance(votes, BootFailures)
+        if votes.script[self.scenario.id][self.n - 1] != "import":
+            return await super().run(slot)
+        await asyncio.sleep(0.01 * self.n)  # attempt 1 ends first
+        return Attempt(status="error", reason=votes.reason.format(n=self.n))
+
+
+IMPORT_FAILED = "agent failed to boot: exited with code {n}: ModuleNotFoundError: No module"
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_failure_at_boot_that_recurs_ends_the_scenario_after_one_attempt(
+    concurrency: int,
+) -> None:
+    make = BootFailures({"s-1": ["import"] * 9, "s-2": ["pass"] * 9}, IMPORT_FAILED)
+    broken, fine = run([scenario("s-1"), scenario("s-2")], make, None, concurrency=concurrency)
+    assert broken.status == "error" and fine.status == "passed"
+    # one attempt, not three worded as a sampled pass rate
+    assert [a.reason for a in broken.attempts] == [IMPORT_FAILED.format(n=1)]
+    assert "ModuleNotFoundError" in broken.reason and "not sampled" in broken.reason
+    assert broken.sampling is not None and broken.sampling.attempts == 1
+    assert "pass rate" not in broken.sampling.text and "stopped after 1" in broken.sampling.text
+    if concurrency == 1:  # the third never started (the second was being prepared: stopped)
+        assert 3 not in [n for sid, n in make.made if sid == "s-1"]
+    # a fixed plan too
+    make = BootFailures({"s-1": ["import"] * 3}, IMPORT_FAILED)
+    (fixed,) = run([scenario("s-1")], make, None, concurrency=concurrency, repeat=3)
+    assert fixed.status == "error" and len(fixed.attempts) == 1
+    assert fixed.sampling is not None and "pass rate" not in fixed.sampling.text
+
+
+def test_a_failure_that_is_not_at_boot_or_changes_is_still_sampled() -> None:
+    # a crash mid-conversation may be load or chance: sampled as before
+    make = BootFailures({"s-1": ["import"] * 9}, "agent crashed in turn {n}")
+    (result,) = run([scenario("s-1")], make, None)
+    assert len(result.attempts) == 3
+    # boot failures that differ (beyond numbers) are not "the same cause in every attempt"
+    make = BootFailures({"s-1": ["import", "error", "error"]}, IMPORT_FAILED)
+    (result,) = run([scenario("s-1")], make, None, concurrency=1)
+    assert len(result.attempts) == 3
