@@ -89,9 +89,9 @@ class LLMEvaluator:
         prompts is not replayed (docs/replay.md)."""
         import hashlib
 
-        from lkeval.llm import caller, judge
+        from lkeval.llm import caller, judge_prompt
 
-        texts = (caller._SYSTEM, judge._CONVERSATION_SYSTEM, judge._INTENT_SYSTEM)
+        texts = (caller._SYSTEM, *judge_prompt.prompt_texts())
         return hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
 
     def preflight(self, out: TextIO) -> JudgeCheck | None:

@@ -36,7 +36,8 @@ class TranscriptItem:
 
     ``kind`` is message / function_call / function_call_output / agent_handoff /
     agent_config_update. ``turn`` is 0 for what the agent did before the first user turn
-    (its greeting), then 1, 2, ...
+    (its greeting), then 1, 2, ... ``spoken_call`` names the tool when an agent message is a
+    tool call its LLM wrote as text (and so spoke to the caller instead of calling it).
     """
 
     kind: str
@@ -51,6 +52,7 @@ class TranscriptItem:
     old_agent: str | None = None
     new_agent: str | None = None
     interrupted: bool = False
+    spoken_call: str | None = None
 
 
 @dataclass(frozen=True)
