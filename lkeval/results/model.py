@@ -83,6 +83,9 @@ class Usage:
 
     ``cost_usd`` covers only priced tokens; ``unpriced`` names the models whose tokens had no
     price, so a report says "unpriced" instead of passing off a partial sum (or $0) as the cost.
+    ``unreported`` counts the calls whose usage the server never sent (a stream closed before
+    its usage chunk): their tokens are a lower bound (the output counted from the chunks read,
+    the input unknown) and their cost is unknown, never 0.
     """
 
     input_tokens: int = 0
@@ -90,6 +93,7 @@ class Usage:
     cost_usd: float | None = None
     models: tuple[str, ...] = ()
     unpriced: tuple[str, ...] = ()
+    unreported: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         cost = None
@@ -101,6 +105,7 @@ class Usage:
             cost,
             _union(self.models, other.models),
             _union(self.unpriced, other.unpriced),
+            self.unreported + other.unreported,
         )
 
 
