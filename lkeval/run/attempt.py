@@ -32,7 +32,14 @@ from lkeval.results.model import (
     Verdict,
 )
 from lkeval.results.pricing import PriceTable
-from lkeval.run.collaborators import Caller, CallerTurnLike, Evaluator, JudgingFailed, Slot
+from lkeval.run.collaborators import (
+    Caller,
+    CallerBrokeRole,
+    CallerTurnLike,
+    Evaluator,
+    JudgingFailed,
+    Slot,
+)
 from lkeval.run.conversation import AgentEndedSession, Conversation, TurnFailed
 from lkeval.run.expectations import check_turn
 from lkeval.run.outcome import (
@@ -45,6 +52,7 @@ from lkeval.run.outcome import (
     scripted_failures,
     with_agent_text,
 )
+from lkeval.run.spoken_calls import spoken_call_verdict
 from lkeval.scenarios.model import Scenario, mock_tools_wire
 
 
@@ -352,12 +360,16 @@ class ScenarioAttempt:
             verdicts.append(
                 Verdict("scripted", "fail" if failed else "pass", describe_failures(failed))
             )
+        if (spoken := spoken_call_verdict(p.transcript)) is not None:
+            verdicts.append(spoken)  # its LLM wrote a tool call as text: judged or not, a fail
         if self.evaluator is not None:
             try:
                 instructions = await conv.agent_instructions()  # for LiveKit's judges
                 verdicts.extend(
                     await self.evaluator.judge(self.scenario, p.transcript, p.usage, instructions)
                 )
+            except CallerBrokeRole as exc:  # not the conversation the scenario asked for
+                faults.append(str(exc))
             except JudgingFailed as exc:  # some judge gave no verdict: keep those that came
                 verdicts.extend(exc.verdicts)
                 faults.append(f"judge failed: {exc}")
