@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from report_fixtures import results_of, scenario
-from test_judge import LLAMA_JUDGE, judge, spec_for
+from test_judge import LLAMA_JUDGE, judge, spec_for, verdict_rule
 
 from lkeval.results.gate import evaluate_gate
 from lkeval.results.metrics import Budgets
@@ -42,6 +42,17 @@ def test_a_call_closed_before_its_usage_chunk_is_unreported_and_never_priced_as_
     cost, unpriced = total_cost({"judge": usage})
     assert cost is None
     assert unpriced == ("1 call(s) whose usage the server did not report",)
+
+
+def test_a_server_that_sends_no_usage_leaves_the_calls_cost_unknown_not_zero() -> None:
+    with LLMServer([verdict_rule("pass")], quirks={"usage": "omit"}) as server:
+        _, usage = judge(spec_for(server, price_in=1.0, price_out=2.0))
+    assert usage.unreported == 1 and usage.input_tokens == 0
+    assert usage.cost_usd is None
+    assert total_cost({"judge": usage}) == (
+        None,
+        ("1 call(s) whose usage the server did not report",),
+    )
 
 
 def test_max_cost_cannot_pass_on_a_sum_that_leaves_out_unreported_calls() -> None:
