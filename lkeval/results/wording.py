@@ -162,6 +162,8 @@ def format_item(item: TranscriptItem) -> str:
     head = f"[{item.turn}] "
     if item.kind == "message":
         text = item.text + (" (interrupted)" if item.interrupted else "")
+        if item.spoken_call:
+            text += f" (a tool call written as text: {item.spoken_call} was not called)"
         body = f"{item.role or 'message'}: {text}"
     elif item.kind == "function_call":
         body = f"→ call {item.name or '?'}({item.arguments or ''})"

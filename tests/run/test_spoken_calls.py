@@ -10,6 +10,7 @@ import pytest
 from livekit.protocol.agent_pb import agent_session as pb
 
 from lkeval.results.model import TranscriptItem
+from lkeval.results.wording import format_item
 from lkeval.run.spoken_calls import SOURCE, spoken_call_verdict, spoken_tool_call
 from lkeval.run.transcript import chat_item_to_transcript
 
@@ -56,3 +57,10 @@ def test_the_transcript_marks_the_agents_spoken_call_and_the_check_fails_it() ->
     assert "turn 2: collect_email" in verdict.reason and "did not call it" in verdict.reason
     fine = TranscriptItem("message", 1, role="assistant", text="What is your email?")
     assert spoken_call_verdict([fine]) is None
+
+
+def test_the_reports_transcript_line_says_the_tool_was_not_called() -> None:
+    item = TranscriptItem("message", 2, role="assistant", text="{...}", spoken_call="collect_email")
+    assert format_item(item) == (
+        "[2] assistant: {...} (a tool call written as text: collect_email was not called)"
+    )
