@@ -26,7 +26,7 @@ from typing import Any
 
 from livekit.agents.llm import LLM, ChatContext
 
-from lkeval.llm.caller_role import REPEAT_WORDS, REPEATS, words
+from lkeval.llm.caller_role import REPEAT_WORDS, REPEATS, is_agent_line, words
 from lkeval.llm.client import LLMReply, call_llm, make_tool
 from lkeval.llm.config import LLMSpec
 from lkeval.llm.textcalls import find_calls, without
@@ -201,7 +201,8 @@ class SimulatedCaller:
         once more, then taken as the caller having nothing left to say. A line the caller has
         said in each of its last turns, :data:`~lkeval.llm.caller_role.REPEATS` times with this
         one, is sent and ends the call (a caller in a loop would run to ``--max-turns``; the
-        role check then makes the attempt an error). Raises
+        role check then makes the attempt an error); so does a line that is the agent's
+        (:func:`~lkeval.llm.caller_role.is_agent_line`). Raises
         :class:`lkeval.llm.client.LLMError`.
         """
         tried = has_tried(transcript)
@@ -221,6 +222,8 @@ class SimulatedCaller:
                 return CallerTurn(text, True, reason, usage)
             if text and _loops(transcript, text):
                 return CallerTurn(text, True, f"it said the same line {REPEATS} times", usage)
+            if text and is_agent_line(text):  # said, so the role check sees it; then no more
+                return CallerTurn(text, True, "it spoke as the agent", usage)
             if text:
                 return CallerTurn(text, False, "", usage)
         if early:

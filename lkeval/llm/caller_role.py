@@ -32,7 +32,14 @@ from difflib import SequenceMatcher
 from lkeval.llm.textcalls import looks_like_json
 from lkeval.results.model import TranscriptItem, Verdict
 
-__all__ = ["REPEATS", "REPEAT_WORDS", "caller_flag", "caller_lines", "role_break"]
+__all__ = [
+    "REPEATS",
+    "REPEAT_WORDS",
+    "caller_flag",
+    "caller_lines",
+    "is_agent_line",
+    "role_break",
+]
 
 REPEATS = 3
 """The same caller line this many turns in a row is a caller stuck in a loop."""
@@ -86,10 +93,15 @@ def caller_lines(transcript: Sequence[TranscriptItem], first_turn: int) -> list[
     return lines
 
 
+def is_agent_line(said: str) -> bool:
+    """A line labelled as the agent's, or a service desk's line."""
+    return bool(_AGENT_LABEL.match(said) or _AGENT_LINES.search(said))
+
+
 def _spoke_as_agent(lines: list[tuple[str, str]]) -> str | None:
     for n, (heard, said) in enumerate(lines, 1):
         quoted = " ".join(said.split())[:80]
-        if _AGENT_LABEL.match(said) or _AGENT_LINES.search(said):
+        if is_agent_line(said):
             return f"its message {n} of {len(lines)} is the agent's line: {quoted!r}"
         if len(words(said).split()) >= _ECHO_WORDS and is_echo(said, heard):
             return f"its message {n} of {len(lines)} says the agent's line back: {quoted!r}"

@@ -94,19 +94,38 @@ def test_a_caller_that_only_echoes_the_agent_is_an_error_not_a_verdict(tmp_path:
     assert not [v for v in scenario["attempts"][0]["verdicts"] if v["source"] == "judge"]
 
 
-def test_a_small_models_caller_speaking_as_the_agent_then_looping_is_an_error(
+def test_a_small_models_caller_speaking_as_the_agent_is_an_error_and_ends_the_call(
     tmp_path: Path,
 ) -> None:
-    """Issue 33.8: its first line was the agent's, then one line five times, no end_call."""
-    loop = "I would like to know more about your double rooms."
-    caller = [
-        {"model": "caller", "last_user": "welcome", "text": "Hello! How can I assist you today?"},
-        {"model": "caller", "text": loop},
-    ]
+    """Issue 33.8: a 1.5B caller's first line was the agent's; the call went on regardless."""
+    caller = [{"model": "caller", "text": "Hello! How can I assist you today?"}]
     scenario, _ = run_with_caller(tmp_path, caller, max_turns=8)
     attempt = scenario["attempts"][0]
     assert scenario["status"] == "error", scenario
-    assert "the simulated caller broke role: its message 1 of" in scenario["reason"]
+    assert scenario["reason"].startswith("the simulated caller broke role: its message 1 of 1")
+    said = [i["text"] for i in attempt["transcript"] if i.get("role") == "user"]
+    assert said == ["Hello! How can I assist you today?"]
+    assert attempt["end_reason"].endswith("it spoke as the agent")
+
+
+def test_a_caller_in_a_loop_is_an_error_and_ends_at_the_third_repeat(tmp_path: Path) -> None:
+    """Issue 33.8: then it repeated one line five times and never ended the call."""
+    loop = "I would like to know more about your services."
+    agent = [
+        {"model": "hotel-agent", "last_user": "services", "times": 1, "text": text}
+        for text in ("We have rooms and a spa.", "Which would you like?", "Tell me more?")
+    ]
+    caller = [
+        {"model": "caller", "last_user": "welcome", "text": "Hi, I need a double room."},
+        {"model": "caller", "text": loop},
+    ]
+    scenario, _ = run_with_caller(tmp_path, caller, agent, max_turns=8)
+    attempt = scenario["attempts"][0]
+    assert scenario["status"] == "error", scenario
+    assert scenario["reason"] == (
+        f"the simulated caller broke role: it said {loop!r} 3 times in a row while the agent "
+        "moved on"
+    )
     said = [i["text"] for i in attempt["transcript"] if i.get("role") == "user"]
     assert said.count(loop) == 3  # the loop ended the call, not --max-turns
     assert attempt["end_reason"].endswith("it said the same line 3 times")

@@ -132,3 +132,10 @@ def test_a_caller_in_a_loop_ends_the_call_at_the_third_repeat() -> None:
         (turn,) = play(spec_for(server), [history])
     assert turn.text == LOOP and turn.ended
     assert turn.reason == "it said the same line 3 times"
+
+
+def test_a_caller_that_speaks_as_the_agent_ends_the_call_after_that_line() -> None:
+    with LLMServer([{"text": "Hello! How can I assist you today?"}]) as server:
+        (turn,) = play(spec_for(server), [[SMALL_MODEL[0]]])
+    assert turn.text == "Hello! How can I assist you today?"
+    assert turn.ended and turn.reason == "it spoke as the agent"
