@@ -210,11 +210,12 @@ async def main_async(args: argparse.Namespace) -> int:
     llm = build_llm(spec, {})
     sem = asyncio.Semaphore(args.parallel)
     try:
-        jobs = [(c, tail, cond) for cond, tail in CONDITIONS.items() for c in CASES]
+        chosen = {c: CONDITIONS[c] for c in args.conditions.split(",")}
+        jobs = [(c, tail, cond) for cond, tail in chosen.items() for c in CASES[: args.cases]]
         results = await asyncio.gather(*(judge_one(llm, spec, c, t, sem) for c, t, _ in jobs))
     finally:
         await llm.aclose()
-    tally: dict[str, Counter[str]] = {cond: Counter() for cond in CONDITIONS}
+    tally: dict[str, Counter[str]] = {cond: Counter() for cond in chosen}
     for (_, _, cond), (name, verdict, reason, seconds, usage) in zip(jobs, results, strict=True):
         tally[cond][verdict] += 1
         tokens = f"in {usage.input_tokens} out {usage.output_tokens}" if usage else ""
@@ -246,6 +247,10 @@ def main() -> int:
     parser.add_argument("--parallel", type=int, default=1, help="calls at once (default 1)")
     parser.add_argument("--timeout", type=float, default=600, help="--llm-timeout (default 600)")
     parser.add_argument("--check-usage", action="store_true", help="compare with the server")
+    parser.add_argument(
+        "--conditions", default="plain,note,forged", help="which (default plain,note,forged)"
+    )
+    parser.add_argument("--cases", type=int, default=len(CASES), help="how many conversations")
     return asyncio.run(main_async(parser.parse_args()))
 
 
