@@ -22,17 +22,17 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from difflib import SequenceMatcher
 from typing import Any
 
 from livekit.agents.llm import LLM, ChatContext
 
+from lkeval.llm.caller_role import REPEAT_WORDS, REPEATS, is_agent_line, words
 from lkeval.llm.client import LLMReply, call_llm, make_tool
 from lkeval.llm.config import LLMSpec
-from lkeval.llm.textcalls import find_calls, looks_like_json, without
-from lkeval.results.model import TranscriptItem, Usage, Verdict
+from lkeval.llm.textcalls import find_calls, without
+from lkeval.results.model import TranscriptItem, Usage
 
-__all__ = ["CallerTurn", "SimulatedCaller", "caller_chat_context", "caller_flag", "has_tried"]
+__all__ = ["CallerTurn", "SimulatedCaller", "caller_chat_context", "has_tried"]
 
 END_CALL = "end_call"
 _END_CALL_TOOL = make_tool(
@@ -198,7 +198,11 @@ class SimulatedCaller:
         before the goal was tried (:func:`has_tried`) is not honoured: a message with it is
         sent and the call goes on; without one, the caller is asked once more with a note
         that it cannot hang up yet. A reply with neither a message nor ``end_call`` is asked
-        once more, then taken as the caller having nothing left to say. Raises
+        once more, then taken as the caller having nothing left to say. A line the caller has
+        said in each of its last turns, :data:`~lkeval.llm.caller_role.REPEATS` times with this
+        one, is sent and ends the call (a caller in a loop would run to ``--max-turns``; the
+        role check then makes the attempt an error); so does a line that is the agent's
+        (:func:`~lkeval.llm.caller_role.is_agent_line`). Raises
         :class:`lkeval.llm.client.LLMError`.
         """
         tried = has_tried(transcript)
@@ -216,6 +220,10 @@ class SimulatedCaller:
                 continue
             if reason is not None:
                 return CallerTurn(text, True, reason, usage)
+            if text and _loops(transcript, text):
+                return CallerTurn(text, True, f"it said the same line {REPEATS} times", usage)
+            if text and is_agent_line(text):  # said, so the role check sees it; then no more
+                return CallerTurn(text, True, "it spoke as the agent", usage)
             if text:
                 return CallerTurn(text, False, "", usage)
         if early:
@@ -223,48 +231,13 @@ class SimulatedCaller:
         return CallerTurn(None, True, "the simulated caller had nothing more to say", usage)
 
 
-def _words(text: str) -> str:
-    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
-
-
-def _is_echo(said: str, heard: str) -> bool:
-    """The caller repeated what the agent just said (all of it, or a long part of it)."""
-    a, b = _words(said), _words(heard)
-    if not a or not b:
-        return False
-    return a == b or (len(a) >= 12 and a in b) or SequenceMatcher(None, a, b).ratio() >= 0.9
-
-
-def caller_flag(transcript: Sequence[TranscriptItem], first_turn: int) -> Verdict | None:
-    """A ``caller`` verdict when the simulated caller echoed the agent or sent JSON.
-
-    Only messages from turn ``first_turn`` on are the simulated caller's (earlier ones are
-    scripted). When every one of them is an echo or JSON, the scenario was not played as
-    written: the verdict is ``maybe`` (not a pass unless ``--maybe-is-pass``). When only
-    some are, the verdict passes but its reason flags them in the result.
-    """
-    heard, said, bad = "", 0, {"echoed the agent": 0, "sent JSON": 0}
-    for item in transcript:
-        if item.kind != "message" or not item.text.strip():
-            continue
-        if item.role == "assistant":
-            heard = f"{heard} {item.text}"
-        elif item.role == "user":
-            if item.turn >= first_turn:
-                said += 1
-                if looks_like_json(item.text):
-                    bad["sent JSON"] += 1
-                elif _is_echo(item.text, heard):
-                    bad["echoed the agent"] += 1
-            heard = ""
-    found = [f"{what} in {n} of {said} message(s)" for what, n in bad.items() if n]
-    if not found:
-        return None
-    if sum(bad.values()) == said:
-        return Verdict(
-            "caller",
-            "maybe",
-            f"the simulated caller only {' and '.join(found)}: the scenario was not played "
-            "as written (check --caller-model)",
-        )
-    return Verdict("caller", "pass", f"flag: the simulated caller {'; '.join(found)}")
+def _loops(transcript: Sequence[TranscriptItem], text: str) -> bool:
+    """Whether ``text`` is the caller's line of each of its last ``REPEATS - 1`` turns."""
+    said = [
+        words(item.text)
+        for item in transcript
+        if item.kind == "message" and item.role == "user" and item.text.strip()
+    ]
+    last = said[-(REPEATS - 1) :]
+    line = words(text)
+    return len(line.split()) >= REPEAT_WORDS and last == [line] * (REPEATS - 1)

@@ -19,7 +19,9 @@ a spec fast enough to fail before agents boot. Every LLM call lk-eval makes goes
   livekit's own loop (``APIConnectOptions.max_retry``, a fixed interval) retries there;
 * a cap on the reply's length (``max_tokens``), so a weak model cannot ramble until the
   timeout;
-* token usage from the stream's usage chunk, priced when the model's price is known;
+* token usage from the stream's usage chunk, priced when the model's price is known: the stream
+  is read to its end, where that chunk comes (a few chunks past a complete verdict), and a call
+  whose usage never came is counted as such (``Usage.unreported``), never priced as 0;
 * every failure becomes :class:`LLMError` with one line naming the role, model, host and
   status, never the key (the provider's message is scrubbed of it, too).
 
@@ -61,6 +63,11 @@ from lkeval.replay.session import calls_of
 from lkeval.results.model import Usage
 
 _MAX_MESSAGE = 300
+TAIL_CHUNKS = 24
+"""Chunks read after ``done`` says the answer is complete, for the stream's end and its usage
+chunk. A server that ends the answer itself (OpenAI; llama.cpp enforcing a JSON schema, whose
+grammar allows a few whitespace tokens after the object) ends within them; one that pads to the
+token cap (a call a small model wrote as text) is closed after them, its usage unreported."""
 # LLMs that rejected a temperature once; weak so a closed LLM is forgotten with it.
 _NO_TEMPERATURE: weakref.WeakSet[LLM] = weakref.WeakSet()
 # LLMs that refused the older ``max_tokens`` (Azure's reasoning deployments): the newer name.
@@ -145,8 +152,9 @@ async def call_llm(
     again without it) and a rejected ``max_tokens`` (sent again as ``max_completion_tokens``),
     each remembered for that LLM. ``response_format`` is sent as is (a structured-output
     schema); ``done(text)`` is asked after each chunk, and once it says the text so far is a
-    complete answer the stream is closed: a server that pads after its answer (llama.cpp with a
-    small model) is not read to the token cap.
+    complete answer the stream is read at most :data:`TAIL_CHUNKS` more chunks for its end and
+    usage chunk: a server that pads after its answer (llama.cpp with a small model) is not read
+    to the token cap, and its call's usage is then unreported.
     """
     while True:
         with_temperature = spec.temperature is not None and llm not in _NO_TEMPERATURE
@@ -278,6 +286,7 @@ async def _attempt(
     text: list[str] = []
     calls: list[FunctionToolCall] = []
     usage: CompletionUsage | None = None
+    after: int | None = None  # chunks read since the answer was complete
     async with stream:
         async for chunk in stream:
             progress.chunks += 1
@@ -288,20 +297,22 @@ async def _attempt(
                 calls.extend(chunk.delta.tool_calls or ())
             if chunk.usage is not None:
                 usage = chunk.usage
-            if request.done is not None and text and request.done("".join(text)):
-                break  # a complete answer: the rest (padding to the cap) is not worth reading
+            if after is not None:
+                after += 1
+                if after > TAIL_CHUNKS:
+                    break  # padding to the cap: not worth reading; the usage stays unknown
+            elif request.done is not None and text and request.done("".join(text)):
+                after = 0  # a complete answer: only the stream's end (and usage) is left
     return LLMReply("".join(text).strip(), tuple(calls), _usage(spec, usage, progress))
 
 
 def _usage(spec: LLMSpec, usage: CompletionUsage | None, progress: _Progress) -> Usage:
-    """Tokens (and cost) of a call; a stream closed early has no usage chunk, so its
-    output is counted from the chunks read (one token per content chunk, as servers send)."""
+    """Tokens (and cost) of a call. Without a usage chunk (a stream closed early, a server that
+    does not send one) the call is ``unreported``: its output counted from the chunks read (one
+    token per content chunk, as servers send), its input unknown, its cost unknown, not 0."""
     if usage is None:
-        if not progress.tokens:
-            return Usage()
-        tokens_in, tokens_out = 0, progress.tokens
-    else:
-        tokens_in, tokens_out = usage.prompt_tokens, usage.completion_tokens
+        return Usage(0, progress.tokens, None, (spec.model,), (), unreported=1)
+    tokens_in, tokens_out = usage.prompt_tokens, usage.completion_tokens
     cost = spec.cost(tokens_in, tokens_out)
     unpriced = (spec.model,) if cost is None else ()
     return Usage(tokens_in, tokens_out, cost, (spec.model,), unpriced)

@@ -37,7 +37,7 @@ from lkeval.llm.config import (
 )
 from lkeval.llm.logs import route_livekit_logs
 from lkeval.results.model import JudgeCheck, LLMInUse, TranscriptItem, Usage, Verdict
-from lkeval.run.collaborators import JudgingFailed
+from lkeval.run.collaborators import CallerBrokeRole, JudgingFailed
 from lkeval.run.expectations import IntentJudge
 from lkeval.scenarios.model import Scenario
 from lkeval.text.untrusted import one_line
@@ -90,9 +90,9 @@ class LLMEvaluator:
         prompts is not replayed (docs/replay.md)."""
         import hashlib
 
-        from lkeval.llm import caller, judge
+        from lkeval.llm import caller, judge_prompt
 
-        texts = (caller._SYSTEM, judge._CONVERSATION_SYSTEM, judge._INTENT_SYSTEM)
+        texts = (caller._SYSTEM, *judge_prompt.prompt_texts())
         return hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
 
     def preflight(self, out: TextIO) -> JudgeCheck | None:
@@ -152,16 +152,21 @@ class LLMEvaluator:
         agent_instructions: str | None = None,
     ) -> list[Verdict]:
         """The conversation judge (when it applies), the built-in judges asked for, and a
-        ``caller`` verdict when the simulated caller echoed the agent or sent JSON.
+        ``caller`` flag when the simulated caller slipped (echoed the agent, sent JSON).
+
+        A simulated caller that broke role (:mod:`lkeval.llm.caller_role`) raises
+        :class:`~lkeval.run.collaborators.CallerBrokeRole` before any judge is asked.
 
         A judge that gives no verdict does not cost the others theirs: every judge is asked,
         and :class:`~lkeval.run.collaborators.JudgingFailed` carries the verdicts that were
         had (the attempt is an ``error`` that still shows them)."""
-        from lkeval.llm.caller import caller_flag
+        from lkeval.llm.caller_role import caller_flag, role_break
 
         flagged: list[Verdict] = []
         if self.caller_spec is not None and scenario.plays_caller:
             first = 1 + scenario.scripted_turns
+            if broke := role_break(transcript, first, scenario.instructions):
+                raise CallerBrokeRole(broke)  # not the scenario's conversation: not judged
             flagged = [f for f in [caller_flag(transcript, first)] if f is not None]
         spec = self.judge_spec
         if spec is None:

@@ -7,8 +7,10 @@ again up to :data:`JUDGE_RETRIES` times; a verdict a weak model wrote as JSON te
 only when it is unambiguous. What is still unusable is a :class:`JudgeError`, which the
 engine turns into an ``error`` result, never a pass or a fail.
 
-The prompts are written not to lean towards pass: the options are listed fail, maybe, pass;
-"unsure" is spelled out as maybe; the question asks what is shown, not "did it succeed?".
+The prompts (:mod:`lkeval.llm.judge_prompt`) are written not to lean towards pass: the options
+are listed fail, maybe, pass; "unsure" is spelled out as maybe; the question asks what is shown,
+not "did it succeed?". The conversation goes in as encoded, untrusted data that no text of the
+agent can break out of.
 
 A flaky LLM verdict must not block a merge on its own, so a failing verdict can be re-judged
 (``rejudge=K``): K more votes, the majority stands, and every vote is kept in
@@ -32,6 +34,14 @@ from livekit.agents.llm import (
 
 from lkeval.llm.client import LLMError, LLMReply, call_llm, make_tool
 from lkeval.llm.config import BUILTIN_JUDGES, LLMSpec, VerdictForm
+from lkeval.llm.judge_prompt import (
+    SUBMIT,
+    conversation_prompt,
+    conversation_system,
+    intent_prompt,
+    intent_system,
+    render_transcript,
+)
 from lkeval.llm.textcalls import json_values, outside_json
 from lkeval.results.model import TranscriptItem, Usage, Verdict, VerdictValue
 from lkeval.text.masking import clip
@@ -50,7 +60,7 @@ VERDICTS: tuple[VerdictValue, ...] = ("fail", "maybe", "pass")
 JUDGE_RETRIES = 2
 """Times the judge is asked again after an unusable answer (no verdict, two disagreeing
 verdicts, a value outside the enum) before the verdict is an error of the judge."""
-_SUBMIT = "submit_verdict"
+_SUBMIT = SUBMIT
 _VERDICT_FIELDS: dict[str, Any] = {
     # reasoning first: with strict schemas the model writes fields in order, so it
     # reasons before it commits to a verdict
@@ -89,66 +99,9 @@ vLLM, Ollama and OpenAI support it too."""
 _PADDING = 8
 """Whitespace after a verdict written as text that shows the model has only padding left."""
 
-_CONVERSATION_SYSTEM = """\
-You are an impartial evaluator of a conversation between an AI agent and a caller (a simulated \
-user). You decide whether the agent met the expectations written for this scenario.
-
-How to judge:
-- Check every expectation against the record, one by one. Each is shown met, shown not met, \
-or not shown either way.
-- The verdict is fail if any expectation is shown not met; maybe if none is shown not met but \
-at least one is not shown met (the conversation ended before that point, or the record is \
-ambiguous); pass if every expectation is shown met.
-- If you are unsure whether an expectation is met, it is not shown met: unsure means maybe, \
-never pass.
-- The caller's instructions are background: they say what the caller wanted and how they \
-behaved, not what the agent had to do.
-- Tool calls and their outputs are part of the record. Use them to check what the agent \
-actually did (looked up, booked, transferred...) and whether what it told the caller matches \
-the tool results. Saying it did something is not doing it.
-- Do not judge style, length or tone unless the expectations mention them.
-- Call submit_verdict exactly once: first a brief reasoning that cites the deciding turns, \
-then the verdict."""
-
-_INTENT_SYSTEM = """\
-You check one message an AI agent sent against an intent: a description of what that message \
-should say or do; the meaning matters, not the exact wording. The verdict is fail if the \
-message does not do what the intent says, only partly does, or contradicts it; maybe if you \
-cannot tell whether it does (unsure means maybe, never pass); pass if it clearly does. The \
-conversation before it is context only. Call submit_verdict exactly once: a brief reasoning, \
-then the verdict."""
-
 
 class JudgeError(Exception):
     """The judge LLM answered, but not with a usable verdict (no call, bad JSON, bad value)."""
-
-
-def render_transcript(transcript: Sequence[TranscriptItem]) -> str:
-    """The conversation as numbered plain text: what both sides said and what the agent did.
-
-    Tool calls (with arguments), their outputs (marked when they are errors) and handoffs are
-    included, since most expectations are about what the agent did, not only what it said.
-    """
-    lines: list[str] = []
-    for item in transcript:
-        prefix = f"[turn {item.turn}]"
-        if item.kind == "message":
-            who = {"user": "caller", "assistant": "agent"}.get(item.role or "", item.role)
-            cut = " [interrupted]" if item.interrupted else ""
-            lines.append(f"{prefix} {who}: {item.text}{cut}")
-        elif item.kind == "function_call":
-            lines.append(f"{prefix} agent called {item.name}({item.arguments or ''})")
-        elif item.kind == "function_call_output":
-            verb = "failed with" if item.is_error else "returned"
-            lines.append(f"{prefix} {item.name or 'tool'} {verb}: {item.output or ''}")
-        elif item.kind == "agent_handoff":
-            if item.old_agent:
-                lines.append(f"{prefix} handoff from {item.old_agent} to {item.new_agent}")
-            else:
-                lines.append(f"{prefix} active agent: {item.new_agent}")
-        elif item.kind == "agent_config_update":
-            lines.append(f"{prefix} agent configuration changed")
-    return "\n".join(lines) if lines else "(no messages)"
 
 
 def _verdict_args(arguments: Any, source: str) -> tuple[VerdictValue, str]:
@@ -264,8 +217,8 @@ async def _vote(
     common servers (llama.cpp's) ignore the named form.
     """
     ctx = ChatContext()
-    ctx.add_message(role="system", content=_for_form(system, spec))
-    ctx.add_message(role="user", content=_for_form(prompt, spec))
+    ctx.add_message(role="system", content=system)
+    ctx.add_message(role="user", content=prompt)
     usage = Usage()
     problems: list[str] = []
     for _ in range(1 + JUDGE_RETRIES):
@@ -314,21 +267,12 @@ async def learn_verdict_form(
     call; else ``json_schema`` when the server answers that form with a verdict (llama.cpp
     with a small model: its grammar enforces the schema, where the call came back as text).
     Otherwise ``tool`` stays, and its text fallback is what there is."""
-    ctx = ChatContext()
-    ctx.add_message(role="system", content=_CONVERSATION_SYSTEM)
-    ctx.add_message(
-        role="user", content=_conversation_prompt(transcript, expectations, instructions)
-    )
-    reply = await ask_verdict(llm, replace(spec, verdict_form="tool"), ctx)
+    as_tool = replace(spec, verdict_form="tool")
+    reply = await ask_verdict(llm, as_tool, _chat("tool", transcript, expectations, instructions))
     if any(c.name == _SUBMIT for c in reply.tool_calls):
         return "tool"
     as_json = replace(spec, verdict_form="json_schema")
-    ctx = ChatContext()
-    ctx.add_message(role="system", content=_for_form(_CONVERSATION_SYSTEM, as_json))
-    ctx.add_message(
-        role="user",
-        content=_for_form(_conversation_prompt(transcript, expectations, instructions), as_json),
-    )
+    ctx = _chat("json_schema", transcript, expectations, instructions)
     try:
         reply = await ask_verdict(llm, as_json, ctx)
     except LLMError:
@@ -350,16 +294,6 @@ def _complete(text: str, padding: int) -> bool:
     return _verdict_from_text(text, "judge") is not None
 
 
-def _for_form(text: str, spec: LLMSpec) -> str:
-    """The prompt as the form asks: "call submit_verdict" becomes "answer with the JSON
-    object" when the verdict comes back as structured output."""
-    if spec.verdict_form != "json_schema":
-        return text
-    return text.replace(f"Call {_SUBMIT} exactly once", "Answer with one JSON object").replace(
-        f"call {_SUBMIT}", "answer with one JSON object {reasoning, verdict}"
-    )
-
-
 def _majority(votes: Sequence[VerdictValue]) -> VerdictValue:
     """The most common vote; a tie goes to the stricter side (fail, then maybe)."""
     counts = Counter(votes)
@@ -367,16 +301,16 @@ def _majority(votes: Sequence[VerdictValue]) -> VerdictValue:
     return next(v for v in ("fail", "maybe", "pass") if counts.get(v) == top)
 
 
-def _conversation_prompt(
-    transcript: Sequence[TranscriptItem], expectations: str, instructions: str
-) -> str:
-    return (
-        f"## The caller's instructions (background)\n{instructions.strip() or '(none)'}\n\n"
-        f"## Expectations for the agent (the criteria)\n{expectations.strip()}\n\n"
-        f"## The conversation\n{render_transcript(transcript)}\n\n"
-        "For each expectation: is it shown met, shown not met, or not shown? Then call "
-        "submit_verdict."
+def _chat(
+    form: VerdictForm, transcript: Sequence[TranscriptItem], expectations: str, instructions: str
+) -> ChatContext:
+    """The conversation judge's request in ``form``."""
+    ctx = ChatContext()
+    ctx.add_message(role="system", content=conversation_system(form))
+    ctx.add_message(
+        role="user", content=conversation_prompt(transcript, expectations, instructions, form)
     )
+    return ctx
 
 
 async def judge_conversation(
@@ -393,12 +327,13 @@ async def judge_conversation(
     fail); all votes are kept. Raises :class:`JudgeError` for an unusable answer and
     :class:`lkeval.llm.client.LLMError` when the LLM cannot be reached.
     """
-    prompt = _conversation_prompt(transcript, expectations, instructions)
-    verdict, reasoning, usage = await _vote(llm, spec, _CONVERSATION_SYSTEM, prompt, "judge")
+    system = conversation_system(spec.verdict_form)
+    prompt = conversation_prompt(transcript, expectations, instructions, spec.verdict_form)
+    verdict, reasoning, usage = await _vote(llm, spec, system, prompt, "judge")
     if verdict != "fail" or rejudge <= 0:
         return Verdict("judge", verdict, reasoning), usage
     more = await asyncio.gather(
-        *(_vote(llm, spec, _CONVERSATION_SYSTEM, prompt, "judge") for _ in range(rejudge))
+        *(_vote(llm, spec, system, prompt, "judge") for _ in range(rejudge))
     )
     votes: list[tuple[VerdictValue, str]] = [(verdict, reasoning)]
     for v, r, u in more:
@@ -416,18 +351,12 @@ async def judge_intent(
     spec: LLMSpec,
     message_text: str,
     intent: str,
-    context: str | Sequence[TranscriptItem] = "",
+    context: Sequence[TranscriptItem] = (),
 ) -> tuple[Verdict, Usage]:
     """Check one agent message against a scripted turn's ``intent:``; source ``intent``."""
-    history = context if isinstance(context, str) else render_transcript(context)
-    prompt = (
-        f"## The conversation before the message (context)\n{history.strip() or '(none)'}\n\n"
-        f"## The agent's message\n{message_text}\n\n"
-        f"## The intent it should fulfil\n{intent.strip()}\n\n"
-        "Decide whether the message does what the intent says, does not, or cannot be told; "
-        "then call submit_verdict."
-    )
-    verdict, reasoning, usage = await _vote(llm, spec, _INTENT_SYSTEM, prompt, "intent")
+    prompt = intent_prompt(message_text, intent, context, spec.verdict_form)
+    system = intent_system(spec.verdict_form)
+    verdict, reasoning, usage = await _vote(llm, spec, system, prompt, "intent")
     return Verdict("intent", verdict, reasoning), usage
 
 

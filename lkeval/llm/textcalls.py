@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from lkeval.run.spoken_calls import json_spans as _json_spans
+
 __all__ = [
     "TextCall",
     "find_calls",
@@ -33,25 +35,6 @@ class TextCall:
     arguments: Any
     start: int
     end: int
-
-
-def _json_spans(text: str) -> list[tuple[int, int, Any]]:
-    """Every top-level JSON object or array in ``text``, with its span, in order."""
-    decoder = json.JSONDecoder()
-    found: list[tuple[int, int, Any]] = []
-    i = 0
-    while True:
-        starts = [p for p in (text.find("{", i), text.find("[", i)) if p >= 0]
-        if not starts:
-            return found
-        i = min(starts)
-        try:
-            value, end = decoder.raw_decode(text, i)
-        except json.JSONDecodeError:
-            i += 1
-            continue
-        found.append((i, end, value))
-        i = end
 
 
 def json_values(text: str) -> list[Any]:

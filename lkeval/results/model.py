@@ -36,7 +36,8 @@ class TranscriptItem:
 
     ``kind`` is message / function_call / function_call_output / agent_handoff /
     agent_config_update. ``turn`` is 0 for what the agent did before the first user turn
-    (its greeting), then 1, 2, ...
+    (its greeting), then 1, 2, ... ``spoken_call`` names the tool when an agent message is a
+    tool call its LLM wrote as text (and so spoke to the caller instead of calling it).
     """
 
     kind: str
@@ -53,6 +54,7 @@ class TranscriptItem:
     interrupted: bool = False
     # An audio turn's caller line as the caller said it; ``text`` is what the agent heard.
     said: str | None = None
+    spoken_call: str | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,9 @@ class Usage:
 
     ``cost_usd`` covers only priced tokens; ``unpriced`` names the models whose tokens had no
     price, so a report says "unpriced" instead of passing off a partial sum (or $0) as the cost.
+    ``unreported`` counts the calls whose usage the server never sent (a stream closed before
+    its usage chunk): their tokens are a lower bound (the output counted from the chunks read,
+    the input unknown) and their cost is unknown, never 0.
     """
 
     input_tokens: int = 0
@@ -90,6 +95,7 @@ class Usage:
     cost_usd: float | None = None
     models: tuple[str, ...] = ()
     unpriced: tuple[str, ...] = ()
+    unreported: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         cost = None
@@ -101,6 +107,7 @@ class Usage:
             cost,
             _union(self.models, other.models),
             _union(self.unpriced, other.unpriced),
+            self.unreported + other.unreported,
         )
 
 

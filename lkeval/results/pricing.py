@@ -4,7 +4,11 @@ A hand-written table goes stale within months and silently under-reports; ``gena
 (pydantic's, updated with each provider change, bundled data, no network at run time) knows
 the models of OpenAI, Anthropic, Google, Groq, Mistral and more. ``--price MODEL=IN,OUT``
 wins over it (a negotiated rate, a self-hosted model). A model neither knows stays *unpriced*:
-reports say so, and a cost budget is never checked against a sum that leaves it out.
+reports say so, and a cost budget is never checked against a sum that leaves it out. A table
+price of zero for both input and output is a free tier of the provider the table names
+(genai-prices lists ``google/gemma-*`` at $0, while LiveKit Inference bills them), not what the
+user pays: it counts as unknown too, and ``--price MODEL=0,0`` says a model really is free. So
+do tokens a server did not report: a call whose usage is unknown costs "unpriced", never $0.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ def parse_price_override(text: str) -> tuple[str, Price]:
 
 @functools.lru_cache(maxsize=256)
 def table_price(model: str) -> Price | None:
-    """The list price of ``model`` from genai-prices (``provider/model`` accepted), or None."""
+    """The list price of ``model`` from genai-prices (``provider/model`` accepted), or None;
+    None too for a price of zero in and out (a provider's free tier, see the module docstring)."""
     from genai_prices import Usage as PriceUsage
     from genai_prices import calc_price
 
@@ -50,7 +55,8 @@ def table_price(model: str) -> Price | None:
             found = calc_price(probe, model_ref=ref, provider_id=provider_id)
         except (LookupError, ValueError):
             continue
-        return float(found.input_price), float(found.output_price)
+        price = float(found.input_price), float(found.output_price)
+        return None if price == (0.0, 0.0) else price
     return None
 
 
@@ -103,8 +109,12 @@ def total_cost(usage: Mapping[str, Usage]) -> tuple[float | None, tuple[str, ...
         if part.cost_usd is not None:
             cost = (cost or 0.0) + part.cost_usd
         unpriced += [m for m in part.unpriced if m not in unpriced]
-        if part.cost_usd is None and not part.unpriced and part.input_tokens + part.output_tokens:
+        tokens = part.input_tokens + part.output_tokens
+        if part.cost_usd is None and not part.unpriced and not part.unreported and tokens:
             unpriced.append("unknown model")  # a results file from before model names
+    unreported = sum(part.unreported for part in usage.values())
+    if unreported:
+        unpriced.append(f"{unreported} call(s) whose usage the server did not report")
     return cost, tuple(dict.fromkeys(unpriced))
 
 

@@ -164,6 +164,8 @@ def format_item(item: TranscriptItem) -> str:
         text = item.text + (" (interrupted)" if item.interrupted else "")
         if item.said is not None and item.said != item.text:  # audio: heard != said
             text += f" (heard; the caller said: {item.said})"
+        if item.spoken_call:
+            text += f" (a tool call written as text: {item.spoken_call} was not called)"
         body = f"{item.role or 'message'}: {text}"
     elif item.kind == "function_call":
         body = f"→ call {item.name or '?'}({item.arguments or ''})"

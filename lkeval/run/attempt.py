@@ -38,6 +38,7 @@ from lkeval.run.call_files import write_call
 from lkeval.run.collaborators import (
     AudioRig,
     Caller,
+    CallerBrokeRole,
     CallerTurnLike,
     Evaluator,
     JudgingFailed,
@@ -55,6 +56,7 @@ from lkeval.run.outcome import (
     scripted_failures,
     with_agent_text,
 )
+from lkeval.run.spoken_calls import spoken_call_verdict
 from lkeval.scenarios.model import Scenario, Turn, mock_tools_wire
 
 
@@ -410,12 +412,16 @@ class ScenarioAttempt:
             verdicts.append(
                 Verdict("scripted", "fail" if failed else "pass", describe_failures(failed))
             )
+        if (spoken := spoken_call_verdict(p.transcript)) is not None:
+            verdicts.append(spoken)  # its LLM wrote a tool call as text: judged or not, a fail
         if self.evaluator is not None:
             try:
                 instructions = await conv.agent_instructions()  # for LiveKit's judges
                 verdicts.extend(
                     await self.evaluator.judge(self.scenario, p.transcript, p.usage, instructions)
                 )
+            except CallerBrokeRole as exc:  # not the conversation the scenario asked for
+                faults.append(str(exc))
             except JudgingFailed as exc:  # some judge gave no verdict: keep those that came
                 verdicts.extend(exc.verdicts)
                 faults.append(f"judge failed: {exc}")

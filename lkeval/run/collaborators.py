@@ -49,7 +49,8 @@ class Evaluator(Protocol):
     ) -> list[Verdict]:
         """Judge the whole conversation (may be empty when no judge is configured);
         ``agent_instructions`` are the agent's own, which LiveKit's built-in judges need.
-        Raises :class:`JudgingFailed` when some judge gave no verdict."""
+        Raises :class:`JudgingFailed` when some judge gave no verdict, and
+        :class:`CallerBrokeRole` (no judge asked) when the simulated caller broke role."""
         ...
 
     def passes(self, verdicts: Sequence[Verdict]) -> tuple[bool, str]:
@@ -78,6 +79,15 @@ class JudgingFailed(Exception):
     def __init__(self, message: str, verdicts: Sequence[Verdict]) -> None:
         super().__init__(message)
         self.verdicts = tuple(verdicts)
+
+
+class CallerBrokeRole(Exception):
+    """The simulated caller did not play the scenario (it spoke as the agent, repeated itself,
+    or ignored its instructions for the whole call): raised by :meth:`Evaluator.judge` before
+    any judge is asked, and the attempt is an ``error`` with this reason, never a verdict."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"the simulated caller broke role: {why}")
 
 
 class Slot(Protocol):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from livekit.protocol.agent_pb import agent_session as pb
 
 from lkeval.results.model import TranscriptItem
+from lkeval.run.spoken_calls import spoken_tool_call
 
 _ROLE_NAMES = {
     pb.USER: "user",
@@ -24,12 +25,14 @@ def chat_item_to_transcript(item: pb.ChatContext.ChatItem, turn: int) -> Transcr
     if kind == "message":
         msg = item.message
         text = "\n".join(c.text for c in msg.content if c.WhichOneof("payload") == "text")
+        role = _ROLE_NAMES.get(msg.role, "unknown")
         return TranscriptItem(
             kind="message",
             turn=turn,
-            role=_ROLE_NAMES.get(msg.role, "unknown"),
+            role=role,
             text=text,
             interrupted=msg.interrupted,
+            spoken_call=spoken_tool_call(text) if role == "assistant" else None,
         )
     if kind == "function_call":
         call = item.function_call

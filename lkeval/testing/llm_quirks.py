@@ -30,6 +30,9 @@ file or ``LLMServer(quirks=...)``. Each reproduces something seen on a real serv
 - ``json_schema: enforce`` — a ``response_format`` of type ``json_schema`` is enforced (llama.cpp
   compiles it to a grammar): the answer is the rule's first tool call's arguments as the JSON
   content, nothing before or after it, no tool call.
+- ``usage: omit`` — no usage chunk even when the request asks for one
+  (``stream_options.include_usage``), as servers that do not implement it (and proxies that
+  drop it) answer: a client that needs token counts must say they are unknown.
 - ``like: llama-server`` — a preset: ``named_tool_choice: ignore``, ``timings: true``,
   ``required_tool_choice: as_text`` and ``json_schema: enforce``.
 """
@@ -66,6 +69,7 @@ _KEYS = (
     "noisy_verdicts",
     "required_tool_choice",
     "json_schema",
+    "usage",
 )
 _FLIPPED = {"pass": "fail", "fail": "pass"}
 
@@ -156,6 +160,7 @@ class ServerQuirks:
     noisy_verdicts: NoisyVerdicts | None = None
     required_tool_choice: str = "honour"
     json_schema: str = "ignore"
+    usage: str = "send"
 
     def effective_request(self, body: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
         """The request as the model sees it, and the warning the server logs about it."""
@@ -262,6 +267,8 @@ def parse_quirks(raw: Mapping[str, Any] | None, where: str = "server") -> Server
     )
     schema = merged.get("json_schema", "ignore")
     _need(schema in ("ignore", "enforce"), where, "'json_schema' must be ignore or enforce")
+    usage = merged.get("usage", "send")
+    _need(usage in ("send", "omit"), where, "'usage' must be send or omit")
     return ServerQuirks(
         named,
         merged.get("timings", False),
@@ -269,4 +276,5 @@ def parse_quirks(raw: Mapping[str, Any] | None, where: str = "server") -> Server
         _noisy(noisy, where) if noisy is not None else None,
         required,
         schema,
+        usage,
     )

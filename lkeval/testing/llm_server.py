@@ -174,6 +174,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         options = body.get("stream_options")
         include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        include_usage = include_usage and self.server.owner.quirks.usage != "omit"
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")

@@ -192,7 +192,10 @@ def test_the_calibrate_step_calibrates_mains_results_through_the_real_cli(
         results,
     )
     verdict = {"name": "submit_verdict", "arguments": {"reasoning": "r", "verdict": "pass"}}
-    booked = r"(?s)book_room\(\{\"check_in\": \"2025-03-03\".*agent: Booked!"
+    booked = (
+        r'(?s)"agent_called": "book_room", "arguments": \{"check_in": "2025-03-03"'
+        r'.*"from": "agent", "says": "Booked!'
+    )
     rules = [
         {"last_user": booked, "tool_calls": [verdict]},
         {"tool_calls": [{**verdict, "arguments": {"reasoning": "r", "verdict": "fail"}}]},

@@ -41,7 +41,11 @@ def verdict(value: str, **match: Any) -> dict[str, Any]:
 
 #: Passes only the real booking: the call with the asked date, and the confirmation said.
 TELLS = [
-    verdict("pass", last_user=r"(?s)book_room\(\{\"check_in\": \"2025-03-03\".*agent: Booked!"),
+    verdict(
+        "pass",
+        last_user=r'(?s)"agent_called": "book_room", "arguments": \{"check_in": "2025-03-03"'
+        r'.*"from": "agent", "says": "Booked!',
+    ),
     verdict("fail"),
 ]
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from lkeval.llm.caller import CallerTurn, SimulatedCaller, caller_flag
+from lkeval.llm.caller import CallerTurn, SimulatedCaller
+from lkeval.llm.caller_role import caller_flag, role_break
 from lkeval.llm.client import LLMError, build_llm
 from lkeval.llm.config import LLMEndpointOptions, LLMOptions, LLMSpec, resolve_llm_spec
 from lkeval.llm.evaluator import LLMEvaluator
-from lkeval.llm.judge import combine_verdicts
 from lkeval.results.model import TranscriptItem, Verdict
 from lkeval.scenarios.model import Scenario
 from lkeval.testing.llm_server import LLMServer
@@ -221,17 +221,19 @@ def convo(*lines: tuple[str, str]) -> list[TranscriptItem]:
 AGENT_SAYS = "Hotel Aurora, how can I help you today?"
 
 
-def test_a_caller_that_only_echoes_the_agent_is_flagged_as_not_a_pass() -> None:
+def test_a_caller_that_only_echoes_the_agent_is_not_judged() -> None:
     echo = convo(
         ("assistant", AGENT_SAYS),
         ("user", "Hotel Aurora, how can I help you today?"),
         ("assistant", "Sorry, could you repeat that?"),
         ("user", "Sorry, could you repeat that"),
     )
-    flag = caller_flag(echo, first_turn=1)
-    assert flag is not None and (flag.source, flag.verdict) == ("caller", "maybe")
-    assert "only echoed the agent in 2 of 2 message(s)" in flag.reason
-    assert not combine_verdicts([Verdict("judge", "pass"), flag])[0]
+    why = role_break(echo, 1, INSTRUCTIONS)
+    assert why is not None and why.startswith("its message 1 of 2 is the agent's line")
+    short = convo(("assistant", "Sorry?"), ("user", "Sorry?"))
+    assert role_break(short, 1, INSTRUCTIONS) == (
+        "none of its 1 message(s) played its instructions (echoes or JSON)"
+    )
 
 
 def test_a_caller_sending_json_is_flagged_and_a_single_slip_only_noted() -> None:
@@ -255,6 +257,37 @@ def echo_line(turn: int) -> list[TranscriptItem]:
     return [TranscriptItem("message", turn, role="user", text=AGENT_SAYS)]
 
 
+def evaluate(
+    srv: LLMServer, transcript: list[TranscriptItem], instructions: str = "Book a room."
+) -> tuple[list[Verdict], LLMEvaluator]:
+    """The evaluator's verdicts on ``transcript`` (caller and judge at ``srv``)."""
+    flags = LLMOptions(
+        caller=LLMEndpointOptions(model="c", base_url=srv.base_url),
+        judge=LLMEndpointOptions(model="j", base_url=srv.base_url),
+    )
+    caller, judge = (resolve_llm_spec(r, flags, {}) for r in ("caller", "judge"))
+    evaluator = LLMEvaluator(caller, judge, judge_scripted=False, environ={})
+    scenario = Scenario(
+        id="s",
+        label="s",
+        instructions=instructions,
+        agent_expectations="Books it.",
+        group_id="g",
+        group_name="g",
+        file="f.yaml",
+        line=1,
+        id_derived=False,
+    )
+
+    async def main() -> list[Verdict]:
+        try:
+            return await evaluator.judge(scenario, transcript, {})
+        finally:
+            await evaluator.aclose()
+
+    return asyncio.run(main()), evaluator
+
+
 def test_the_evaluator_records_the_flag_among_the_verdicts(srv: LLMServer) -> None:
     srv.set_rules(
         [
@@ -266,32 +299,15 @@ def test_the_evaluator_records_the_flag_among_the_verdicts(srv: LLMServer) -> No
             },
         ]
     )
-    flags = LLMOptions(
-        caller=LLMEndpointOptions(model="c", base_url=srv.base_url),
-        judge=LLMEndpointOptions(model="j", base_url=srv.base_url),
+    echo = convo(
+        ("assistant", "For which date?"),
+        ("user", "For which date?"),
+        ("assistant", "Sorry, for which date?"),
+        ("user", "May 3rd, a room for two."),
     )
-    caller, judge = (resolve_llm_spec(r, flags, {}) for r in ("caller", "judge"))
-    evaluator = LLMEvaluator(caller, judge, judge_scripted=False, environ={})
-    scenario = Scenario(
-        id="s",
-        label="s",
-        instructions="Book a room.",
-        agent_expectations="Books it.",
-        group_id="g",
-        group_name="g",
-        file="f.yaml",
-        line=1,
-        id_derived=False,
-    )
-    echo = convo(("assistant", AGENT_SAYS), ("user", AGENT_SAYS))
-
-    async def main() -> list[Verdict]:
-        try:
-            return await evaluator.judge(scenario, echo, {})
-        finally:
-            await evaluator.aclose()
-
-    verdicts = asyncio.run(main())
+    verdicts, evaluator = evaluate(srv, echo)
     assert [v.source for v in verdicts] == ["caller", "judge"]
-    passed, reason = evaluator.passes(verdicts)
-    assert not passed and reason.startswith("caller: maybe — the simulated caller only echoed")
+    assert verdicts[0] == Verdict(
+        "caller", "pass", "flag: the simulated caller echoed the agent in 1 of 2 message(s)"
+    )
+    assert evaluator.passes(verdicts)[0]  # a slip in a call that was played is only noted

@@ -17,8 +17,10 @@ from lkeval.testing.llm_server import LLMServer
 SAID = "You said: hello"
 TRANSCRIPT = [
     TranscriptItem("message", 0, role="assistant", text=SAID),
-    TranscriptItem("message", 1, role="user", text=SAID),  # the caller echoes: a flag
+    TranscriptItem("message", 1, role="user", text=SAID),  # the caller echoes once: a flag
     TranscriptItem("message", 1, role="assistant", text=SAID),
+    TranscriptItem("message", 2, role="user", text="I'd like to book a room."),
+    TranscriptItem("message", 2, role="assistant", text="You said: I'd like to book a room."),
 ]
 SCENARIO = Scenario(
     id="s",
@@ -68,7 +70,7 @@ def test_a_failing_builtin_judge_keeps_the_main_verdict_and_the_caller_flag() ->
     with LLMServer(rules) as server, pytest.raises(JudgingFailed) as caught:
         judge_with(server, run_judges=("safety",))
     kept = [(v.source, v.verdict) for v in caught.value.verdicts]
-    assert kept == [("caller", "maybe"), ("judge", "pass"), ("judge:tool_use", "fail")]
+    assert kept == [("caller", "pass"), ("judge", "pass"), ("judge:tool_use", "fail")]
     assert str(caught.value).startswith("judge:safety: "), caught.value
 
 
@@ -80,4 +82,4 @@ def test_a_failing_main_judge_keeps_the_builtin_verdicts() -> None:
     with LLMServer(rules) as server, pytest.raises(JudgingFailed) as caught:
         judge_with(server)
     kept = [(v.source, v.verdict) for v in caught.value.verdicts]
-    assert kept == [("caller", "maybe"), ("judge:tool_use", "pass")]
+    assert kept == [("caller", "pass"), ("judge:tool_use", "pass")]
