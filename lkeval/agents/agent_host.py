@@ -169,7 +169,7 @@ def enter_audio_mode(dispatch: str | Control) -> None:
 
     AgentsConsole.get_instance().console_mode = "audio"
     if isinstance(dispatch, Control):
-        dispatch.conditions = conditions_line("agent", dispatch.marks_greeting)
+        dispatch.conditions = conditions_line("agent", dispatch.marks_greeting, dispatch.patches)
 
 
 def hold_session_start(control: Control) -> None:
@@ -215,17 +215,40 @@ def sibling(name: str) -> Any:
     loaded = sys.modules.get(f"_lkeval_{name}")
     if loaded is not None:
         return loaded
+    if name != "pins":  # the patches read their pins from it
+        sibling("pins")
     return load_by_path(f"_lkeval_{name}", os.path.join(HOST_DIR, f"{name}.py"))
 
 
 #: The siblings every agent process loads (:func:`run`); the fork server loads them before it
 #: forks, so a child neither compiles nor executes them again.
-HOST_MODULES = ("tool_schemas", "idle_timers", "greeting_mark")
+HOST_MODULES = ("pins", "tool_schemas", "idle_timers", "greeting_mark")
 
 
 def load_host_modules() -> None:
     for name in HOST_MODULES:
         sibling(name)
+    speed_patches(None)  # their digests, read once here, are inherited by every fork
+
+
+def speed_patches(schemas: Any) -> dict[str, str]:
+    """Whether each speed patch is on in this process and why (``pins.py``), as lk-eval prints
+    it at the run's start: patch -> "on (...)" or "off (...)". ``schemas`` is what installing
+    ``tool_schemas`` said (None: only check)."""
+    timers = sibling("idle_timers")
+    if schemas is None:
+        schemas = sibling("tool_schemas").check()
+    tls = sys.modules.get("_lkeval_tls_context") or sys.modules.get(f"{__package__}.tls_context")
+    return {
+        "tool_schemas": schemas.describe(),
+        "idle_timers": timers.check().describe(),
+        "loop_monitor_pause": timers.check_monitor().describe(),
+        "tls_context": tls.note() if tls is not None else TLS_COLD,
+    }
+
+
+#: The TLS context is prebuilt in the fork server only (``tls_context.py``).
+TLS_COLD = "off (cold start: the TLS context is prebuilt only in the fork server)"
 
 
 def load_by_path(module_name: str, path: str) -> Any:
@@ -318,10 +341,17 @@ def set_inference_class(wanted: str) -> str:
     return "agent"
 
 
-def conditions_line(inference_class: str, marks_greeting: bool = False) -> bytes:
-    """What the host tells lk-eval before ``prepared``: the conditions of its measurements, and
-    whether the session will mark the end of its greeting (``greeting_mark.py``)."""
-    said = {"inference_class": inference_class, "greeting_mark": marks_greeting}
+def conditions_line(
+    inference_class: str, marks_greeting: bool = False, patches: dict[str, str] | None = None
+) -> bytes:
+    """What the host tells lk-eval before ``prepared``: the conditions of its measurements,
+    whether the session will mark the end of its greeting (``greeting_mark.py``), and which
+    speed patches are on (:func:`speed_patches`)."""
+    said = {
+        "inference_class": inference_class,
+        "greeting_mark": marks_greeting,
+        "speed_patches": patches or {},
+    }
     return (json.dumps(said) + "\n").encode()
 
 
@@ -362,6 +392,8 @@ class Control:
     conditions = b""
     #: Whether the session marks the end of its greeting (part of :attr:`conditions`).
     marks_greeting = False
+    #: :func:`speed_patches` (part of :attr:`conditions`).
+    patches: dict[str, str] = {}  # noqa: RUF012 (replaced, never changed in place)
 
     def wait_scenario(self) -> str:
         """Block until lk-eval has sent the scenario; returns its dispatch JSON."""
@@ -541,17 +573,20 @@ def run(agent_path: str, connect_addr: str, dispatch: str | Control) -> int:
     inference_class = set_inference_class(os.environ.get(INFERENCE_CLASS_ENV, "low"))
     if isinstance(dispatch, Control):
         hold_session_start(dispatch)
-        marks_greeting = sibling("greeting_mark").install()
-        dispatch.conditions = conditions_line(inference_class, marks_greeting)
-        dispatch.marks_greeting = marks_greeting
+        dispatch.marks_greeting = sibling("greeting_mark").install()
         announce_ending(dispatch)
     attach_dispatch(dispatch)
     # each tool's schema once per process, not per LLM request (same bytes sent)
-    sibling("tool_schemas").install()
+    schemas = sibling("tool_schemas").install()
     forget_host_dir()
     server = _discover_server(agent_path)
     # no idle-process poll or load report where one console job is the process's only work
     sibling("idle_timers").install(server)
+    if isinstance(dispatch, Control):
+        dispatch.patches = speed_patches(schemas)
+        dispatch.conditions = conditions_line(
+            inference_class, dispatch.marks_greeting, dispatch.patches
+        )
     _run_tcp_console(server=server, connect_addr=connect_addr)
     return 0
 

@@ -29,56 +29,84 @@ that hosts many jobs, about a third of what an agent spends while it merely wait
 What stays: the job's ping (every 2.5 s, it notices a job whose loop hangs), the monitor's
 warnings, and lk-eval's own watch on the agent's control channel.
 
-Pinned, like ``tool_schemas``, to the files that define what it replaces, as read in
-livekit-agents 1.6.6 and 1.8.9 (:data:`VERIFIED`: a digest of ``worker.py`` and
-``ipc/proc_pool.py``; :data:`VERIFIED_MONITOR`: ``telemetry/loop_monitor.py``): with any other
-files it changes nothing and the framework's own timers run.
+Pinned, like ``tool_schemas``, to the functions it replaces or stops (``pins.py``), each by
+the digest of its source as read in livekit-agents 1.6.6 and 1.8.9 (:data:`VERIFIED`: the
+pool's ``ProcPool._main_task`` and the ``_load_task`` that ``AgentServer.run`` starts;
+:data:`VERIFIED_MONITOR`: the monitor's ``get_monitor``, ``start_monitoring`` and
+``stop_monitoring``): where one changed it changes nothing, the framework's own timers run, and
+the run's start says which.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import math
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-#: :func:`fingerprint` of the livekit-agents releases whose server and pool were read
-#: (release -> digest; only the digests are compared).
-VERIFIED = {
-    "1.6.6": "2ca2de130c46df4a",
-    "1.8.9": "7d741da8a078c737",
+try:  # imported as lkeval.agents.idle_timers (tests, type checks)
+    from . import pins
+except ImportError:  # loaded by path in the agent's interpreter, after pins.py (agent_host.py)
+    pins = sys.modules["_lkeval_pins"]
+
+#: :func:`pins.source_digest` of what the pool poll and load report cuts rely on, as read in the
+#: releases CI installs (release -> function -> digest, oldest first).
+VERIFIED: dict[str, dict[str, str]] = {
+    "1.6.6": {
+        "ProcPool._main_task": "2bff407d62d42086",
+        "AgentServer.run._load_task": "1caf428960c6bc42",
+    },
+    "1.8.9": {
+        "ProcPool._main_task": "2bff407d62d42086",
+        "AgentServer.run._load_task": "1caf428960c6bc42",
+    },
 }
-#: :func:`monitor_fingerprint` of the releases whose event-loop monitor was read (1.8 and later
-#: have one): :func:`pause_loop_monitor` stops and starts it again through its own functions.
-VERIFIED_MONITOR = {
-    "1.8.9": "1d8411917dad7c85",
+#: The same for the event-loop monitor (1.8 and later have one): :func:`pause_loop_monitor`
+#: stops and starts it again through these functions.
+VERIFIED_MONITOR: dict[str, dict[str, str]] = {
+    "1.8.9": {
+        "get_monitor": "395b9786adbe0692",
+        "start_monitoring": "b21b83747a5ed037",
+        "stop_monitoring": "fcc3eafae9713462",
+    },
 }
 #: What :func:`install` can cut, as ``docs/protocol.md`` names them.
 POOL_POLL = "process-pool poll"
 LOAD_REPORT = "load report"
 
 
-def fingerprint() -> str | None:
-    """A digest of ``worker.py`` and ``ipc/proc_pool.py``, or None when they cannot be read or
-    the pool's poll is no longer the one ``proc_pool.py`` defines (something replaced it)."""
+def check() -> Any:
+    """Whether the pool's poll and the load report may be cut: a :class:`pins.Note`."""
     try:
-        from livekit.agents import worker
-        from livekit.agents.ipc import proc_pool
+        from livekit.agents.ipc.proc_pool import ProcPool
+        from livekit.agents.worker import AgentServer
 
-        digest = hashlib.sha256()
-        for module in (worker, proc_pool):
-            with open(str(module.__file__), "rb") as source:
-                digest.update(source.read())
-        poll: Any = proc_pool.ProcPool._main_task
-        if getattr(poll, "_lkeval_quiet", False):
-            poll = poll._lkeval_original
-        if getattr(poll, "__wrapped__", poll).__code__.co_filename != proc_pool.__file__:
-            return None
-    except (ImportError, AttributeError, OSError, TypeError):
-        return None
-    return digest.hexdigest()[:16]
+        poll: Any = ProcPool._main_task
+        poll = getattr(poll, "_lkeval_original", poll)
+        load_task = next(
+            code
+            for code in AgentServer.run.__code__.co_consts
+            if getattr(code, "co_name", None) == "_load_task"
+        )
+    except (ImportError, AttributeError, StopIteration):
+        return pins.Note(False, "no ProcPool._main_task or AgentServer.run's _load_task")
+    functions = {"ProcPool._main_task": poll, "AgentServer.run._load_task": load_task}
+    return pins.check(functions, VERIFIED)
+
+
+def check_monitor() -> Any:
+    """Whether the event-loop monitor may be paused while the agent is held."""
+    try:
+        from livekit.agents.telemetry import loop_monitor
+    except ImportError:
+        return pins.Note(False, "this livekit-agents has no event-loop monitor")
+    names = ("get_monitor", "start_monitoring", "stop_monitoring")
+    try:
+        functions = {name: getattr(loop_monitor, name) for name in names}
+    except AttributeError:
+        return pins.Note(False, "the event-loop monitor has none of its functions")
+    return pins.check(functions, VERIFIED_MONITOR)
 
 
 def install(server: Any) -> tuple[str, ...]:
@@ -88,7 +116,7 @@ def install(server: Any) -> tuple[str, ...]:
     The pool's poll is decided when the pool starts (its idle target), the load report when the
     server has started (its load function, threshold, registration and Prometheus settings).
     """
-    if fingerprint() not in VERIFIED.values():
+    if not check().on:
         return ()
     from livekit.agents.ipc.proc_pool import ProcPool
 
@@ -151,17 +179,6 @@ def stop_load_report(server: Any) -> bool:
         return False
 
 
-def monitor_fingerprint() -> str | None:
-    """A digest of ``telemetry/loop_monitor.py`` (None on releases without the monitor)."""
-    try:
-        from livekit.agents.telemetry import loop_monitor
-
-        with open(str(loop_monitor.__file__), "rb") as source:
-            return hashlib.sha256(source.read()).hexdigest()[:16]
-    except (ImportError, AttributeError, OSError, TypeError):
-        return None
-
-
 def pause_loop_monitor() -> Callable[[], None]:
     """Stop the running loop's event-loop monitor while the agent is held; returns what
     starts it again (call it on the same loop, before the session starts).
@@ -177,7 +194,7 @@ def pause_loop_monitor() -> Callable[[], None]:
         return _nothing
     loop = asyncio.get_running_loop()
     monitor = loop_monitor.get_monitor(loop)
-    if monitor is None or monitor_fingerprint() not in VERIFIED_MONITOR.values():
+    if monitor is None or not check_monitor().on:
         return _nothing
     paused: list[bool] = []
 
@@ -209,5 +226,5 @@ def _nothing() -> None:
     """The resume of a monitor that was not paused."""
 
 
-if __name__ == "__main__":  # print this livekit-agents' fingerprints (for the VERIFIED tables)
-    print(fingerprint(), monitor_fingerprint(), file=sys.stdout)
+if __name__ == "__main__":  # print this livekit-agents' notes (digests: pins.py)
+    print(check().describe(), check_monitor().describe(), file=sys.stdout)

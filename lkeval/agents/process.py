@@ -162,6 +162,8 @@ class AgentProcess:
         self.inference_class = ""
         # Whether its session marks the end of its greeting (``agents/greeting_mark.py``).
         self.marks_greeting = False
+        # Which speed patches its host applied and why (``agents/pins.py``): name -> "on (...)".
+        self.speed_patches: dict[str, str] = {}
         self._log_offset = 0
         self._log_size = -1  # the raw log's size at its last read
         self._crash: str | None = None  # the crash its log reported (once seen, it stays)
@@ -321,6 +323,9 @@ class AgentProcess:
         known = inference_class in agent_host.INFERENCE_CLASSES
         self.inference_class = str(inference_class) if known else ""
         self.marks_greeting = said.get("greeting_mark") is True
+        patches = said.get("speed_patches")
+        if isinstance(patches, dict):
+            self.speed_patches = {str(k): str(v) for k, v in patches.items()}
 
     async def _race(self, phase: str, work: Awaitable[Any], timeout: float) -> Any:
         """``work``'s result, unless the process dies or ``timeout`` passes first."""

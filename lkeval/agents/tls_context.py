@@ -148,6 +148,18 @@ def trust_inputs(library: Library, trust_env: object = True) -> tuple[Any, ...] 
     return (bool(trust_env), environment, tuple(_on_disk(path) for path in paths))
 
 
+def note() -> str:
+    """Whether a context was prebuilt in this process (or the fork server it was forked from),
+    and for which libraries, as the run's start prints it."""
+    if _prepared:
+        return f"on (prebuilt for {', '.join(_prepared)}; pinned by file digests)"
+    return "off (no HTTPX library whose files were verified, or a TLS key log asked for)"
+
+
+#: The libraries :func:`prepare` prebuilt a context for (inherited by the forked agents).
+_prepared: list[str] = []
+
+
 def prepare() -> list[str]:
     """For each verified library the preload imported: build its default context and wrap its
     ``create_ssl_context``. Returns the libraries prepared. Called by the fork server after its
@@ -171,6 +183,7 @@ def prepare() -> list[str]:
             if holder is not None:
                 setattr(holder, "create_ssl_context", wrapper)  # noqa: B010 (a module)
         prepared.append(library.name)
+    _prepared[:] = prepared
     return prepared
 
 

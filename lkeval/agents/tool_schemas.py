@@ -16,65 +16,84 @@ handed out as a deep copy of that first result, for as long as every one of thos
 same object or an equal value (a tool whose description the agent changes gets a new schema).
 The LLM receives byte for byte the request it would have received.
 
-It is pinned to the files that define the builders, as read in livekit-agents 1.6.6 and 1.8.9
-(:data:`VERIFIED`, a digest of ``llm/utils.py`` and ``llm/_strict.py``): with any other files (a
-release that may have changed what the builders read), or builders something else replaced, it
-installs nothing and the framework's own path runs.
+It is pinned to the functions it relies on (``pins.py``): the two builders it wraps and
+``function_arguments_to_pydantic_model``, the one that reads the tool (so what :func:`inputs`
+compares is still all it reads), each by the digest of its source as read in livekit-agents
+1.6.6 and 1.8.9 (:data:`VERIFIED`). When one of them changed, or something else replaced a
+builder, it installs nothing, the framework's own path runs, and the run's start says so.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-import hashlib
 import inspect
 import sys
 from collections.abc import Callable
 from typing import Any
 
-#: :func:`fingerprint` of the livekit-agents releases whose builders were read and found pure
-#: (release -> digest; only the digests are compared).
-VERIFIED = {
-    "1.6.6": "f372a941e6bc8e6d",
-    "1.8.9": "a27d27c327e127c0",
-}
+try:  # imported as lkeval.agents.tool_schemas (tests, type checks)
+    from . import pins
+except ImportError:  # loaded by path in the agent's interpreter, after pins.py (agent_host.py)
+    pins = sys.modules["_lkeval_pins"]
+
 #: The two builders that are wrapped, by name in ``livekit.agents.llm.utils``.
 BUILDERS = ("build_strict_openai_schema", "build_legacy_openai_schema")
+#: What is pinned: the builders and the function that reads the tool for them.
+PINNED = (*BUILDERS, "function_arguments_to_pydantic_model")
+#: :func:`pins.source_digest` of each pinned function, as read in the releases CI installs
+#: (release -> function -> digest, oldest first).
+VERIFIED = {
+    "1.6.6": {
+        "build_strict_openai_schema": "85826e6dfd11d703",
+        "build_legacy_openai_schema": "9c1d5cf59c0d1ac8",
+        "function_arguments_to_pydantic_model": "729c3341af1bff87",
+    },
+    "1.8.9": {
+        "build_strict_openai_schema": "cc38edbdf3f58c3b",
+        "build_legacy_openai_schema": "9c1d5cf59c0d1ac8",
+        "function_arguments_to_pydantic_model": "85069c3359f6ffc0",
+    },
+}
 #: More distinct (tool, options) pairs than this and the cache starts over (an agent that
 #: makes new tool objects for every request would otherwise grow it without end).
 MAX_ENTRIES = 256
 
 
-def fingerprint() -> str | None:
-    """A digest of the two files the schema builders run (``llm/utils.py``, ``llm/_strict.py``),
-    or None when they cannot be read or the builders are no longer the ones those files define
-    (something replaced them at run time)."""
+def check() -> Any:
+    """Whether the builders may be wrapped: a :class:`pins.Note`."""
     try:
-        from livekit.agents.llm import _strict, utils
+        from livekit.agents.llm import utils
 
-        digest = hashlib.sha256()
-        for module in (utils, _strict):
-            with open(str(module.__file__), "rb") as source:
-                digest.update(source.read())
-        for name in BUILDERS:
-            if getattr(utils, name).__code__.co_filename != utils.__file__:
-                return None
-    except (ImportError, AttributeError, OSError, TypeError):
-        return None
-    return digest.hexdigest()[:16]
+        functions = {name: getattr(utils, name) for name in PINNED}
+    except (ImportError, AttributeError):
+        return pins.Note(False, "the schema builders are not in livekit.agents.llm.utils")
+    replaced = [
+        name
+        for name in BUILDERS
+        if not getattr(functions[name], "_lkeval_memo", False)
+        and getattr(getattr(functions[name], "__code__", None), "co_filename", None)
+        != utils.__file__
+    ]
+    if replaced:
+        return pins.Note(False, f"{', '.join(replaced)} replaced by something else")
+    functions = {name: inspect.unwrap(f) for name, f in functions.items()}
+    return pins.check(functions, VERIFIED)
 
 
-def install() -> bool:
-    """Wrap the builders when their source is one that was verified; True when wrapped."""
-    if fingerprint() not in VERIFIED.values():
-        return False
+def install() -> Any:
+    """Wrap the builders when their source is one that was verified; the :class:`pins.Note`
+    says whether they were wrapped and why."""
+    note = check()
+    if not note.on:
+        return note
     from livekit.agents.llm import utils
 
     for name in BUILDERS:
         builder = getattr(utils, name)
         if not getattr(builder, "_lkeval_memo", False):
             setattr(utils, name, memoised(builder))
-    return True
+    return note
 
 
 def memoised(build: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
@@ -129,5 +148,8 @@ def _equal(a: Any, b: Any) -> bool:
         return False
 
 
-if __name__ == "__main__":  # print this livekit-agents' fingerprint (for VERIFIED)
-    print(fingerprint(), file=sys.stdout)
+if __name__ == "__main__":  # print this livekit-agents' digests (for VERIFIED)
+    from livekit.agents.llm import utils
+
+    for each in PINNED:
+        print(each, pins.source_digest(getattr(utils, each)), file=sys.stdout)

@@ -242,6 +242,9 @@ class Attempt:
     # as LiveKit's text simulation does since livekit-agents 1.6.10) or "agent" (the class
     # each model asks for: ``--inference-class agent``, or a livekit-agents that does not pin).
     inference_class: str = ""
+    # Each speed patch of the agent's host, on or off and why ("on (verified ...)"), as the
+    # host reported (docs/warm-starts.md, "Speed patches"); empty when no agent reported.
+    speed_patches: dict[str, str] = field(default_factory=dict)
     # How this attempt used its cassette; None without ``--cassettes`` (and in older files).
     replay: Replay | None = None
     # The call as lk-eval's microphone and speaker saw it; None for a text attempt.

@@ -509,6 +509,7 @@ class ScenarioAttempt:
             start_mode=agent.started.mode if agent.started else "",
             cold_start_reason=agent.started.why if agent.started else "",
             inference_class=agent.inference_class,
+            speed_patches=dict(agent.speed_patches),
             call=call,
         )
 

@@ -68,6 +68,7 @@ from lkeval.run.engine import (
     attempt_factory,
 )
 from lkeval.run.interrupt import Interrupted, RunSignals
+from lkeval.run.patches_line import PatchesLine
 from lkeval.run.plan import Plan, SuiteSettings, build_plan, cassette_rules, open_cassettes
 from lkeval.run.revote import ask_again_with
 from lkeval.run.speech import RunSpeech
@@ -484,7 +485,7 @@ class Suite:
             plan = dataclasses.replace(plan, engine_options=options)
         if self._cassettes is not None:
             self._cassettes.scratch = raw_logs  # the agents' tapes: private, like raw logs
-        progress = self.parts.progress(len(plan.selected))
+        progress = PatchesLine(self.parts.progress(len(plan.selected)), self.out)
         engine = self._engine = Engine(
             attempt_factory(run_settings, evaluator),
             progress,

@@ -11,7 +11,7 @@ from livekit.agents import Agent, RunContext, function_tool, llm
 from livekit.agents.llm import utils
 from pydantic import Field
 
-from lkeval.agents import agent_host, tool_schemas
+from lkeval.agents import agent_host, pins, tool_schemas
 
 
 class Desk(Agent):
@@ -65,9 +65,10 @@ def framework_builders(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.smoke
 def test_the_installed_livekit_agents_is_one_whose_builders_were_verified() -> None:
-    # CI runs this on the newest and the oldest supported livekit-agents: a new release in
-    # either place fails here until its builders are read and its digest added to VERIFIED
-    assert tool_schemas.fingerprint() in tool_schemas.VERIFIED.values()
+    # CI runs this on the newest and the oldest supported livekit-agents: a release that
+    # changed a pinned function fails here until it is read and its digest added to VERIFIED
+    note = tool_schemas.check()
+    assert note == (True, f"verified {', '.join(tool_schemas.PINNED)}")
 
 
 @pytest.mark.smoke
@@ -86,16 +87,15 @@ def test_memoised_schemas_are_the_framework_s_own_bytes_built_once_per_tool(
             return dict(_real(tool, **options))
 
         monkeypatch.setattr(utils, name, counting)
-    monkeypatch.setattr(tool_schemas, "fingerprint", lambda: "verified")
-    monkeypatch.setattr(tool_schemas, "VERIFIED", {"test": "verified"})
-    assert tool_schemas.install() is True
+    monkeypatch.setattr(tool_schemas, "check", lambda: pins.Note(True, "verified"))
+    assert tool_schemas.install().on
     assert [wire(tools) for _ in range(3)] == [before] * 3
     assert sorted(built) == sorted(2 * [t.info.name for t in tools])  # once each, strict+legacy
 
 
 @pytest.mark.usefixtures("framework_builders")
 def test_each_request_gets_its_own_copy_and_a_changed_tool_a_new_schema() -> None:
-    assert tool_schemas.install() is True
+    assert tool_schemas.install().on
     tool = next(t for t in desk_tools() if t.info.name == "check_availability")
     first = utils.build_strict_openai_schema(tool)
     first["function"]["parameters"]["properties"].clear()  # a caller that edits what it got
@@ -114,13 +114,23 @@ def test_each_request_gets_its_own_copy_and_a_changed_tool_a_new_schema() -> Non
 @pytest.mark.usefixtures("framework_builders")
 def test_unverified_builders_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     framework = [getattr(utils, name) for name in tool_schemas.BUILDERS]
-    monkeypatch.setattr(tool_schemas, "VERIFIED", {})
-    assert tool_schemas.install() is False
+    verified = dict(tool_schemas.VERIFIED)
+    changed = {
+        release: {**digests, "build_legacy_openai_schema": "0"}
+        for release, digests in verified.items()
+    }
+    monkeypatch.setattr(tool_schemas, "VERIFIED", changed)
+    newest = list(verified)[-1]
+    assert tool_schemas.install() == (
+        False,
+        f"build_legacy_openai_schema changed since {newest}",
+    )
     assert [getattr(utils, name) for name in tool_schemas.BUILDERS] == framework
 
     # builders something else replaced at run time are not the verified ones either
+    monkeypatch.setattr(tool_schemas, "VERIFIED", verified)
     monkeypatch.setattr(utils, "build_strict_openai_schema", lambda tool: {})
-    assert tool_schemas.fingerprint() is None
+    assert tool_schemas.check() == (False, "build_strict_openai_schema replaced by something else")
 
 
 def test_the_host_loads_it_by_path_as_it_loads_its_other_siblings() -> None:

@@ -102,6 +102,12 @@ def test_hotel_scripted_scenarios(tmp_path: Path, hotel_llm: LLMServer) -> None:
     if LIVEKIT_AGENTS >= (1, 8):  # 1.6.6 sends the TTFT on the wire but not tokens/s
         assert turn["llm_tps"] is not None
     assert attempt["usage"]["agent"]["models"]  # get_session_usage names its models
+    # each speed patch says whether it is on, once at the start and in every attempt
+    patches = attempt["speed_patches"]
+    assert patches["tool_schemas"].startswith("on (verified build_strict_openai_schema"), patches
+    assert patches["idle_timers"].startswith("on (verified ProcPool._main_task"), patches
+    assert set(patches) == {"tool_schemas", "idle_timers", "loop_monitor_pause", "tls_context"}
+    assert proc.stdout.count("speed patches: tool_schemas on (verified") == 1, proc.stdout
 
     handoff = by_id["SCN_bookAda01"]
     assert handoff["status"] == "passed", handoff
