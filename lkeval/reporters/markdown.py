@@ -66,17 +66,27 @@ class Level:
     chart: bool = True
     table: bool = True
     short_reasons: bool = False
+    # ``lkeval pin ...`` under each failed conversation: only while there is room for it
+    pin_hint: bool = True
 
 
 LEVELS = (
     Level(),
     Level(passing_rows=False),
-    Level(passing_rows=False, transcript_items=6),
-    Level(passing_rows=False, transcript_items=2),
-    Level(passing_rows=False, transcript_items=0),
-    Level(passing_rows=False, transcript_items=0, chart=False),
-    Level(passing_rows=False, transcript_items=0, chart=False, table=False),
-    Level(passing_rows=False, transcript_items=0, chart=False, table=False, short_reasons=True),
+    Level(passing_rows=False, transcript_items=16, pin_hint=False),
+    Level(passing_rows=False, transcript_items=6, pin_hint=False),
+    Level(passing_rows=False, transcript_items=2, pin_hint=False),
+    Level(passing_rows=False, transcript_items=0, pin_hint=False),
+    Level(passing_rows=False, transcript_items=0, chart=False, pin_hint=False),
+    Level(passing_rows=False, transcript_items=0, chart=False, table=False, pin_hint=False),
+    Level(
+        passing_rows=False,
+        transcript_items=0,
+        chart=False,
+        table=False,
+        short_reasons=True,
+        pin_hint=False,
+    ),
 )
 
 
@@ -225,6 +235,7 @@ def _failure_sections(report: Report, level: Level, kept: int) -> list[str]:
                 level.transcript_items,
                 level.short_reasons,
                 report.details,
+                pin_hint=level.pin_hint,
             )
         )
     if kept < len(failing):

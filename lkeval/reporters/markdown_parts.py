@@ -26,7 +26,7 @@ from lkeval.results.metrics import (
     scenario_metrics,
     suite_metrics,
 )
-from lkeval.results.model import RunResults, ScenarioResult, Usage
+from lkeval.results.model import Attempt, RunResults, ScenarioResult, Usage
 from lkeval.results.pricing import format_cost, total_cost
 from lkeval.results.wording import (
     attempt_to_show,
@@ -233,6 +233,7 @@ def failure_block(
     transcript_items: int,
     short_reasons: bool,
     collapsible: bool,
+    pin_hint: bool = True,
 ) -> str:
     """A failing scenario: where it is, every reason once, the agent's own check, transcript."""
     tags = [text(scenario.group_name)]
@@ -271,7 +272,21 @@ def failure_block(
             tail = attempt.log_tail[-min(LOG_TAIL_LINES, transcript_items) :]
             where = f" of <code>{text(attempt.log_path)}</code>" if attempt.log_path else ""
             parts.append(_collapsed(f"Last {len(tail)} log lines{where}", "\n".join(tail)))
+        if pin_hint and (pin := pin_command(scenario, attempt)):
+            parts.append(f"Keep this conversation as a test: <code>{text(pin)}</code>")
     return "\n\n".join(parts)
+
+
+def pin_command(scenario: ScenarioResult, attempt: Attempt) -> str:
+    """``lkeval pin ...`` for a failed attempt that had a conversation (else ""): the caller's
+    lines become a scripted scenario in the scenario's own file (docs/pin.md)."""
+    if attempt.status != "failed" or not any(i.role == "user" for i in attempt.transcript):
+        return ""
+    number = scenario.attempts.index(attempt) + 1
+    return (
+        f"lkeval pin --results results.json --scenario {scenario.scenario_id} "
+        f"--attempt {number} --into {scenario.file}"
+    )
 
 
 def _agent_check(scenario: ScenarioResult) -> str:
