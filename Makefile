@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PY_SOURCES := lkeval lkeval_action tests examples bench entrypoint.py .ci/image_check.py
 
-.PHONY: setup example test test-fast lint lock image-check wheel-check clean
+.PHONY: setup speech-voice example test test-fast lint lock image-check wheel-check clean
 
 # Two steps, so `make example` installs only what the example runs (lk-eval and its
 # dependencies); `make test` and `make lint` add the test and lint tools on top.
@@ -33,11 +33,16 @@ example: $(VENV)/.runtime          ## run the example eval (no API key needed)
 # Bytecode is cached (under the venv, not in the tree) even where PYTHONDONTWRITEBYTECODE is
 # set, as in .ci/run: every lk-eval, fork server and agent process the suite starts would
 # otherwise compile lk-eval's editable sources and the test agents again (~10% of its CPU).
-test: setup                        ## the whole test suite, end-to-end tests included
+# The audio tests speak the caller's lines with espeak-ng, a system package (not on PyPI).
+speech-voice:
+	@command -v espeak-ng >/dev/null || { echo "make: the audio tests need espeak-ng:" \
+	    "apt-get install espeak-ng (Debian, Ubuntu) or brew install espeak-ng (macOS)"; exit 2; }
+
+test: setup speech-voice           ## the whole test suite, end-to-end tests included
 	env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache \
 	    $(PY) -m pytest -m "not exhaustive" -n auto --dist loadfile --no-loadscope-reorder
 
-test-exhaustive: setup             ## the proofs too dear for every `make test` (CI runs them)
+test-exhaustive: setup speech-voice ## the proofs too dear for every `make test` (CI runs them)
 	env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache \
 	    $(PY) -m pytest -m exhaustive -n auto --dist load
 

@@ -255,7 +255,7 @@ def test_cli_names_the_models_first_and_records_them_and_the_canaries(tmp_path: 
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("LLMs: caller caller at 127.0.0.1:"), proc.stdout
     assert lines[1] == (
-        "judge preflight: known-bad canary fail, fail, fail; known-good canary pass, pass, pass: "
+        "judge preflight: known-bad canaries fail 12 of 12; known-good canary pass, pass, pass: "
         "the judge tells them apart"
     )
     meta = json.loads(results.read_text())["metadata"]
@@ -268,7 +268,7 @@ def test_cli_names_the_models_first_and_records_them_and_the_canaries(tmp_path: 
         "known_fail": "fail",
         "known_pass": "pass",
         "warning": "",
-        "known_fail_votes": ["fail"] * 3,
+        "known_fail_votes": ["fail"] * 12,
         "known_pass_votes": ["pass"] * 3,
         "weak": False,
         "verdict_form": "tool",
