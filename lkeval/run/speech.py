@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from lkeval.audio.impair import Impairer, derive_seed, parse_impairments
+from lkeval.replay.tape import ALIASES_ENV
 from lkeval.run.audio_turns import AudioSettings, BeforeLine
 
 LOCAL_KEY = "lkeval-local-speech"  # the local server checks no key; LiveKit's SDK wants one
@@ -80,11 +82,16 @@ class RunSpeech:
 
             # the agent's LLM calls are forwarded to where they would have gone
             self._server = SpeechServer(
-                upstream=self.env.get(INFERENCE_URL) or DEFAULT_INFERENCE_URL,
-                openai_upstream=self.env.get(OPENAI_URL) or DEFAULT_OPENAI_URL,
+                upstream=self._upstream(INFERENCE_URL),
+                openai_upstream=self._upstream(OPENAI_URL),
                 stt="oracle",
             )
             await self._server.start()
+
+    def _upstream(self, name: str) -> str:
+        """Where the agent's ``name`` URL would point without the server."""
+        default = DEFAULT_INFERENCE_URL if name == INFERENCE_URL else DEFAULT_OPENAI_URL
+        return self.env.get(name) or default
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -95,11 +102,16 @@ class RunSpeech:
         if self._server is None:
             return {}
         key = server_key(attempt_key)
+        inference, openai = self._server.url_for(key), self._server.openai_url_for(key)
+        # with --cassettes, the agent's calls are taped as the server forwards them: on the
+        # upstream's URL, not this run's port and attempt prefix (else no replay could match)
+        aliases = {inference: self._upstream(INFERENCE_URL), openai: self._upstream(OPENAI_URL)}
         return {
-            INFERENCE_URL: str(self._server.url_for(key)),
+            ALIASES_ENV: json.dumps(aliases),
+            INFERENCE_URL: str(inference),
             "LIVEKIT_API_KEY": self.env.get("LIVEKIT_API_KEY") or LOCAL_KEY,
             "LIVEKIT_API_SECRET": self.env.get("LIVEKIT_API_SECRET") or LOCAL_KEY,
-            OPENAI_URL: str(self._server.openai_url_for(key)),
+            OPENAI_URL: str(openai),
             "OPENAI_API_KEY": self.env.get("OPENAI_API_KEY") or LOCAL_KEY,
         }
 
