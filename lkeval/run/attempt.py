@@ -236,7 +236,7 @@ class ScenarioAttempt:
                 return self._attempt("error", exc.reason, began, agent, exc.log_tail)
             conv = Conversation(conn, agent, self.turn_timeout)
             if rig is not None:  # the microphone is live from the first moment of the call
-                self.call = AudioCall(conv, rig.audio_settings(self.job_id))
+                self.call = AudioCall(conv, rig.audio_settings(self.job_id, self.scenario.impair))
             if slot is not None:
                 started = time.monotonic()  # the wait for a slot is not the scenario's time
             conversing = True

@@ -115,19 +115,22 @@ class RunSpeech:
             "OPENAI_API_KEY": self.env.get("OPENAI_API_KEY") or LOCAL_KEY,
         }
 
-    def audio_settings(self, attempt_key: str) -> AudioSettings:
+    def audio_settings(self, attempt_key: str, impair: str | None = None) -> AudioSettings:
+        """The attempt's voice, oracle and impairments: the scenario's own ``impair:`` when it
+        has one (checked when its file was loaded), else the run's ``--impair``."""
         assert self._voice is not None, "start() first"
         settings = AudioSettings(speak=self._voice.speak, before_line=self._oracle(attempt_key))
-        if not self.impairments.active:
+        impairments = self.impairments if impair is None else parse_impairments(impair)
+        if not impairments.active:
             return settings
-        # each attempt's own draws, from the run's seed and its key (recorded: replayable)
-        seed = derive_seed(self.impairments.seed, attempt_key)
-        impairer = Impairer(self.impairments, seed)
+        # each attempt's own draws, from the seed and its key (recorded: replayable)
+        seed = derive_seed(impairments.seed, attempt_key)
+        impairer = Impairer(impairments, seed)
 
         def report() -> str:
             made = impairer.stats()
             snr = "" if made.snr_db is None else f", SNR {made.snr_db:.1f} dB"
-            spec = dataclasses.replace(self.impairments, seed=seed).describe()
+            spec = dataclasses.replace(impairments, seed=seed).describe()
             return f"{spec}: {made.lost} of {made.frames} frames lost{snr}"
 
         return dataclasses.replace(settings, frame_filter=impairer.process, line_report=report)

@@ -27,7 +27,7 @@ from lkeval.scenarios.latency import read_latency_node
 from lkeval.scenarios.mock_tools import parse_mock_tools
 from lkeval.scenarios.model import BUILTIN_JUDGES, Limits, Scenario, ScenarioGroup, derive_id
 from lkeval.scenarios.summary import summarize
-from lkeval.scenarios.turns import parse_scenario_mode, parse_turns
+from lkeval.scenarios.turns import parse_scenario_mode, parse_turns, read_impair
 from lkeval.scenarios.yaml_nodes import (
     STR_TAG,
     Diagnostic,
@@ -78,6 +78,7 @@ LKEVAL_SCENARIO_KEYS = (
     "latency",
     "mock_tools",
     "mode",
+    "impair",
 )
 SCENARIO_KEYS = LIVEKIT_SCENARIO_KEYS + LKEVAL_SCENARIO_KEYS
 # The built-in judges of livekit.agents.evals, the vocabulary users already know.
@@ -264,6 +265,7 @@ def _parse_scenario(
         latency=read_latency_node(_value(entries, "latency"), f"{path}.latency", problems),
         mock_tools=parse_mock_tools(_value(entries, "mock_tools"), f"{path}.mock_tools", problems),
         mode=parse_scenario_mode(entries, turns, path, problems),
+        impair=read_impair(entries.get("impair"), f"{path}.impair", problems),
     )
     if explicit_id is not None:
         site = _IdSite(scenario_id, False, file, entries["id"][1], f"{path}.id")

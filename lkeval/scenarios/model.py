@@ -216,6 +216,8 @@ class Scenario:
     mock_tools: tuple[ToolMock, ...] = ()
     # ``mode:`` (an lk-eval extension): opts in or out of audio whatever ``--mode`` says.
     mode: ConversationMode | None = None
+    # ``impair:`` (audio): the caller's line goes through this instead of the run's --impair.
+    impair: str | None = None
 
     @property
     def digest(self) -> str:
@@ -225,8 +227,9 @@ class Scenario:
         written, so a scenario without them keeps the digest it had before they existed."""
         content = dataclasses.asdict(self)
         content.pop("file", None)
-        if content.get("mode") is None:
-            content.pop("mode", None)
+        for key in ("mode", "impair"):
+            if content.get(key) is None:
+                content.pop(key, None)
         for turn in content["turns"]:
             for key in ("mode", "interrupt_after"):
                 if turn.get(key) is None:

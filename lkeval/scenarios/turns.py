@@ -14,6 +14,8 @@ from typing import Any, cast
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from lkeval.errors import UsageError
+from lkeval.impairments import parse_impairments
 from lkeval.scenarios.audio_checks import AUDIO_CHECK_FIELDS, parse_audio_check
 from lkeval.scenarios.latency import parse_duration_ms
 from lkeval.scenarios.model import (
@@ -128,6 +130,22 @@ def parse_scenario_mode(
                 )
                 break
     return mode
+
+
+def read_impair(entry: tuple[Node, Node] | None, path: str, problems: FileProblems) -> str | None:
+    """A scenario's ``impair:`` (``--impair``'s grammar), or None when absent or after
+    reporting the bad field at its line."""
+    if entry is None or is_null(entry[1]):
+        return None
+    value = read_str(entry[1], path, problems)
+    if value is None:
+        return None
+    try:
+        parse_impairments(value, where=path)
+    except UsageError as exc:
+        problems.error(entry[1], path, str(exc).removeprefix(f"{path}: "))
+        return None
+    return value
 
 
 def read_mode(

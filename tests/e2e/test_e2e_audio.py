@@ -65,6 +65,7 @@ VETO = {
     "id": "SCN_voiceVeto",
     "label": "Books for the wrong guest by voice",
     "mode": "audio",
+    "impair": "noise=30dB,seed=5",  # the scenario's own line: quiet noise, heard all the same
     "userdata": {"guest": "Grace", "expected_booking": {"guest": "Grace", "room_type": "double",
                                                         "nights": 2}},
     "turns": [
@@ -105,6 +106,9 @@ def test_a_voice_agent_hears_what_the_caller_said_and_its_veto_comes_back(
     call = attempt["call"]
     assert call["greeting_audio_s"] and call["greeting_audio_s"] > 0.5, call
     assert call["caller_lines"] == 1 and call["agent_replies"] >= 2
+    # the scenario's impair: played (no --impair on the run), the attempt's seed recorded
+    assert call["line"].startswith("noise=30dB,seed=") and "SNR" in call["line"], call["line"]
+    assert "seed=5:" not in call["line"]  # the attempt's own seed, derived from 5
     # the call for a person: a stereo WAV and its timeline, beside the agent's log
     assert Path(call["recording"]).suffix == ".wav" and Path(call["recording"]).stat().st_size
     assert Path(call["recording"]).parent == Path(attempt["log_path"]).parent

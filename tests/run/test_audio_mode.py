@@ -88,6 +88,7 @@ def test_audio_keys_do_not_change_the_digest_of_scenarios_without_them(tmp_path:
     content = dataclasses.asdict(scenario)
     content.pop("file")
     content.pop("mode")
+    content.pop("impair")
     for turn in content["turns"]:
         turn.pop("mode")
         turn.pop("interrupt_after")
@@ -341,3 +342,58 @@ def test_the_caller_sees_what_it_said_and_reports_show_both() -> None:
     assert [i.text for i in caller_view([heard, typed])] == ["book a room", "hi"]
     assert format_item(heard) == "[1] user: book a group (heard; the caller said: book a room)"
     assert format_item(typed) == "[2] user: hi"
+
+
+def test_a_scenarios_impair_is_checked_at_its_line_and_overrides_the_runs() -> None:
+    from lkeval.run.speech import RunSpeech
+
+    async def scenario() -> None:
+        speech = RunSpeech("agent", "espeak", {}, impair="loss=30%,seed=7")
+        await speech.start()
+        try:
+            speech_frame = b"\x10\x00" * (FRAME_BYTES // 2)
+            own = speech.audio_settings("s#1", "noise=10dB,seed=3")
+            assert own.frame_filter is not None and own.line_report is not None
+            sent = [own.frame_filter(speech_frame) for _ in range(50)]
+            assert all(f is not None and f != speech_frame for f in sent)  # noisy, none lost
+            report = own.line_report()
+            assert report.startswith("noise=10dB,seed=") and "0 of 50 frames lost" in report
+            assert "seed=3:" not in report  # the attempt's seed, derived from the scenario's
+            clean = speech.audio_settings("s#1", "none")  # nothing, whatever --impair says
+            assert clean.frame_filter is None and clean.line_report is None
+            assert speech.audio_settings("s#1").frame_filter is not None  # the run's
+        finally:
+            await speech.stop()
+
+    asyncio.run(scenario())
+
+
+def test_impair_in_a_scenario_file(tmp_path: Path) -> None:
+    scenarios, found = _scenario(
+        """\
+        scenarios:
+          - label: Noisy
+            mode: audio
+            impair: noise=15dB,loss=3%,seed=9
+            instructions: hi
+          - label: Clean
+            instructions: hi
+          - label: Bad
+            impair: loss=80%
+            instructions: hi
+          - label: Typo
+            impair: nois=3dB
+            instructions: hi
+        """,
+        tmp_path,
+    )
+    noisy, clean = scenarios[:2]
+    assert noisy.impair == "noise=15dB,loss=3%,seed=9" and clean.impair is None
+    assert found == [
+        "s.yaml:9:13: error: scenarios[2].impair: loss='80%': must be from 0 to 50 %",
+        "s.yaml:12:13: error: scenarios[3].impair: unknown impairment 'nois' (noise, loss, burst, "
+        "jitter, codec, seed)",
+    ], found
+    import dataclasses
+
+    assert dataclasses.replace(clean, impair="none").digest != clean.digest
