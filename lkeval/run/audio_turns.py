@@ -58,6 +58,8 @@ class AudioSettings:
     speak: Speak
     before_line: BeforeLine | None = None
     frame_filter: FrameFilter | None = None
+    #: After each frame through ``frame_filter``: how long the line holds it back (jitter).
+    frame_delay: Callable[[], float] | None = None
     caller_pause: float = CALLER_PAUSE
     #: What ``frame_filter`` did to the line so far (``--impair``), for the attempt's record.
     line_report: Callable[[], str] | None = None
@@ -80,7 +82,7 @@ class AudioCall:
     def __init__(self, conv: Conversation, settings: AudioSettings) -> None:
         self.conv = conv
         self.settings = settings
-        self.mic = Microphone(conv.conn, settings.frame_filter)
+        self.mic = Microphone(conv.conn, settings.frame_filter, settings.frame_delay)
         self.speaker = Speaker(conv.conn, conv.wake)
         self.heard = _Heard()
         self.started = time.monotonic()  # the call's clock starts with the microphone

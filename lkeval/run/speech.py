@@ -133,7 +133,12 @@ class RunSpeech:
             spec = dataclasses.replace(impairments, seed=seed).describe()
             return f"{spec}: {made.lost} of {made.frames} frames lost{snr}"
 
-        return dataclasses.replace(settings, frame_filter=impairer.process, line_report=report)
+        return dataclasses.replace(
+            settings,
+            frame_filter=impairer.process,
+            frame_delay=lambda: impairer.last_delay,
+            line_report=report,
+        )
 
     def _oracle(self, attempt_key: str) -> BeforeLine | None:
         server = self._server

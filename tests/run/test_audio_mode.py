@@ -178,6 +178,49 @@ async def _test_microphone_streams_20ms_frames_with_silence_between_lines() -> N
     await conn.close()
 
 
+def test_jitter_delays_the_microphones_frames_in_order_and_the_stream_goes_on() -> None:
+    """``--impair jitter=200ms``: each frame reaches the agent when the impairer says (its
+    nominal time plus its delay), in order, none lost or repeated. Measured on the receiving
+    end: how late each frame arrived against its nominal time. Only lower bounds are asserted
+    (a loaded machine makes frames later, never earlier); without the delay applied, frames
+    arrive on their nominal times and the mean lateness is far below the jitter's."""
+    asyncio.run(_test_jitter())
+
+
+async def _test_jitter() -> None:
+    from lkeval.audio.impair import Impairer, parse_impairments
+
+    impairer = Impairer(parse_impairments("jitter=200ms,seed=3"))
+    conn, reader, _ = await _pair()
+    delays: list[float] = []  # what the impairer said for each frame, in order
+
+    def delay() -> float:
+        delays.append(impairer.last_delay)
+        return delays[-1]
+
+    mic = Microphone(conn, impairer.process, delay)
+    count = 100
+    # frame k carries the value k + 1, so each arrival says which frame it is
+    pcm = b"".join(struct.pack("<h", k + 1) * (FRAME_BYTES // 2) for k in range(count))
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    mic.start()
+    mic.say("numbered", pcm)
+    arrivals: list[tuple[int, float]] = []
+    while len(arrivals) < count:
+        frame = (await _read(reader)).audio_input.data
+        arrivals.append((struct.unpack_from("<h", frame)[0] - 1, loop.time()))
+    await mic.stop()
+    await conn.close()
+    assert [k for k, _ in arrivals] == list(range(count))  # in order, none lost or repeated
+    lateness = [at - (start + k * 0.02) for k, at in arrivals]
+    assert sum(delays[:count]) / count > 0.15  # the impairer's draws (mean 200 ms)
+    # each frame no earlier than its nominal time plus its delay (the mic starts after
+    # ``start``, so ``lateness`` only overstates how late a frame was)
+    early = [(k, lateness[k], delays[k]) for k in range(count) if lateness[k] < delays[k] - 1e-3]
+    assert early == [], early[:5]
+
+
 def test_speaker_answers_a_flush_only_when_the_reply_has_played() -> None:
     asyncio.run(_test_speaker_answers_a_flush_only_when_the_reply_has_played())
 
@@ -362,6 +405,13 @@ def test_a_scenarios_impair_is_checked_at_its_line_and_overrides_the_runs() -> N
             clean = speech.audio_settings("s#1", "none")  # nothing, whatever --impair says
             assert clean.frame_filter is None and clean.line_report is None
             assert speech.audio_settings("s#1").frame_filter is not None  # the run's
+            jittery = speech.audio_settings("s#1", "jitter=50ms")
+            assert jittery.frame_filter is not None and jittery.frame_delay is not None
+            held = []
+            for _ in range(20):
+                jittery.frame_filter(speech_frame)
+                held.append(jittery.frame_delay())
+            assert max(held) > 0.0  # the microphone is told each frame's delay
         finally:
             await speech.stop()
 
