@@ -373,6 +373,7 @@ class ScenarioAttempt:
         max_turns = self.scenario.limits.max_turns or self.settings.max_turns
         turn_no = self.scenario.scripted_turns
         silent = 0
+        cut_in = False  # the caller's line cuts into the agent's reply (caller_interrupt_after)
         while True:
             if turn_no >= max_turns:
                 p.end_reason = f"max turns reached ({max_turns})"
@@ -385,19 +386,39 @@ class ScenarioAttempt:
             if said.text:
                 turn_no += 1
                 if self.call is not None:
-                    items, seconds = await self.call.turn(turn_no, said.text)
+                    items, seconds = await self._speak(turn_no, said.text, said.ended, cut_in)
+                    cut_in = self.scenario.caller_interrupt_after is not None and not said.ended
                 else:
                     items, seconds = await conv.turn(turn_no, said.text)
                 p.transcript.extend(items)
                 p.turn_seconds.append(seconds)
                 self._measured(conv.last_metrics)
-                silent = 0 if has_assistant_message(items) else silent + 1
+                silent = 0 if self._answered(items, conv) else silent + 1
                 if silent >= self.settings.max_silent_turns:
                     p.end_reason = f"the agent stayed silent for {silent} turn(s) in a row"
                     return
             if said.ended or not said.text:
                 p.end_reason = f"the simulated user ended the call: {said.reason}".rstrip(": ")
                 return
+
+    async def _speak(
+        self, turn_no: int, text: str, last: bool, cut_in: bool
+    ) -> tuple[list[TranscriptItem], float]:
+        """A simulated caller's spoken line; with ``caller_interrupt_after``, the turn ends
+        that far into the agent's reply (unless the caller is hanging up), and the next line
+        is spoken as soon as the caller has it, cutting in."""
+        assert self.call is not None
+        after = self.scenario.caller_interrupt_after
+        leave = None if last else after
+        return await self.call.turn(turn_no, text, cut_in=cut_in, leave_after=leave)
+
+    def _answered(self, items: list[TranscriptItem], conv: Conversation) -> bool:
+        """The agent answered the turn: a message, or (a turn left mid-reply, whose message
+        comes with the next) its audio."""
+        if has_assistant_message(items):
+            return True
+        metrics = conv.last_metrics
+        return self.call is not None and metrics is not None and metrics.first_audio_ms is not None
 
     async def _judge_and_finalize(
         self, conv: Conversation, agent: AgentProcess, started: float

@@ -236,3 +236,53 @@ def test_ctrl_c_in_an_audio_call_ends_the_run_with_what_it_has(
     assert attempt["call"] is not None and attempt["call"]["caller_lines"] >= 1
     assert Path(attempt["call"]["recording"]).is_file()
     assert not log.with_suffix(".files").exists() or not any(log.with_suffix(".files").iterdir())
+
+
+@pytest.mark.exhaustive
+def test_a_simulated_caller_who_barges_in_cuts_the_agents_reply(tmp_path: Path) -> None:
+    """``caller_interrupt_after: 1.5s``: the simulated caller's second line starts 1.5 s into
+    the agent's ~10 s answer (as soon as the caller has it); the agent stops, the turn says
+    the line cut in, and the caller's last line (it hangs up) waits for the full reply."""
+    rules = yaml.safe_load((HOTEL / "llm_rules.yaml").read_text())["rules"]
+    callers = [
+        {"model": "caller", "last_user": "welcome", "times": 1,
+         "text": "Please tell me about the hotel."},
+        {"model": "caller", "times": 1, "text": "Sorry, is a double room free?"},
+        {"model": "caller", "text": "Thanks, bye!",
+         "tool_calls": [{"name": "end_call", "arguments": {"reason": "done"}}]},
+    ]  # fmt: skip
+    long = {"model": "hotel-agent", "last_user": "tell me about", "text": LONG_ANSWER}
+    stop = {"model": "hotel-agent", "last_user": "sorry", "text": "Of course, go ahead."}
+    scenario = {
+        "id": "SCN_callerBargesIn",
+        "label": "A caller who does not wait",
+        "instructions": "You ask about the hotel, then cut in with a question.",
+        "agent_expectations": "The agent answers the caller.",
+        "caller_interrupt_after": "1.5s",  # makes the call an audio one
+    }
+    results_path = tmp_path / "out" / "results.json"
+    with LLMServer([*callers, long, stop, *rules], default_text="Sorry?") as llm:
+        proc = run_lkeval(
+            [
+                *run_argv(VOICE_AGENT, _write(tmp_path, [scenario]), results_path),
+                *("--speech", "local", "--caller-model", "caller", "--judge-model", "judge"),
+            ],
+            hotel_env(llm),
+            timeout=300,
+        )
+    (scenario_result,) = read_json(results_path)["scenarios"]
+    assert scenario_result["attempts"], proc.stdout + proc.stderr
+    attempt = scenario_result["attempts"][0]
+    assert attempt["status"] != "error", (proc.stdout, attempt["reason"])
+    turns = attempt["turns"]
+    assert [t["said"] for t in turns] == [
+        "Please tell me about the hotel.",
+        "Sorry, is a double room free?",
+        "Thanks, bye!",
+    ], turns
+    asked, cut_in, bye = turns
+    assert not asked["interrupted_agent"] and not bye["interrupted_agent"]
+    assert cut_in["interrupted_agent"] is True and cut_in["agent_stopped_ms"] > 0, cut_in
+    assert attempt["call"]["interrupted_replies"] >= 1
+    interrupted = [i for i in attempt["transcript"] if i.get("interrupted")]
+    assert interrupted and interrupted[0]["role"] == "assistant"

@@ -89,6 +89,7 @@ def test_audio_keys_do_not_change_the_digest_of_scenarios_without_them(tmp_path:
     content.pop("file")
     content.pop("mode")
     content.pop("impair")
+    content.pop("caller_interrupt_after")
     for turn in content["turns"]:
         turn.pop("mode")
         turn.pop("interrupt_after")
@@ -115,6 +116,15 @@ def test_audio_keys_do_not_change_the_digest_of_scenarios_without_them(tmp_path:
             "turns:\n      - user: a\n      - user: b\n        mode: text\n"
             "        interrupt_after: 1s",
             "a text turn cannot interrupt",
+        ),
+        ("instructions: hi\n    caller_interrupt_after: 2", "not a duration with its unit"),
+        (
+            "instructions: hi\n    mode: text\n    caller_interrupt_after: 2s",
+            "caller_interrupt_after: the scenario is text",
+        ),
+        (
+            "turns:\n      - user: a\n    caller_interrupt_after: 2s",
+            "caller_interrupt_after: no simulated caller",
         ),
     ],
 )
@@ -447,3 +457,29 @@ def test_impair_in_a_scenario_file(tmp_path: Path) -> None:
     import dataclasses
 
     assert dataclasses.replace(clean, impair="none").digest != clean.digest
+
+
+def test_a_caller_who_barges_in_makes_the_call_spoken(tmp_path: Path) -> None:
+    (barging, scripted_then), found = _scenario(
+        """\
+        scenarios:
+          - label: Barges in
+            instructions: hi
+            caller_interrupt_after: 1500ms
+          - label: Then simulated
+            instructions: hi
+            then_simulate: true
+            caller_interrupt_after: 2s
+            turns:
+              - user: hello
+        """,
+        tmp_path,
+    )
+    assert found == []
+    assert barging.caller_interrupt_after == 1.5 and scenario_plays_audio(barging)
+    assert scripted_then.caller_interrupt_after == 2.0
+
+
+def scenario_plays_audio(scenario: Scenario) -> bool:
+    """Spoken whatever ``--mode`` says."""
+    return scenario.plays_audio("text")
