@@ -21,6 +21,7 @@ from livekit.protocol import agent_simulation as sim_pb
 from lkeval import defaults
 from lkeval.agents.process import AgentFailure, AgentLaunch, AgentProcess
 from lkeval.agents.protocol import ProtocolError, SessionConnection
+from lkeval.audio import SpeechError
 from lkeval.replay.session import AttemptTapes, Cassettes, active
 from lkeval.results.model import (
     NOT_RUN_INTERRUPTED,
@@ -294,6 +295,12 @@ class ScenarioAttempt:
             reason = self.agent_cause = self._agent_reason(silent, conv, agent)
             await self._finalize(conv, False, reason)
             return self._attempt("error", reason, started, agent, agent.log_tail())
+        if self.call is not None:  # --listen: what a caller heard, once the call is over
+            try:
+                p.turns = await self.call.listened(p.turns)
+            except SpeechError as exc:
+                await self._finalize(conv, False, str(exc))
+                return self._attempt("error", str(exc), started, agent, agent.log_tail())
         return await self._judge_and_finalize(conv, agent, started)
 
     def _agent_reason(self, reason: str, conv: Conversation, agent: AgentProcess) -> str:

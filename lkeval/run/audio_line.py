@@ -157,6 +157,12 @@ class Reply:
     flushed: float | None = None
     cleared: float | None = None  # the agent stopped it (it was interrupted)
     pcm: bytearray = field(default_factory=bytearray)
+    rate: int = WIRE_RATE
+
+    def played_pcm(self) -> bytes:
+        """The audio a caller heard: all of it, or up to where the agent stopped it."""
+        played = max(0, round((self.ends - self.starts) * self.rate)) * 2
+        return bytes(self.pcm[:played])
 
     @property
     def ends(self) -> float:
@@ -193,7 +199,7 @@ class Speaker:
     def on_audio(self, pcm: bytes, sample_rate: int, at: float) -> None:
         if self._current is None:
             start = max(at, self.playing_until)
-            self._current = Reply(arrived=at, starts=start)
+            self._current = Reply(arrived=at, starts=start, rate=sample_rate or WIRE_RATE)
             self.replies.append(self._current)
         self._current.pcm += pcm
         self._current.seconds += len(pcm) / 2 / (sample_rate or WIRE_RATE)

@@ -49,17 +49,23 @@ class RunSpeech:
     """The :class:`~lkeval.run.collaborators.AudioRig` of one run; ``start`` it in the run's
     event loop before the first audio attempt, ``stop`` it after the last."""
 
-    def __init__(self, speech: str, voice: str, env: Mapping[str, str], impair: str = "") -> None:
+    def __init__(
+        self, speech: str, voice: str, env: Mapping[str, str], impair: str = "", listen: str = ""
+    ) -> None:
         self.speech = speech
         self.voice_spec = voice
         self.env = dict(env)
         self.impairments = parse_impairments(impair)
+        self.listen_spec = listen
         self._server: Any = None
         self._voice: Any = None
+        self._listener: Any = None  # lkeval.audio.listen.Listener with --listen
         self.conditions = self._describe()
 
     def _describe(self) -> str:
         voice = f"caller voice {self.voice_spec}"
+        if self.listen_spec:
+            voice += f"; the agent's audio transcribed by {self.listen_spec} (--listen)"
         if self.impairments.active:
             voice += f" through {self.impairments.describe()}"
         if self.speech == "local":
@@ -74,9 +80,11 @@ class RunSpeech:
         return self.speech == "local"
 
     async def start(self) -> None:
+        from lkeval.audio.listen import build_listener  # httpx: not on the CLI's import path
         from lkeval.audio.voice import build_voice
 
         self._voice = build_voice(self.voice_spec, self.env)
+        self._listener = build_listener(self.listen_spec, self.env)
         if self.local:
             from lkeval.testing.speech_server import SpeechServer
 
@@ -119,7 +127,11 @@ class RunSpeech:
         """The attempt's voice, oracle and impairments: the scenario's own ``impair:`` when it
         has one (checked when its file was loaded), else the run's ``--impair``."""
         assert self._voice is not None, "start() first"
-        settings = AudioSettings(speak=self._voice.speak, before_line=self._oracle(attempt_key))
+        settings = AudioSettings(
+            speak=self._voice.speak,
+            before_line=self._oracle(attempt_key),
+            listen=self._listener.transcribe if self._listener else None,
+        )
         impairments = self.impairments if impair is None else parse_impairments(impair)
         if not impairments.active:
             return settings

@@ -286,3 +286,52 @@ def test_a_simulated_caller_who_barges_in_cuts_the_agents_reply(tmp_path: Path) 
     assert attempt["call"]["interrupted_replies"] >= 1
     interrupted = [i for i in attempt["transcript"] if i.get("interrupted")]
     assert interrupted and interrupted[0]["role"] == "assistant"
+
+
+@pytest.mark.exhaustive
+def test_listen_records_what_a_caller_heard_of_each_reply(
+    tmp_path: Path, voice_llm: LLMServer
+) -> None:
+    """``--listen openai:whisper-1``: once the call is over, each spoken turn's played reply is
+    sent to the listener's ``/audio/transcriptions`` (here a second local speech server, whose
+    oracle is told what to answer: it answers only for audio with speech in it), and the text
+    is the turn's ``agent_heard``; the run's conditions name the listener."""
+    import json
+    import subprocess
+    import sys
+    import urllib.request
+
+    listened = "The listener heard the agent."
+    server = subprocess.Popen(
+        [sys.executable, "-m", "lkeval.testing.speech_server"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline().split()[1])
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/_control/listen/expect",
+            data=json.dumps({"text": listened}).encode(),
+            method="POST",
+        )
+        urllib.request.urlopen(request, timeout=30).read()
+        scenario = {**VETO, "id": "SCN_listen", "userdata": {}}
+        results_path = tmp_path / "out" / "results.json"
+        proc = run_lkeval(
+            [
+                *run_argv(VOICE_AGENT, _write(tmp_path, [scenario]), results_path),
+                *("--speech", "local", "--listen", "openai:whisper-1"),
+            ],
+            hotel_env(voice_llm, LKEVAL_LISTEN_BASE_URL=f"http://127.0.0.1:{port}/o/listen/v1"),
+            timeout=300,
+        )
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
+    results = read_json(results_path)
+    attempt = _attempt(results, "SCN_listen")
+    assert attempt["status"] != "error", (proc.stdout, attempt["reason"])
+    (turn,) = attempt["turns"]
+    assert turn["agent_heard"] == listened, turn
+    assert "openai:whisper-1 (--listen)" in results["metadata"]["speech"]
