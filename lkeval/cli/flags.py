@@ -249,6 +249,13 @@ def _add_limits(group: argparse._ArgumentGroup) -> None:
         "docs/audio.md)",
     )
     group.add_argument(
+        "--listen",
+        default=RunOptions.listen,
+        metavar="SPEC",
+        help="audio mode: transcribe the agent's played audio (what a caller heard) with "
+        "openai:MODEL, e.g. openai:whisper-1 (LKEVAL_LISTEN_BASE_URL, LKEVAL_LISTEN_API_KEY)",
+    )
+    group.add_argument(
         "--shard",
         type=opt.shard,
         metavar="I/N",

@@ -117,6 +117,8 @@ class RunOptions:
     """``--voice``: the caller's text-to-speech in audio mode."""
     impair: str = ""
     """``--impair``: the caller's line through noise, loss, jitter, a codec (checked)."""
+    listen: str = ""
+    """``--listen``: a speech-to-text for the agent's audio (what a caller heard)."""
     shard: tuple[int, int] | None = None
     tags: tuple[tuple[str, str], ...] = ()
     match: tuple[str, ...] = ()
@@ -421,6 +423,7 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         speech=args.speech,
         voice=args.voice,
         impair=args.impair,
+        listen=args.listen,
         shard=args.shard,
         tags=tuple(args.tag),
         match=tuple(args.match),

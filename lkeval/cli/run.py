@@ -158,6 +158,7 @@ def suite_settings(options: RunOptions) -> SuiteSettings:
         speech=options.speech,
         voice=options.voice,
         impair=options.impair,
+        listen=options.listen,
         agent_memory=options.agent_memory,
         agent_log_limit=options.agent_log_limit,
         shard=options.shard,

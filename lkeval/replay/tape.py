@@ -42,6 +42,11 @@ TAPE_ENV = "LKEVAL_TAPE"
 """The agent's tape file: its recorded exchanges, the mode and the scrub rules (JSON)."""
 TAPE_OUT_ENV = "LKEVAL_TAPE_OUT"
 """Where the agent appends what happened, one JSON object per line."""
+ALIASES_ENV = "LKEVAL_TAPE_ALIASES"
+"""URL prefixes of a local forwarder and where it forwards them (JSON object): lk-eval's local
+speech server (``--speech local``) passes the agent's LLM calls on unchanged from a per-attempt
+prefix on a random port, so a request is taped as the forwarded one, and matches a recording
+made on another port, attempt, or without the server."""
 MAX_EPISODE_BYTES = 32 * 1024 * 1024
 """What one client may record in one attempt; past it recording stops and says so."""
 MODES = ("auto", "replay", "record")
@@ -204,6 +209,16 @@ def body_bytes(record: dict[str, Any]) -> bytes:
 def request_record(method: str, url: str, body: bytes, content_type: str = "") -> dict[str, Any]:
     """A request as the cassette keeps it (no headers: they carry keys and vary per call)."""
     return {"method": method.upper(), "url": url, "body": body_record(body, content_type)}
+
+
+def unalias(url: str, aliases: dict[str, str]) -> str:
+    """``url`` as the forwarder it was sent to passes it on (:data:`ALIASES_ENV`): a local
+    prefix replaced by its upstream, the rest (path tail, query) kept; else unchanged."""
+    for local, upstream in aliases.items():
+        local = local.rstrip("/")
+        if url == local or url.startswith((local + "/", local + "?")):
+            return upstream.rstrip("/") + url[len(local) :]
+    return url
 
 
 def canonical(request: dict[str, Any], rules: Rules) -> dict[str, Any]:
@@ -380,8 +395,10 @@ class Tape:
         refused: str = "",
         diverged: Callable[[], str] | None = None,
         on_diverge: Callable[[str], None] | None = None,
+        aliases: dict[str, str] | None = None,
     ) -> None:
         self.client = client
+        self.aliases = dict(aliases or {})
         #: Why the cassette was not used ("" when it was): what a miss says when there is
         #: nothing to replay because of it (another judge model, another format version).
         self.refused = refused
@@ -404,7 +421,7 @@ class Tape:
 
     def begin(self, method: str, url: str, body: bytes, content_type: str = "") -> Call:
         """Decide what to do with one request (numbered in the order requests start)."""
-        request = request_record(method, url, body, content_type)
+        request = request_record(method, unalias(url, self.aliases), body, content_type)
         with self._lock:
             self.calls += 1
             call = Call(self.calls, request, sorted(self._in_flight))

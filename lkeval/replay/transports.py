@@ -490,9 +490,22 @@ def install_from_env(environ: Any = None) -> tp.Tape | None:
         sink,
         diverged=(lambda: tp.read_flag(flag)) if flag else None,
         on_diverge=(lambda reason: tp.raise_flag(flag, reason)) if flag else None,
+        aliases=_aliases(env.get(tp.ALIASES_ENV, "")),
     )
     sink({"installed": install(lambda: tape)})  # lk-eval refuses an attempt without this line
     return tape
+
+
+def _aliases(text: str) -> dict[str, str]:
+    """:data:`~lkeval.replay.tape.ALIASES_ENV` as a mapping (lk-eval writes it; anything else
+    is ignored rather than stop the agent: an unaliased URL only misses)."""
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): str(v) for k, v in data.items() if isinstance(v, str)}
 
 
 __all__ = ["JsonLines", "install", "install_from_env", "uninstall"]

@@ -167,6 +167,7 @@ class TurnMetrics:
     transcription_ms: float | None = None  # the agent's transcription_delay
     said: str | None = None  # the caller's line
     heard: str | None = None  # what the agent's STT heard (user_input_transcribed)
+    agent_heard: str | None = None  # what a caller heard of the agent's reply (--listen)
     wer: float | None = None  # word error rate of heard against said
     agent_audio_s: float | None = None  # seconds of the agent's reply that played
     interrupted_agent: bool = False  # this line cut into the agent, which stopped

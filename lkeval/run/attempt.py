@@ -21,6 +21,7 @@ from livekit.protocol import agent_simulation as sim_pb
 from lkeval import defaults
 from lkeval.agents.process import AgentFailure, AgentLaunch, AgentProcess
 from lkeval.agents.protocol import ProtocolError, SessionConnection
+from lkeval.audio import SpeechError
 from lkeval.replay.session import AttemptTapes, Cassettes, active
 from lkeval.results.model import (
     NOT_RUN_INTERRUPTED,
@@ -238,7 +239,7 @@ class ScenarioAttempt:
                 return self._attempt("error", exc.reason, began, agent, exc.log_tail)
             conv = Conversation(conn, agent, self.turn_timeout)
             if rig is not None:  # the microphone is live from the first moment of the call
-                self.call = AudioCall(conv, rig.audio_settings(self.job_id))
+                self.call = AudioCall(conv, rig.audio_settings(self.job_id, self.scenario.impair))
             if slot is not None:
                 started = time.monotonic()  # the wait for a slot is not the scenario's time
             conversing = True
@@ -296,6 +297,12 @@ class ScenarioAttempt:
             reason = self.agent_cause = self._agent_reason(silent, conv, agent)
             await self._finalize(conv, False, reason)
             return self._attempt("error", reason, started, agent, agent.log_tail())
+        if self.call is not None:  # --listen: what a caller heard, once the call is over
+            try:
+                p.turns = await self.call.listened(p.turns)
+            except SpeechError as exc:
+                await self._finalize(conv, False, str(exc))
+                return self._attempt("error", str(exc), started, agent, agent.log_tail())
         return await self._judge_and_finalize(conv, agent, started)
 
     def _agent_reason(self, reason: str, conv: Conversation, agent: AgentProcess) -> str:
@@ -375,6 +382,7 @@ class ScenarioAttempt:
         max_turns = self.scenario.limits.max_turns or self.settings.max_turns
         turn_no = self.scenario.scripted_turns
         silent = 0
+        cut_in = False  # the caller's line cuts into the agent's reply (caller_interrupt_after)
         while True:
             if turn_no >= max_turns:
                 p.end_reason = f"max turns reached ({max_turns})"
@@ -387,19 +395,39 @@ class ScenarioAttempt:
             if said.text:
                 turn_no += 1
                 if self.call is not None:
-                    items, seconds = await self.call.turn(turn_no, said.text)
+                    items, seconds = await self._speak(turn_no, said.text, said.ended, cut_in)
+                    cut_in = self.scenario.caller_interrupt_after is not None and not said.ended
                 else:
                     items, seconds = await conv.turn(turn_no, said.text)
                 p.transcript.extend(items)
                 p.turn_seconds.append(seconds)
                 self._measured(conv.last_metrics)
-                silent = 0 if has_assistant_message(items) else silent + 1
+                silent = 0 if self._answered(items, conv) else silent + 1
                 if silent >= self.settings.max_silent_turns:
                     p.end_reason = f"the agent stayed silent for {silent} turn(s) in a row"
                     return
             if said.ended or not said.text:
                 p.end_reason = f"the simulated user ended the call: {said.reason}".rstrip(": ")
                 return
+
+    async def _speak(
+        self, turn_no: int, text: str, last: bool, cut_in: bool
+    ) -> tuple[list[TranscriptItem], float]:
+        """A simulated caller's spoken line; with ``caller_interrupt_after``, the turn ends
+        that far into the agent's reply (unless the caller is hanging up), and the next line
+        is spoken as soon as the caller has it, cutting in."""
+        assert self.call is not None
+        after = self.scenario.caller_interrupt_after
+        leave = None if last else after
+        return await self.call.turn(turn_no, text, cut_in=cut_in, leave_after=leave)
+
+    def _answered(self, items: list[TranscriptItem], conv: Conversation) -> bool:
+        """The agent answered the turn: a message, or (a turn left mid-reply, whose message
+        comes with the next) its audio."""
+        if has_assistant_message(items):
+            return True
+        metrics = conv.last_metrics
+        return self.call is not None and metrics is not None and metrics.first_audio_ms is not None
 
     async def _judge_and_finalize(
         self, conv: Conversation, agent: AgentProcess, started: float

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -53,12 +54,27 @@ class SpokenLine:
 
 
 class Microphone:
-    """The caller's microphone: 20 ms frames in real time, the queued lines, else silence."""
+    """The caller's microphone: 20 ms frames in real time, the queued lines, else silence.
 
-    def __init__(self, conn: SessionConnection, frame_filter: FrameFilter | None = None) -> None:
+    ``frame_delay`` (``--impair jitter=``) says, after each frame the filter passed, how long
+    the line holds it back: the frame reaches the agent at its nominal time plus that delay.
+    The delays keep frames in order (a later frame is never sent before an earlier one) and
+    are bounded, so the stream still averages a frame every 20 ms, as a network without a
+    jitter buffer delivers it. A line's ``started``/``stopped`` stay the nominal times: when
+    the caller spoke, not when the network delivered it.
+    """
+
+    def __init__(
+        self,
+        conn: SessionConnection,
+        frame_filter: FrameFilter | None = None,
+        frame_delay: Callable[[], float] | None = None,
+    ) -> None:
         self._conn = conn
         self._filter = frame_filter
+        self._delay = frame_delay
         self._queue: list[tuple[SpokenLine, bytearray]] = []
+        self._held: deque[tuple[float, bytes]] = deque()  # (when to send, frame), in order
         self.lines: list[SpokenLine] = []
         self.frames_sent = 0
         self.stalls = 0  # times the schedule restarted after the loop stalled
@@ -95,10 +111,13 @@ class Microphone:
             if now - due > MAX_CATCH_UP:
                 self.stalls += 1
                 due = now
-            self._send(self._next_frame(due))
+            if due <= now:
+                self._hold(self._next_frame(due), due)
+                due += FRAME_SECONDS
+            self._release(now)
             await self._conn.drain()
-            due += FRAME_SECONDS
-            await asyncio.sleep(max(0.0, due - loop.time()))
+            wake = min(due, self._held[0][0]) if self._held else due
+            await asyncio.sleep(max(0.0, wake - loop.time()))
 
     def _next_frame(self, at: float) -> bytes:
         if not self._queue:
@@ -114,11 +133,18 @@ class Microphone:
             line.done.set()
         return chunk.ljust(FRAME_BYTES, b"\0")
 
-    def _send(self, frame: bytes) -> None:
+    def _hold(self, frame: bytes, due: float) -> None:
+        """The frame through the line: lost (silence in its place, the stream goes on, as a
+        jitter buffer's), and held back as long as the line delays it."""
         sent = self._filter(frame) if self._filter is not None else frame
-        # a frame the line lost is silence: the stream itself goes on, as a jitter buffer's
-        self._conn.send_audio(sent if sent is not None else _SILENCE, WIRE_RATE)
-        self.frames_sent += 1
+        delay = self._delay() if self._delay is not None else 0.0
+        self._held.append((due + delay, sent if sent is not None else _SILENCE))
+
+    def _release(self, now: float) -> None:
+        """Send every held frame whose time has come, in order."""
+        while self._held and self._held[0][0] <= now:
+            self._conn.send_audio(self._held.popleft()[1], WIRE_RATE)
+            self.frames_sent += 1
 
 
 @dataclass
@@ -131,6 +157,12 @@ class Reply:
     flushed: float | None = None
     cleared: float | None = None  # the agent stopped it (it was interrupted)
     pcm: bytearray = field(default_factory=bytearray)
+    rate: int = WIRE_RATE
+
+    def played_pcm(self) -> bytes:
+        """The audio a caller heard: all of it, or up to where the agent stopped it."""
+        played = max(0, round((self.ends - self.starts) * self.rate)) * 2
+        return bytes(self.pcm[:played])
 
     @property
     def ends(self) -> float:
@@ -167,7 +199,7 @@ class Speaker:
     def on_audio(self, pcm: bytes, sample_rate: int, at: float) -> None:
         if self._current is None:
             start = max(at, self.playing_until)
-            self._current = Reply(arrived=at, starts=start)
+            self._current = Reply(arrived=at, starts=start, rate=sample_rate or WIRE_RATE)
             self.replies.append(self._current)
         self._current.pcm += pcm
         self._current.seconds += len(pcm) / 2 / (sample_rate or WIRE_RATE)

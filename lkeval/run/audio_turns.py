@@ -31,7 +31,7 @@ from livekit.protocol.agent_pb import agent_session as pb
 
 from lkeval.agents.machine import with_load
 from lkeval.results.model import AudioCallRecord, TranscriptItem, TurnMetrics
-from lkeval.run.audio_line import FrameFilter, Microphone, Speaker, SpokenLine
+from lkeval.run.audio_line import FrameFilter, Microphone, Reply, Speaker, SpokenLine
 from lkeval.run.turn_metrics import measure_turn
 from lkeval.run.word_errors import word_error_rate
 
@@ -58,7 +58,11 @@ class AudioSettings:
     speak: Speak
     before_line: BeforeLine | None = None
     frame_filter: FrameFilter | None = None
+    #: After each frame through ``frame_filter``: how long the line holds it back (jitter).
+    frame_delay: Callable[[], float] | None = None
     caller_pause: float = CALLER_PAUSE
+    #: ``--listen``: a speech-to-text for the agent's played audio (mono s16le, its rate).
+    listen: Callable[[bytes, int], Awaitable[str]] | None = None
     #: What ``frame_filter`` did to the line so far (``--impair``), for the attempt's record.
     line_report: Callable[[], str] | None = None
 
@@ -80,9 +84,10 @@ class AudioCall:
     def __init__(self, conv: Conversation, settings: AudioSettings) -> None:
         self.conv = conv
         self.settings = settings
-        self.mic = Microphone(conv.conn, settings.frame_filter)
+        self.mic = Microphone(conv.conn, settings.frame_filter, settings.frame_delay)
         self.speaker = Speaker(conv.conn, conv.wake)
         self.heard = _Heard()
+        self._played: dict[int, list[Reply]] = {}  # each turn's replies, for --listen
         self.started = time.monotonic()  # the call's clock starts with the microphone
         conv.conn.on_event(self._on_event)
         self.mic.start()
@@ -196,6 +201,26 @@ class AudioCall:
 
         return played
 
+    async def listened(self, turns: list[TurnMetrics]) -> list[TurnMetrics]:
+        """``turns`` with what a caller heard of each spoken turn's reply (``--listen``), once
+        the call is over (so no transcription delays a line). A reply a later line cut into
+        is heard up to where the agent stopped it."""
+        listen = self.settings.listen
+        if listen is None:
+            return turns
+        out = []
+        for metrics in turns:
+            replies = self._played.get(metrics.turn, [])
+            if metrics.mode == "audio" and replies:
+                heard = []
+                for reply in replies:
+                    pcm = reply.played_pcm()
+                    heard.append(await listen(pcm, reply.rate) if pcm else "")
+                text = " ".join(h for h in heard if h)
+                metrics = dataclasses.replace(metrics, agent_heard=text)
+            out.append(metrics)
+        return out
+
     def _wake_at(self, at: float) -> None:
         loop = asyncio.get_running_loop()
         loop.call_at(max(loop.time(), at), self.conv.wake)
@@ -236,6 +261,7 @@ class AudioCall:
             stopped = round((cut[0].cleared - line.started) * 1000, 3)
         eot, stt = _user_delays(chat)
         played = [r for r in self.speaker.replies if r.arrived >= line.stopped]
+        self._played[turn_no] = played
         return dataclasses.replace(
             base,
             # an audio turn's latency is the caller's wait: stopped speaking -> agent's audio

@@ -113,8 +113,9 @@ class AudioRig(Protocol):
         """The attempt's additions to its agent's environment (its speech URLs)."""
         ...
 
-    def audio_settings(self, attempt_key: str) -> AudioSettings:
-        """How the attempt speaks (its voice, and the oracle told each line)."""
+    def audio_settings(self, attempt_key: str, impair: str | None = None) -> AudioSettings:
+        """How the attempt speaks (its voice, the oracle told each line, and ``impair``: the
+        scenario's own impairments, None for the run's)."""
         ...
 
     async def start(self) -> None:

@@ -65,6 +65,8 @@ class SuiteSettings:
     """``--voice``: the caller's text-to-speech in audio mode."""
     impair: str = ""
     """``--impair``: what the caller's line goes through in audio mode."""
+    listen: str = ""
+    """``--listen``: a speech-to-text for the agent's audio (what a caller heard)."""
     agent_memory: int = defaults.AGENT_MEMORY_MIB
     """MiB of resident memory one agent may use (0: no bound)."""
     agent_log_limit: int = defaults.AGENT_LOG_MIB

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from lkeval.audio.impair import Impairer, derive_seed, parse_impairments
+from lkeval.replay.tape import ALIASES_ENV
 from lkeval.run.audio_turns import AudioSettings, BeforeLine
 
 LOCAL_KEY = "lkeval-local-speech"  # the local server checks no key; LiveKit's SDK wants one
@@ -47,17 +49,23 @@ class RunSpeech:
     """The :class:`~lkeval.run.collaborators.AudioRig` of one run; ``start`` it in the run's
     event loop before the first audio attempt, ``stop`` it after the last."""
 
-    def __init__(self, speech: str, voice: str, env: Mapping[str, str], impair: str = "") -> None:
+    def __init__(
+        self, speech: str, voice: str, env: Mapping[str, str], impair: str = "", listen: str = ""
+    ) -> None:
         self.speech = speech
         self.voice_spec = voice
         self.env = dict(env)
         self.impairments = parse_impairments(impair)
+        self.listen_spec = listen
         self._server: Any = None
         self._voice: Any = None
+        self._listener: Any = None  # lkeval.audio.listen.Listener with --listen
         self.conditions = self._describe()
 
     def _describe(self) -> str:
         voice = f"caller voice {self.voice_spec}"
+        if self.listen_spec:
+            voice += f"; the agent's audio transcribed by {self.listen_spec} (--listen)"
         if self.impairments.active:
             voice += f" through {self.impairments.describe()}"
         if self.speech == "local":
@@ -72,19 +80,26 @@ class RunSpeech:
         return self.speech == "local"
 
     async def start(self) -> None:
+        from lkeval.audio.listen import build_listener  # httpx: not on the CLI's import path
         from lkeval.audio.voice import build_voice
 
         self._voice = build_voice(self.voice_spec, self.env)
+        self._listener = build_listener(self.listen_spec, self.env)
         if self.local:
             from lkeval.testing.speech_server import SpeechServer
 
             # the agent's LLM calls are forwarded to where they would have gone
             self._server = SpeechServer(
-                upstream=self.env.get(INFERENCE_URL) or DEFAULT_INFERENCE_URL,
-                openai_upstream=self.env.get(OPENAI_URL) or DEFAULT_OPENAI_URL,
+                upstream=self._upstream(INFERENCE_URL),
+                openai_upstream=self._upstream(OPENAI_URL),
                 stt="oracle",
             )
             await self._server.start()
+
+    def _upstream(self, name: str) -> str:
+        """Where the agent's ``name`` URL would point without the server."""
+        default = DEFAULT_INFERENCE_URL if name == INFERENCE_URL else DEFAULT_OPENAI_URL
+        return self.env.get(name) or default
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -95,30 +110,47 @@ class RunSpeech:
         if self._server is None:
             return {}
         key = server_key(attempt_key)
+        inference, openai = self._server.url_for(key), self._server.openai_url_for(key)
+        # with --cassettes, the agent's calls are taped as the server forwards them: on the
+        # upstream's URL, not this run's port and attempt prefix (else no replay could match)
+        aliases = {inference: self._upstream(INFERENCE_URL), openai: self._upstream(OPENAI_URL)}
         return {
-            INFERENCE_URL: str(self._server.url_for(key)),
+            ALIASES_ENV: json.dumps(aliases),
+            INFERENCE_URL: str(inference),
             "LIVEKIT_API_KEY": self.env.get("LIVEKIT_API_KEY") or LOCAL_KEY,
             "LIVEKIT_API_SECRET": self.env.get("LIVEKIT_API_SECRET") or LOCAL_KEY,
-            OPENAI_URL: str(self._server.openai_url_for(key)),
+            OPENAI_URL: str(openai),
             "OPENAI_API_KEY": self.env.get("OPENAI_API_KEY") or LOCAL_KEY,
         }
 
-    def audio_settings(self, attempt_key: str) -> AudioSettings:
+    def audio_settings(self, attempt_key: str, impair: str | None = None) -> AudioSettings:
+        """The attempt's voice, oracle and impairments: the scenario's own ``impair:`` when it
+        has one (checked when its file was loaded), else the run's ``--impair``."""
         assert self._voice is not None, "start() first"
-        settings = AudioSettings(speak=self._voice.speak, before_line=self._oracle(attempt_key))
-        if not self.impairments.active:
+        settings = AudioSettings(
+            speak=self._voice.speak,
+            before_line=self._oracle(attempt_key),
+            listen=self._listener.transcribe if self._listener else None,
+        )
+        impairments = self.impairments if impair is None else parse_impairments(impair)
+        if not impairments.active:
             return settings
-        # each attempt's own draws, from the run's seed and its key (recorded: replayable)
-        seed = derive_seed(self.impairments.seed, attempt_key)
-        impairer = Impairer(self.impairments, seed)
+        # each attempt's own draws, from the seed and its key (recorded: replayable)
+        seed = derive_seed(impairments.seed, attempt_key)
+        impairer = Impairer(impairments, seed)
 
         def report() -> str:
             made = impairer.stats()
             snr = "" if made.snr_db is None else f", SNR {made.snr_db:.1f} dB"
-            spec = dataclasses.replace(self.impairments, seed=seed).describe()
+            spec = dataclasses.replace(impairments, seed=seed).describe()
             return f"{spec}: {made.lost} of {made.frames} frames lost{snr}"
 
-        return dataclasses.replace(settings, frame_filter=impairer.process, line_report=report)
+        return dataclasses.replace(
+            settings,
+            frame_filter=impairer.process,
+            frame_delay=lambda: impairer.last_delay,
+            line_report=report,
+        )
 
     def _oracle(self, attempt_key: str) -> BeforeLine | None:
         server = self._server

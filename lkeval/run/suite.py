@@ -530,7 +530,7 @@ class Suite:
         audio = all(s.plays_audio(settings.mode) for s in plan.selected)
         self._conversation_mode = "audio" if audio else "mixed"
         env = {**os.environ, **dict(settings.env)}
-        speech = RunSpeech(settings.speech, settings.voice, env, settings.impair)
+        speech = RunSpeech(settings.speech, settings.voice, env, settings.impair, settings.listen)
         self._speech_conditions = speech.conditions
         return speech
 

@@ -27,7 +27,12 @@ from lkeval.scenarios.latency import read_latency_node
 from lkeval.scenarios.mock_tools import parse_mock_tools
 from lkeval.scenarios.model import BUILTIN_JUDGES, Limits, Scenario, ScenarioGroup, derive_id
 from lkeval.scenarios.summary import summarize
-from lkeval.scenarios.turns import parse_scenario_mode, parse_turns
+from lkeval.scenarios.turns import (
+    parse_scenario_mode,
+    parse_turns,
+    read_caller_interrupt,
+    read_impair,
+)
 from lkeval.scenarios.yaml_nodes import (
     STR_TAG,
     Diagnostic,
@@ -78,6 +83,8 @@ LKEVAL_SCENARIO_KEYS = (
     "latency",
     "mock_tools",
     "mode",
+    "impair",
+    "caller_interrupt_after",
 )
 SCENARIO_KEYS = LIVEKIT_SCENARIO_KEYS + LKEVAL_SCENARIO_KEYS
 # The built-in judges of livekit.agents.evals, the vocabulary users already know.
@@ -243,6 +250,7 @@ def _parse_scenario(
     if label is None:
         return None
     scenario_id = explicit_id or derive_id(group_name, label)
+    mode = parse_scenario_mode(entries, turns, path, problems)
     scenario = Scenario(
         label=label,
         instructions=instructions,
@@ -263,7 +271,11 @@ def _parse_scenario(
         then_simulate=then_simulate,
         latency=read_latency_node(_value(entries, "latency"), f"{path}.latency", problems),
         mock_tools=parse_mock_tools(_value(entries, "mock_tools"), f"{path}.mock_tools", problems),
-        mode=parse_scenario_mode(entries, turns, path, problems),
+        mode=mode,
+        impair=read_impair(entries.get("impair"), f"{path}.impair", problems),
+        caller_interrupt_after=read_caller_interrupt(
+            entries, f"{path}.caller_interrupt_after", not turns or then_simulate, mode, problems
+        ),
     )
     if explicit_id is not None:
         site = _IdSite(scenario_id, False, file, entries["id"][1], f"{path}.id")

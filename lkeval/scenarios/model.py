@@ -216,6 +216,11 @@ class Scenario:
     mock_tools: tuple[ToolMock, ...] = ()
     # ``mode:`` (an lk-eval extension): opts in or out of audio whatever ``--mode`` says.
     mode: ConversationMode | None = None
+    # ``impair:`` (audio): the caller's line goes through this instead of the run's --impair.
+    impair: str | None = None
+    # ``caller_interrupt_after`` (audio): the simulated caller's lines after its first start
+    # this many seconds into the agent's reply.
+    caller_interrupt_after: float | None = None
 
     @property
     def digest(self) -> str:
@@ -225,8 +230,9 @@ class Scenario:
         written, so a scenario without them keeps the digest it had before they existed."""
         content = dataclasses.asdict(self)
         content.pop("file", None)
-        if content.get("mode") is None:
-            content.pop("mode", None)
+        for key in ("mode", "impair", "caller_interrupt_after"):
+            if content.get(key) is None:
+                content.pop(key, None)
         for turn in content["turns"]:
             for key in ("mode", "interrupt_after"):
                 if turn.get(key) is None:
@@ -247,10 +253,13 @@ class Scenario:
 
     def plays_audio(self, run_mode: str) -> bool:
         """Whether the scenario plays in audio: its own ``mode:``, else a turn that asks for
-        audio, else the run's ``--mode``."""
+        audio (or a caller who barges in), else the run's ``--mode``."""
         if self.mode is not None:
             return self.mode == "audio"
-        return run_mode == "audio" or any(t.mode == "audio" for t in self.turns)
+        spoken = (
+            any(t.mode == "audio" for t in self.turns) or self.caller_interrupt_after is not None
+        )
+        return run_mode == "audio" or spoken
 
     def turn_mode(self, turn: Turn, run_mode: str) -> ConversationMode:
         """How ``turn`` is played: its own ``mode:``, else the scenario's."""

@@ -14,6 +14,8 @@ from typing import Any, cast
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from lkeval.errors import UsageError
+from lkeval.impairments import parse_impairments
 from lkeval.scenarios.audio_checks import AUDIO_CHECK_FIELDS, parse_audio_check
 from lkeval.scenarios.latency import parse_duration_ms
 from lkeval.scenarios.model import (
@@ -130,6 +132,59 @@ def parse_scenario_mode(
     return mode
 
 
+def read_caller_interrupt(
+    entries: dict[str, tuple[Node, Node]],
+    path: str,
+    plays_caller: bool,
+    mode: ConversationMode | None,
+    problems: FileProblems,
+) -> float | None:
+    """``caller_interrupt_after: 1.5s``: the simulated caller's every line after its first
+    starts that long into the agent's reply (seconds); it needs a simulated caller who speaks."""
+    entry = entries.get("caller_interrupt_after")
+    seconds = _read_seconds(entry, path, problems)
+    if entry is None or seconds is None:
+        return None
+    if mode == "text":
+        problems.error(entry[1], path, "the scenario is text: the caller must speak to interrupt")
+        return None
+    if not plays_caller:
+        problems.error(entry[1], path, "no simulated caller (scripted turns without then_simulate)")
+        return None
+    return seconds
+
+
+def _read_seconds(
+    entry: tuple[Node, Node] | None, where: str, problems: FileProblems
+) -> float | None:
+    """A duration with its unit (``1.5s``, ``1500ms``) in seconds, or None when absent or
+    after reporting it."""
+    if entry is None or is_null(entry[1]):
+        return None
+    try:
+        ms = parse_duration_ms(entry[1].value if isinstance(entry[1], ScalarNode) else None)
+    except ValueError as exc:
+        problems.error(entry[1], where, str(exc))
+        return None
+    return ms / 1000
+
+
+def read_impair(entry: tuple[Node, Node] | None, path: str, problems: FileProblems) -> str | None:
+    """A scenario's ``impair:`` (``--impair``'s grammar), or None when absent or after
+    reporting the bad field at its line."""
+    if entry is None or is_null(entry[1]):
+        return None
+    value = read_str(entry[1], path, problems)
+    if value is None:
+        return None
+    try:
+        parse_impairments(value, where=path)
+    except UsageError as exc:
+        problems.error(entry[1], path, str(exc).removeprefix(f"{path}: "))
+        return None
+    return value
+
+
 def read_mode(
     entry: tuple[Node, Node] | None, path: str, problems: FileProblems
 ) -> ConversationMode | None:
@@ -157,13 +212,9 @@ def _read_interrupt_after(
     """``interrupt_after: 1.5s``: seconds into the agent's previous reply (a duration with its
     unit); a barge-in needs a spoken turn and a reply before it to cut into."""
     entry = entries.get("interrupt_after")
-    if entry is None or is_null(entry[1]):
-        return None
     where = f"{path}.interrupt_after"
-    try:
-        seconds = parse_duration_ms(entry[1].value if isinstance(entry[1], ScalarNode) else None)
-    except ValueError as exc:
-        problems.error(entry[1], where, str(exc))
+    seconds = _read_seconds(entry, where, problems)
+    if entry is None or seconds is None:
         return None
     if mode == "text":
         problems.error(entry[1], where, "a text turn cannot interrupt: the caller must speak")
@@ -171,7 +222,7 @@ def _read_interrupt_after(
     if index == 0:
         problems.error(entry[1], where, "the first turn has no reply of the agent to interrupt")
         return None
-    return seconds / 1000
+    return seconds
 
 
 def _parse_expect_list(

@@ -65,6 +65,7 @@ VETO = {
     "id": "SCN_voiceVeto",
     "label": "Books for the wrong guest by voice",
     "mode": "audio",
+    "impair": "noise=30dB,seed=5",  # the scenario's own line: quiet noise, heard all the same
     "userdata": {"guest": "Grace", "expected_booking": {"guest": "Grace", "room_type": "double",
                                                         "nights": 2}},
     "turns": [
@@ -105,6 +106,9 @@ def test_a_voice_agent_hears_what_the_caller_said_and_its_veto_comes_back(
     call = attempt["call"]
     assert call["greeting_audio_s"] and call["greeting_audio_s"] > 0.5, call
     assert call["caller_lines"] == 1 and call["agent_replies"] >= 2
+    # the scenario's impair: played (no --impair on the run), the attempt's seed recorded
+    assert call["line"].startswith("noise=30dB,seed=") and "SNR" in call["line"], call["line"]
+    assert "seed=5:" not in call["line"]  # the attempt's own seed, derived from 5
     # the call for a person: a stereo WAV and its timeline, beside the agent's log
     assert Path(call["recording"]).suffix == ".wav" and Path(call["recording"]).stat().st_size
     assert Path(call["recording"]).parent == Path(attempt["log_path"]).parent
@@ -232,3 +236,102 @@ def test_ctrl_c_in_an_audio_call_ends_the_run_with_what_it_has(
     assert attempt["call"] is not None and attempt["call"]["caller_lines"] >= 1
     assert Path(attempt["call"]["recording"]).is_file()
     assert not log.with_suffix(".files").exists() or not any(log.with_suffix(".files").iterdir())
+
+
+@pytest.mark.exhaustive
+def test_a_simulated_caller_who_barges_in_cuts_the_agents_reply(tmp_path: Path) -> None:
+    """``caller_interrupt_after: 1.5s``: the simulated caller's second line starts 1.5 s into
+    the agent's ~10 s answer (as soon as the caller has it); the agent stops, the turn says
+    the line cut in, and the caller's last line (it hangs up) waits for the full reply."""
+    rules = yaml.safe_load((HOTEL / "llm_rules.yaml").read_text())["rules"]
+    callers = [
+        {"model": "caller", "last_user": "welcome", "times": 1,
+         "text": "Please tell me about the hotel."},
+        {"model": "caller", "times": 1, "text": "Sorry, is a double room free?"},
+        {"model": "caller", "text": "Thanks, bye!",
+         "tool_calls": [{"name": "end_call", "arguments": {"reason": "done"}}]},
+    ]  # fmt: skip
+    long = {"model": "hotel-agent", "last_user": "tell me about", "text": LONG_ANSWER}
+    stop = {"model": "hotel-agent", "last_user": "sorry", "text": "Of course, go ahead."}
+    scenario = {
+        "id": "SCN_callerBargesIn",
+        "label": "A caller who does not wait",
+        "instructions": "You ask about the hotel, then cut in with a question.",
+        "agent_expectations": "The agent answers the caller.",
+        "caller_interrupt_after": "1.5s",  # makes the call an audio one
+    }
+    results_path = tmp_path / "out" / "results.json"
+    with LLMServer([*callers, long, stop, *rules], default_text="Sorry?") as llm:
+        proc = run_lkeval(
+            [
+                *run_argv(VOICE_AGENT, _write(tmp_path, [scenario]), results_path),
+                *("--speech", "local", "--caller-model", "caller", "--judge-model", "judge"),
+            ],
+            hotel_env(llm),
+            timeout=300,
+        )
+    (scenario_result,) = read_json(results_path)["scenarios"]
+    assert scenario_result["attempts"], proc.stdout + proc.stderr
+    attempt = scenario_result["attempts"][0]
+    assert attempt["status"] != "error", (proc.stdout, attempt["reason"])
+    turns = attempt["turns"]
+    assert [t["said"] for t in turns] == [
+        "Please tell me about the hotel.",
+        "Sorry, is a double room free?",
+        "Thanks, bye!",
+    ], turns
+    asked, cut_in, bye = turns
+    assert not asked["interrupted_agent"] and not bye["interrupted_agent"]
+    assert cut_in["interrupted_agent"] is True and cut_in["agent_stopped_ms"] > 0, cut_in
+    assert attempt["call"]["interrupted_replies"] >= 1
+    interrupted = [i for i in attempt["transcript"] if i.get("interrupted")]
+    assert interrupted and interrupted[0]["role"] == "assistant"
+
+
+@pytest.mark.exhaustive
+def test_listen_records_what_a_caller_heard_of_each_reply(
+    tmp_path: Path, voice_llm: LLMServer
+) -> None:
+    """``--listen openai:whisper-1``: once the call is over, each spoken turn's played reply is
+    sent to the listener's ``/audio/transcriptions`` (here a second local speech server, whose
+    oracle is told what to answer: it answers only for audio with speech in it), and the text
+    is the turn's ``agent_heard``; the run's conditions name the listener."""
+    import json
+    import subprocess
+    import sys
+    import urllib.request
+
+    listened = "The listener heard the agent."
+    server = subprocess.Popen(
+        [sys.executable, "-m", "lkeval.testing.speech_server"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline().split()[1])
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/_control/listen/expect",
+            data=json.dumps({"text": listened}).encode(),
+            method="POST",
+        )
+        urllib.request.urlopen(request, timeout=30).read()
+        scenario = {**VETO, "id": "SCN_listen", "userdata": {}}
+        results_path = tmp_path / "out" / "results.json"
+        proc = run_lkeval(
+            [
+                *run_argv(VOICE_AGENT, _write(tmp_path, [scenario]), results_path),
+                *("--speech", "local", "--listen", "openai:whisper-1"),
+            ],
+            hotel_env(voice_llm, LKEVAL_LISTEN_BASE_URL=f"http://127.0.0.1:{port}/o/listen/v1"),
+            timeout=300,
+        )
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
+    results = read_json(results_path)
+    attempt = _attempt(results, "SCN_listen")
+    assert attempt["status"] != "error", (proc.stdout, attempt["reason"])
+    (turn,) = attempt["turns"]
+    assert turn["agent_heard"] == listened, turn
+    assert "openai:whisper-1 (--listen)" in results["metadata"]["speech"]

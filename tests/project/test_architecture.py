@@ -15,8 +15,8 @@ PACKAGE = Path(lkeval.__file__).parent
 
 #: Layers from the top of the pipeline to the bottom; a module may import its own layer and
 #: any layer below it. ``text`` (masking, inert text, clipping) is the lowest, so every layer
-#: may use it; ``errors``, ``defaults``, ``startup`` and the package root are the floor everyone
-#: may use.
+#: may use it; ``errors``, ``defaults``, ``startup``, ``impairments`` (the impairment spec's
+#: grammar, which the scenario loader checks) and the package root are the floor everyone may use.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli"}),
     frozenset({"llm", "publish"}),
@@ -27,7 +27,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"agents", "scenarios"}),
     frozenset({"text"}),
 )
-FLOOR = frozenset({"errors", "defaults", "startup", ""})
+FLOOR = frozenset({"errors", "defaults", "startup", "impairments", ""})
 #: Imports the layer order alone would allow but the design does not: the command line builds
 #: collaborators and calls the run (``run/suite.py``), which alone starts and stops agents.
 FORBIDDEN: dict[str, frozenset[str]] = {

@@ -412,3 +412,32 @@ def test_one_client_diverging_takes_the_attempts_other_clients_live(tmp_path: An
 def test_bad_rules_are_named(rules: Any, message: str) -> None:
     with pytest.raises(tp.RulesError, match=message):
         tp.Rules.from_json(rules)
+
+
+def test_a_forwarders_prefix_is_taped_as_the_upstream_it_forwards_to() -> None:
+    """``--speech local``: the agent's LLM calls go to a per-attempt prefix on a random port
+    and are passed on unchanged. Taped as the upstream's URL, a recording made on one port and
+    attempt replays on another; a call outside the prefix, or to another upstream, does not."""
+    upstream = "http://llm.example/v1"
+    body = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
+    record = tp.Tape("agent", "record", [], tp.Rules(), lambda e: None, aliases={
+        "http://127.0.0.1:4001/o/run1-a/v1": upstream})  # fmt: skip
+    call = record.begin("POST", "http://127.0.0.1:4001/o/run1-a/v1/chat/completions?x=1", body)
+    assert call.request["url"] == f"{upstream}/chat/completions?x=1"
+    recorded = [{"call": 1, "request": call.request, "response": {"status": 200, "chunks": []}}]
+
+    def replay(url: str, forwards_to: str = upstream) -> tp.Call:
+        aliases = {"http://127.0.0.1:5123/o/run2-b/v1": forwards_to}
+        tape = tp.Tape("agent", "replay", recorded, tp.Rules(), lambda e: None, aliases=aliases)
+        return tape.begin("POST", url, body)
+
+    assert replay("http://127.0.0.1:5123/o/run2-b/v1/chat/completions?x=1").recorded is not None
+    assert replay("http://127.0.0.1:5123/o/run2-b/v1/chat/completions?x=1", "http://other/v1").miss
+    assert replay("http://127.0.0.1:5123/o/run2-bb/v1/chat/completions?x=1").miss  # not it
+    assert tp.unalias("http://h/p", {}) == "http://h/p"
+
+
+def test_the_agent_reads_its_aliases_and_ignores_a_bad_value() -> None:
+    good = json.dumps({"http://127.0.0.1:1/a/k/v1": "https://gw/v1"})
+    assert transports._aliases(good) == {"http://127.0.0.1:1/a/k/v1": "https://gw/v1"}
+    assert transports._aliases("[not json") == transports._aliases("[1]") == {}

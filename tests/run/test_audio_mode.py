@@ -88,6 +88,8 @@ def test_audio_keys_do_not_change_the_digest_of_scenarios_without_them(tmp_path:
     content = dataclasses.asdict(scenario)
     content.pop("file")
     content.pop("mode")
+    content.pop("impair")
+    content.pop("caller_interrupt_after")
     for turn in content["turns"]:
         turn.pop("mode")
         turn.pop("interrupt_after")
@@ -114,6 +116,15 @@ def test_audio_keys_do_not_change_the_digest_of_scenarios_without_them(tmp_path:
             "turns:\n      - user: a\n      - user: b\n        mode: text\n"
             "        interrupt_after: 1s",
             "a text turn cannot interrupt",
+        ),
+        ("instructions: hi\n    caller_interrupt_after: 2", "not a duration with its unit"),
+        (
+            "instructions: hi\n    mode: text\n    caller_interrupt_after: 2s",
+            "caller_interrupt_after: the scenario is text",
+        ),
+        (
+            "turns:\n      - user: a\n    caller_interrupt_after: 2s",
+            "caller_interrupt_after: no simulated caller",
         ),
     ],
 )
@@ -175,6 +186,49 @@ async def _test_microphone_streams_20ms_frames_with_silence_between_lines() -> N
     assert line.started is not None and line.stopped is not None
     assert line.stopped - line.started == pytest.approx(0.1, abs=0.001)
     await conn.close()
+
+
+def test_jitter_delays_the_microphones_frames_in_order_and_the_stream_goes_on() -> None:
+    """``--impair jitter=200ms``: each frame reaches the agent when the impairer says (its
+    nominal time plus its delay), in order, none lost or repeated. Measured on the receiving
+    end: how late each frame arrived against its nominal time. Only lower bounds are asserted
+    (a loaded machine makes frames later, never earlier); without the delay applied, frames
+    arrive on their nominal times and the mean lateness is far below the jitter's."""
+    asyncio.run(_test_jitter())
+
+
+async def _test_jitter() -> None:
+    from lkeval.audio.impair import Impairer, parse_impairments
+
+    impairer = Impairer(parse_impairments("jitter=200ms,seed=3"))
+    conn, reader, _ = await _pair()
+    delays: list[float] = []  # what the impairer said for each frame, in order
+
+    def delay() -> float:
+        delays.append(impairer.last_delay)
+        return delays[-1]
+
+    mic = Microphone(conn, impairer.process, delay)
+    count = 100
+    # frame k carries the value k + 1, so each arrival says which frame it is
+    pcm = b"".join(struct.pack("<h", k + 1) * (FRAME_BYTES // 2) for k in range(count))
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    mic.start()
+    mic.say("numbered", pcm)
+    arrivals: list[tuple[int, float]] = []
+    while len(arrivals) < count:
+        frame = (await _read(reader)).audio_input.data
+        arrivals.append((struct.unpack_from("<h", frame)[0] - 1, loop.time()))
+    await mic.stop()
+    await conn.close()
+    assert [k for k, _ in arrivals] == list(range(count))  # in order, none lost or repeated
+    lateness = [at - (start + k * 0.02) for k, at in arrivals]
+    assert sum(delays[:count]) / count > 0.15  # the impairer's draws (mean 200 ms)
+    # each frame no earlier than its nominal time plus its delay (the mic starts after
+    # ``start``, so ``lateness`` only overstates how late a frame was)
+    early = [(k, lateness[k], delays[k]) for k in range(count) if lateness[k] < delays[k] - 1e-3]
+    assert early == [], early[:5]
 
 
 def test_speaker_answers_a_flush_only_when_the_reply_has_played() -> None:
@@ -341,3 +395,91 @@ def test_the_caller_sees_what_it_said_and_reports_show_both() -> None:
     assert [i.text for i in caller_view([heard, typed])] == ["book a room", "hi"]
     assert format_item(heard) == "[1] user: book a group (heard; the caller said: book a room)"
     assert format_item(typed) == "[2] user: hi"
+
+
+def test_a_scenarios_impair_is_checked_at_its_line_and_overrides_the_runs() -> None:
+    from lkeval.run.speech import RunSpeech
+
+    async def scenario() -> None:
+        speech = RunSpeech("agent", "espeak", {}, impair="loss=30%,seed=7")
+        await speech.start()
+        try:
+            speech_frame = b"\x10\x00" * (FRAME_BYTES // 2)
+            own = speech.audio_settings("s#1", "noise=10dB,seed=3")
+            assert own.frame_filter is not None and own.line_report is not None
+            sent = [own.frame_filter(speech_frame) for _ in range(50)]
+            assert all(f is not None and f != speech_frame for f in sent)  # noisy, none lost
+            report = own.line_report()
+            assert report.startswith("noise=10dB,seed=") and "0 of 50 frames lost" in report
+            assert "seed=3:" not in report  # the attempt's seed, derived from the scenario's
+            clean = speech.audio_settings("s#1", "none")  # nothing, whatever --impair says
+            assert clean.frame_filter is None and clean.line_report is None
+            assert speech.audio_settings("s#1").frame_filter is not None  # the run's
+            jittery = speech.audio_settings("s#1", "jitter=50ms")
+            assert jittery.frame_filter is not None and jittery.frame_delay is not None
+            held = []
+            for _ in range(20):
+                jittery.frame_filter(speech_frame)
+                held.append(jittery.frame_delay())
+            assert max(held) > 0.0  # the microphone is told each frame's delay
+        finally:
+            await speech.stop()
+
+    asyncio.run(scenario())
+
+
+def test_impair_in_a_scenario_file(tmp_path: Path) -> None:
+    scenarios, found = _scenario(
+        """\
+        scenarios:
+          - label: Noisy
+            mode: audio
+            impair: noise=15dB,loss=3%,seed=9
+            instructions: hi
+          - label: Clean
+            instructions: hi
+          - label: Bad
+            impair: loss=80%
+            instructions: hi
+          - label: Typo
+            impair: nois=3dB
+            instructions: hi
+        """,
+        tmp_path,
+    )
+    noisy, clean = scenarios[:2]
+    assert noisy.impair == "noise=15dB,loss=3%,seed=9" and clean.impair is None
+    assert found == [
+        "s.yaml:9:13: error: scenarios[2].impair: loss='80%': must be from 0 to 50 %",
+        "s.yaml:12:13: error: scenarios[3].impair: unknown impairment 'nois' (noise, loss, burst, "
+        "jitter, codec, seed)",
+    ], found
+    import dataclasses
+
+    assert dataclasses.replace(clean, impair="none").digest != clean.digest
+
+
+def test_a_caller_who_barges_in_makes_the_call_spoken(tmp_path: Path) -> None:
+    (barging, scripted_then), found = _scenario(
+        """\
+        scenarios:
+          - label: Barges in
+            instructions: hi
+            caller_interrupt_after: 1500ms
+          - label: Then simulated
+            instructions: hi
+            then_simulate: true
+            caller_interrupt_after: 2s
+            turns:
+              - user: hello
+        """,
+        tmp_path,
+    )
+    assert found == []
+    assert barging.caller_interrupt_after == 1.5 and scenario_plays_audio(barging)
+    assert scripted_then.caller_interrupt_after == 2.0
+
+
+def scenario_plays_audio(scenario: Scenario) -> bool:
+    """Spoken whatever ``--mode`` says."""
+    return scenario.plays_audio("text")

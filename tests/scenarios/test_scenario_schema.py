@@ -52,6 +52,7 @@ def scenario(**extra: object) -> dict[str, object]:
         scenario(turns=[{"user": "hi", "expect": [{"no_more_events": False}]}]),
         scenario(repeat=0),
         scenario(turn_timeout=0),
+        scenario(impair=3),
     ],
 )
 def test_schema_refuses_what_the_loader_refuses(document: dict[str, object]) -> None:
