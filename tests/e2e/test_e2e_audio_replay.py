@@ -22,7 +22,8 @@ from conftest import HOTEL, TEST_AGENTS, hotel_env, read_json, run_argv, run_lke
 
 from lkeval.testing.llm_server import LLMServer
 
-pytestmark = pytest.mark.e2e
+# A real-time call recorded once and replayed twice (~2 min): make test-exhaustive, in CI.
+pytestmark = [pytest.mark.e2e, pytest.mark.exhaustive]
 
 VOICE_AGENT = TEST_AGENTS / "voice_hotel_agent.py"
 ASKS = "Is a double room free for two nights?"
