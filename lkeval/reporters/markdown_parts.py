@@ -272,6 +272,10 @@ def failure_block(
             tail = attempt.log_tail[-min(LOG_TAIL_LINES, transcript_items) :]
             where = f" of <code>{text(attempt.log_path)}</code>" if attempt.log_path else ""
             parts.append(_collapsed(f"Last {len(tail)} log lines{where}", "\n".join(tail)))
+        if attempt.call is not None and (attempt.call.recording or attempt.call.timeline):
+            files = [f for f in (attempt.call.recording, attempt.call.timeline) if f]
+            listed = " · ".join(f"<code>{text(f)}</code>" for f in files)
+            parts.append(f"The call, to hear and see (with the run's logs): {listed}")
         if pin_hint and (pin := pin_command(scenario, attempt)):
             parts.append(f"Keep this conversation as a test: <code>{text(pin)}</code>")
     return "\n\n".join(parts)
