@@ -13,13 +13,14 @@ import argparse
 import dataclasses
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TextIO
 
 from lkeval.cli.flags import add_report_arguments
 from lkeval.cli.options import ReportOptions, report_options, sensitivity_rule
+from lkeval.llm.canaries import KNOWN_FAILS
 from lkeval.publish.files import ResultsDirLock, check_writable, write_all, write_text
 from lkeval.publish.github.checkout import repo_root
 from lkeval.publish.github.comments import comment_title
@@ -30,6 +31,7 @@ from lkeval.reporters import REPORTER_BY_NAME, Report
 from lkeval.results.baseline import Comparison, compare, same_run
 from lkeval.results.calibration import calibrated_errors, calibrations, unfit_passes
 from lkeval.results.consistency import status_problem
+from lkeval.results.controls import KnownBad, suite_controls
 from lkeval.results.gate import GateOutcome, evaluate_gate, gate_line
 from lkeval.results.history import DEFAULT_WINDOW as DEFAULT_HISTORY_RUNS
 from lkeval.results.history import digests, rolled, with_history
@@ -37,6 +39,7 @@ from lkeval.results.model import Calibration, RunResults
 from lkeval.results.results_json import ResultsFileError, dump_results, load_results
 from lkeval.results.sampling import recheck, recorded_rule, run_cost_line
 from lkeval.results.sensitivity import sensitivity_line
+from lkeval.scenarios.model import Scenario
 from lkeval.text.masking import mask, mask_results
 from lkeval.text.untrusted import inert_line, one_line
 
@@ -266,6 +269,14 @@ class RunWriters:
 
     def lock(self, results_dir: Path) -> AbstractContextManager[object]:
         return ResultsDirLock(results_dir)
+
+    def known_bad_controls(
+        self, scenarios: Sequence[Scenario], calibrated: Mapping[str, tuple[str, Calibration]]
+    ) -> tuple[KnownBad, ...]:
+        baseline = self._baseline_results()
+        if baseline is None or not calibrated:
+            return ()
+        return suite_controls(baseline, scenarios, calibrated, len(KNOWN_FAILS))
 
     def write_results(self, path: Path, results: RunResults) -> None:
         # The history this run is compared with, carried on so that the next run taking this

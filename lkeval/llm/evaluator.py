@@ -36,6 +36,7 @@ from lkeval.llm.config import (
     resolve_llm_spec,
 )
 from lkeval.llm.logs import route_livekit_logs
+from lkeval.results.controls import KnownBad
 from lkeval.results.model import JudgeCheck, LLMInUse, TranscriptItem, Usage, Verdict
 from lkeval.run.collaborators import CallerBrokeRole, JudgingFailed
 from lkeval.run.expectations import IntentJudge
@@ -95,7 +96,7 @@ class LLMEvaluator:
         texts = (caller._SYSTEM, *judge_prompt.prompt_texts())
         return hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
 
-    def preflight(self, out: TextIO) -> JudgeCheck | None:
+    def preflight(self, out: TextIO, suite_controls: Sequence[KnownBad] = ()) -> JudgeCheck | None:
         """Name the models in use on ``out``, then check the judge on its canaries.
 
         Runs before any agent boots. Raises
@@ -114,6 +115,7 @@ class LLMEvaluator:
             self._environ,
             maybe_is_pass=self.maybe_is_pass,
             allow_weak=self.allow_weak_judge,
+            suite_controls=suite_controls,
         )
         print(preflight_line(check, self.maybe_is_pass), file=out, flush=True)
         if check.verdict_form == "json_schema":  # how this endpoint gives verdicts

@@ -36,6 +36,7 @@ from lkeval.llm.canaries import verdict as canary_verdict
 from lkeval.llm.client import LLMError, build_llm
 from lkeval.llm.config import LLMConfigError, LLMSpec
 from lkeval.llm.judge import JudgeError, judge_conversation, learn_verdict_form
+from lkeval.results.controls import KnownBad
 from lkeval.results.model import JudgeCheck, TranscriptItem, VerdictValue
 
 __all__ = [
@@ -128,10 +129,20 @@ async def _ask_canary(ask: Callable[[], Awaitable[VerdictValue]], maybe_is_pass:
 
 
 async def check_judge(
-    llm: LLM, spec: LLMSpec, maybe_is_pass: bool = False, allow_weak: bool = False
+    llm: LLM,
+    spec: LLMSpec,
+    maybe_is_pass: bool = False,
+    allow_weak: bool = False,
+    suite_controls: Sequence[KnownBad] = (),
 ) -> JudgeCheck:
     """Judge both canaries; raise :class:`JudgePreflightError` if either has no verdict and
-    :class:`WeakJudgeError` if the known-bad one counts as a pass (unless ``allow_weak``)."""
+    :class:`WeakJudgeError` if the known-bad one counts as a pass (unless ``allow_weak``).
+
+    ``suite_controls`` (known-bad versions of the suite's own conversations, where a
+    calibration is in force) take half the places of each round of known-bad canaries (cycled
+    when there are fewer), the built-in ones the rest: a judge cannot pass the preflight by
+    knowing its canaries.
+    """
 
     def asker(
         transcript: Sequence[TranscriptItem],
@@ -144,6 +155,11 @@ async def check_judge(
 
         return one
 
+    # half of each round is the suite's own (cycled when it has fewer): a judge that passes
+    # them all then passes half of what it is asked, which the test stops whatever the rest
+    half = len(KNOWN_FAILS) // 2 if suite_controls else 0
+    ours = [suite_controls[i % len(suite_controls)] for i in range(half)]
+    known_fails = (*ours, *KNOWN_FAILS)[: len(KNOWN_FAILS)]
     try:
         spec = replace(
             spec,
@@ -153,7 +169,7 @@ async def check_judge(
         )
         bad, good = await _all(
             [
-                _ask_known_fails([asker(*canary) for canary in KNOWN_FAILS], maybe_is_pass),
+                _ask_known_fails([asker(*canary) for canary in known_fails], maybe_is_pass),
                 _ask_canary(asker(KNOWN_PASS), maybe_is_pass),
             ]
         )
@@ -250,6 +266,7 @@ def preflight_judge(
     *,
     maybe_is_pass: bool = False,
     allow_weak: bool = False,
+    suite_controls: Sequence[KnownBad] = (),
 ) -> JudgeCheck:
     """Run :func:`check_judge` in its own event loop with its own client, closed after.
 
@@ -260,7 +277,7 @@ def preflight_judge(
     async def main() -> JudgeCheck:
         llm = build_llm(spec, environ)
         try:
-            return await check_judge(llm, spec, maybe_is_pass, allow_weak)
+            return await check_judge(llm, spec, maybe_is_pass, allow_weak, suite_controls)
         finally:
             await llm.aclose()
 

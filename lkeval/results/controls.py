@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lkeval.results.model import TranscriptItem
+from lkeval.results.model import RunResults, TranscriptItem
+from lkeval.scenarios.model import Scenario
 
 REFUSAL = "I'm sorry, but I can't help with that request."
 MIN_SAID_CHARS = 3
@@ -201,3 +202,38 @@ __all__ = [
     "negative_controls",
     "paired_control",
 ]
+
+
+#: (transcript, agent expectations, caller instructions): a conversation the judge must fail.
+KnownBad = tuple[tuple[TranscriptItem, ...], str, str]
+
+
+def suite_controls(
+    baseline: RunResults,
+    scenarios: Sequence[Scenario],
+    calibrated: Mapping[str, tuple[str, object]],
+    limit: int,
+) -> tuple[KnownBad, ...]:
+    """Known-bad versions of the suite's own conversations, for the judge preflight: for each
+    scenario a calibration in force covers (the same content digest), the baseline's passing
+    transcript with every agent reply a refusal and every tool call removed
+    (:func:`paired_control`), judged against the scenario's own expectations. A judge that
+    games the built-in canaries (it recognises them) meets the suite's conversations instead."""
+    passing = {
+        result.scenario_id: attempt.transcript
+        for result in baseline.scenarios
+        for attempt in result.attempts
+        if attempt.status == "passed" and attempt.transcript
+    }
+    found: list[KnownBad] = []
+    for scenario in scenarios:
+        digest = calibrated.get(scenario.id, ("", None))[0]
+        transcript = passing.get(scenario.id)
+        if digest != scenario.digest or not transcript or not scenario.agent_expectations:
+            continue
+        control = paired_control(transcript)
+        if control is not None:
+            found.append((tuple(control), scenario.agent_expectations, scenario.instructions))
+        if len(found) >= limit:
+            break
+    return tuple(found)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, TextIO
 
+from lkeval.results.controls import KnownBad
 from lkeval.results.model import JudgeCheck, LLMInUse, TranscriptItem, Usage, Verdict
 from lkeval.run.audio_turns import AudioSettings
 from lkeval.run.expectations import IntentJudge
@@ -138,7 +139,7 @@ class RunEvaluator(Evaluator, Rejudge, Protocol):
     allow_weak_judge: bool
     """``--allow-weak-judge``: a judge measured unfit still decides (every report says so)."""
 
-    def preflight(self, out: TextIO) -> JudgeCheck | None:
+    def preflight(self, out: TextIO, suite_controls: Sequence[KnownBad] = ()) -> JudgeCheck | None:
         """Name the models on ``out`` and check the judge; raises when it cannot judge."""
         ...
 

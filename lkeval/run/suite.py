@@ -44,6 +44,7 @@ from lkeval.replay.manifest import MANIFEST
 from lkeval.replay.session import Cassettes, active
 from lkeval.replay.tape import Rules
 from lkeval.results.calibration import judge_error, unfit_reason
+from lkeval.results.controls import KnownBad
 from lkeval.results.model import (
     Attempt,
     Calibration,
@@ -96,6 +97,13 @@ class Writers(Protocol):
 
     def lock(self, results_dir: Path) -> AbstractContextManager[object]:
         """Hold the results directory: one run writes into it at a time."""
+        ...
+
+    def known_bad_controls(
+        self, scenarios: Sequence[Scenario], calibrated: Mapping[str, tuple[str, Calibration]]
+    ) -> tuple[KnownBad, ...]:
+        """Known-bad versions of the baseline's passing conversations of the calibrated
+        scenarios, for the judge preflight (none without a baseline)."""
         ...
 
     def write_results(self, path: Path, results: RunResults) -> None:
@@ -233,7 +241,8 @@ class Suite:
             if rules is not None:
                 self._cassettes = open_cassettes(settings, rules, evaluator)
             # the first lines name the caller and judge; one that cannot give a verdict stops
-            judge_check = self._preflight(evaluator)
+            controls = parts.writers.known_bad_controls(plan.selected, calibrated)
+            judge_check = self._preflight(evaluator, controls)
         self._signals.check()  # a signal the preflight's code absorbed still ends the run
         self._judge_check = judge_check
         unchecked = _nothing_to_check(plan.selected, evaluator)
@@ -255,15 +264,18 @@ class Suite:
         scenario_results, stopped_by = self.execute(plan, evaluator, starting, raw_logs)
         return self._write_and_finish(self._results(scenario_results, stopped_by), stopped_by)
 
-    def _preflight(self, evaluator: RunEvaluator | None) -> JudgeCheck | None:
-        """The judge preflight; with cassettes, from (or into) the run's preflight cassette."""
+    def _preflight(
+        self, evaluator: RunEvaluator | None, controls: Sequence[KnownBad] = ()
+    ) -> JudgeCheck | None:
+        """The judge preflight (the suite's own known-bad controls first, where a calibration
+        is in force); with cassettes, from (or into) the run's preflight cassette."""
         if evaluator is None:
             return None
         if self._cassettes is None:
-            return evaluator.preflight(self.out)
+            return evaluator.preflight(self.out, controls)
         tapes = self._cassettes.preflight()
         with active(tapes):
-            check = evaluator.preflight(self.out)
+            check = evaluator.preflight(self.out, controls)
         done = tapes.finish(Attempt(status="passed"))  # writes it when it was recorded
         if done.status == "error":  # a cassette that could not be written, said
             self.out.write(f"lk-eval: judge preflight: {inert_line(done.reason)}\n")

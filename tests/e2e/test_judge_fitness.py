@@ -112,3 +112,29 @@ def test_a_calibration_that_says_the_judge_cannot_tell_fails_the_gate(tmp_path: 
     assert scenario["status"] == "passed"
     gate = next(line for line in out.splitlines() if line.startswith("lk-eval gate:"))
     assert "passed on a judge measured unfit (--allow-weak-judge): Helps the caller" in gate
+
+
+def test_with_a_calibration_in_force_the_preflight_asks_about_the_suites_own_conversations(
+    tmp_path: Path,
+) -> None:
+    """BLIND fails only the built-in canaries: alone they let it through. With main's
+    calibration in force, known-bad versions of main's own passing conversations take places in
+    each round of the preflight, BLIND passes them, and the run stops before any agent boots."""
+    code, out, _ = _run(tmp_path, "main.json", SEEING)
+    assert code == 0, out
+    with LLMServer(PASS) as llm:
+        env = clean_env(OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="test-key-not-secret")
+        argv = ["calibrate", "--results", str(tmp_path / "main.json")]
+        argv += ["--scenarios", str(tmp_path / "scenarios.yaml"), "--judge-model", "judge"]
+        assert run_lkeval([*argv, "--votes", "5"], env).returncode == 0
+    results = tmp_path / "pr.json"
+    argv = ["run", "--agent", str(AGENT), "--scenarios", str(tmp_path / "scenarios.yaml")]
+    argv += ["--results", str(results), "--no-github", "--judge-model", "judge"]
+    argv += ["--baseline", str(tmp_path / "main.json")]
+    with LLMServer([*AGENT_RULES, *BLIND, *PASS]) as llm:
+        env = clean_env(OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="test-key-not-secret")
+        proc = run_lkeval(argv, env, timeout=600)
+        asked_agent = [r for r in llm.requests if r.body.get("model") == "bench-agent"]
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "passed the known-bad canary transcripts" in proc.stdout + proc.stderr
+    assert asked_agent == []  # stopped before any agent booted
