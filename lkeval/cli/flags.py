@@ -82,6 +82,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="ignore [tool.lkeval] in pyproject.toml and lkeval.toml (docs/settings.md)",
     )
     _add_limits(parser.add_argument_group("limits, repeats and scale"))
+    _add_audio(parser.add_argument_group("audio (docs/audio.md)"))
     _add_selection(parser.add_argument_group("selection"))
     _add_cassettes(parser.add_argument_group("record and replay (docs/replay.md)"))
 
@@ -217,6 +218,16 @@ def _add_limits(group: argparse._ArgumentGroup) -> None:
         "every latency figure",
     )
     group.add_argument(
+        "--shard",
+        type=opt.shard,
+        metavar="I/N",
+        help="run only shard I of N (1-based), for matrix jobs; merge with `lkeval merge`",
+    )
+
+
+def _add_audio(group: argparse._ArgumentGroup) -> None:
+    """``--mode`` and what an audio call is played with (docs/audio.md)."""
+    group.add_argument(
         "--mode",
         choices=defaults.MODES,
         default=RunOptions.mode,
@@ -254,12 +265,6 @@ def _add_limits(group: argparse._ArgumentGroup) -> None:
         metavar="SPEC",
         help="audio mode: transcribe the agent's played audio (what a caller heard) with "
         "openai:MODEL, e.g. openai:whisper-1 (LKEVAL_LISTEN_BASE_URL, LKEVAL_LISTEN_API_KEY)",
-    )
-    group.add_argument(
-        "--shard",
-        type=opt.shard,
-        metavar="I/N",
-        help="run only shard I of N (1-based), for matrix jobs; merge with `lkeval merge`",
     )
 
 
