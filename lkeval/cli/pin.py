@@ -221,7 +221,7 @@ def append_scenario(into: Path, item: str) -> int:
     start = combined.count("\n") + 2
     combined += "\n" + body
     _check_loads(combined, into)
-    folder = into.parent if str(into.parent) else Path(".")
+    folder = into.parent  # "." for a bare file name
     fd, temp = tempfile.mkstemp(prefix=f".{into.name}.", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -264,7 +264,7 @@ def _list_indent(text: str, into: Path) -> int:
 
 
 def _check_loads(text: str, into: Path) -> None:
-    folder = into.parent if str(into.parent) else Path(".")
+    folder = into.parent  # "." for a bare file name
     fd, temp = tempfile.mkstemp(prefix=f".{into.name}.check.", suffix=".yaml", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
