@@ -112,13 +112,14 @@ def build_plan(
     scenario_files: Sequence[str],
     options: EngineOptions,
     shard: tuple[int, int] | None = None,
-    python: str = sys.executable,
 ) -> Plan:
     """Load, select and check the scenarios; raises on bad input (exit 2) or on a selection
     that leaves nothing to run (exit 3).
 
-    Given only what it decides from (not the whole settings): the agent and its interpreter,
-    the files, the engine's options and the shard.
+    Given only what it decides from (not the whole settings): the agent, the files, the
+    engine's options and the shard. Reads files only (bounded, lkeval.scenarios), so the run
+    builds it with signals deferred: a signal this early still finds the scenarios known and
+    reports each "not run". The agent's interpreter is checked after (:func:`check_python`).
     """
     if not Path(agent).is_file():
         raise UsageError(f"--agent {agent}: no such file")
@@ -133,9 +134,6 @@ def build_plan(
     selected = selection.pick(scenarios)
     if not selected:  # an empty shard boots nothing: it has nothing to check
         return Plan(scenarios, selected, options, tuple(suite))
-    problem = python_problem(python)  # one line, not one per agent
-    if problem is not None:
-        raise UsageError(f"--python: {problem}")
     problem = (
         min_pass_problem(selected, options.repeat, options.min_pass)
         or runs_problem(selected, options.repeat, options.min_pass)
@@ -144,6 +142,17 @@ def build_plan(
     if problem is not None:
         raise UsageError(problem)
     return Plan(scenarios, selected, options, tuple(suite))
+
+
+def check_python(plan: Plan, python: str) -> None:
+    """Exit 2 when ``python`` cannot run agents: one line, not one per agent. Runs the
+    interpreter (up to seconds), so it comes after the plan is known: a signal meanwhile
+    ends the run with every scenario "not run"."""
+    if not plan.selected:  # an empty shard boots nothing
+        return
+    problem = python_problem(python)
+    if problem is not None:
+        raise UsageError(f"--python: {problem}")
 
 
 def cassette_rules(cassettes: Path | None, rules: Path | None) -> Rules | None:

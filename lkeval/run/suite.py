@@ -70,7 +70,14 @@ from lkeval.run.engine import (
 )
 from lkeval.run.interrupt import Interrupted, RunSignals
 from lkeval.run.patches_line import PatchesLine
-from lkeval.run.plan import Plan, SuiteSettings, build_plan, cassette_rules, open_cassettes
+from lkeval.run.plan import (
+    Plan,
+    SuiteSettings,
+    build_plan,
+    cassette_rules,
+    check_python,
+    open_cassettes,
+)
 from lkeval.run.revote import ask_again_with
 from lkeval.run.speech import RunSpeech
 from lkeval.scenarios.model import Scenario, shard_text
@@ -183,10 +190,12 @@ class Suite:
     def _run(self) -> int:
         settings, parts = self.settings, self.parts
         options = settings.engine
-        plan = self.plan = build_plan(
-            settings.agent, settings.scenario_files, options, settings.shard, settings.python
-        )
+        with self._signals.deferred():  # files only: a signal finds the scenarios known
+            plan = self.plan = build_plan(
+                settings.agent, settings.scenario_files, options, settings.shard
+            )
         self._signals.check()  # a signal while lk-eval imported: every scenario "not run"
+        check_python(plan, settings.python)
         parts.writers.check_writable(
             [
                 settings.results_path,

@@ -156,3 +156,26 @@ def test_a_signal_in_the_first_second_writes_every_scenario_not_run(
     code, out, err, started = _run_and_signal(tmp_path, argv, env, how, ready)
     _assert_not_run(tmp_path, code, out, err, how)
     assert not alive(started), "still alive when lk-eval had exited"
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_a_signal_while_the_agents_interpreter_is_probed_writes_every_scenario_not_run(
+    tmp_path: Path, how: signal.Signals
+) -> None:
+    """The ``--python`` probe runs an interpreter (0.1-1 s, more under load): a signal there
+    once found no scenarios loaded and wrote nothing. Held open here by an interpreter that
+    waits until the test has signalled."""
+    mark, go = tmp_path / "probe.mark", tmp_path / "probe.go"
+    python = tmp_path / "python"
+    python.write_text(
+        "#!/bin/sh\n"  # only the probe waits (the fork server runs this interpreter too)
+        f'case "$*" in *find_spec*) echo $$ > {mark}\n'
+        f"  while [ ! -e {go} ]; do sleep 0.02; done;;\nesac\n"
+        f'exec {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    argv, env = _argv_env(tmp_path, "warm", IMPORT_GO=str(go))
+    argv += ["--python", str(python)]
+    code, out, err, started = _run_and_signal(tmp_path, argv, env, how, lambda cli: mark.exists())
+    _assert_not_run(tmp_path, code, out, err, how)
+    assert not alive(started), "still alive when lk-eval had exited"
