@@ -39,7 +39,7 @@ from lkeval.agents.launch import StartingLauncher, begin_launcher
 from lkeval.agents.memory import MemoryPlan, headroom
 from lkeval.agents.orphans import adopt_orphans, kill_all_now
 from lkeval.agents.process import LIVE_PROCESSES, AgentLaunch, agent_env, publish_pending_logs
-from lkeval.errors import ExitCode, OutputError, UsageError, is_internal
+from lkeval.errors import ExitCode, LkevalError, OutputError, UsageError, is_internal
 from lkeval.replay.manifest import MANIFEST
 from lkeval.replay.session import Cassettes, active
 from lkeval.replay.tape import Rules
@@ -189,11 +189,8 @@ class Suite:
 
     def _run(self) -> int:
         settings, parts = self.settings, self.parts
-        options = settings.engine
         with self._signals.deferred():  # files only: a signal finds the scenarios known
-            plan = self.plan = build_plan(
-                settings.agent, settings.scenario_files, options, settings.shard
-            )
+            plan = self.plan = self._load_plan()
         self._signals.check()  # a signal while lk-eval imported: every scenario "not run"
         check_python(plan, settings.python)
         parts.writers.check_writable(
@@ -207,6 +204,10 @@ class Suite:
         # one run per results directory, held before anything costs (the judge preflight)
         with parts.writers.lock(settings.results_path.parent):
             return self._run_held(plan)
+
+    def _load_plan(self) -> Plan:
+        settings = self.settings
+        return build_plan(settings.agent, settings.scenario_files, settings.engine, settings.shard)
 
     def _run_held(self, plan: Plan) -> int:
         """The run once its results directory is held: an empty shard, or the agents."""
@@ -313,7 +314,10 @@ class Suite:
         kill_all_now()
         with self._signals.deferred():
             self.parts.early.discard()  # started before the imports, not taken: stopped now
-        if self.plan is None:
+        if self.plan is None:  # came in the few lines before the plan: load it now
+            with contextlib.suppress(LkevalError), self._signals.deferred():
+                self.plan = self._load_plan()
+        if self.plan is None:  # the scenarios are bad as well: nothing to report on
             print(f"lk-eval: interrupted by {sig.name} before the scenarios were loaded")
             return ExitCode.for_signal(sig)
         engine = Engine(_no_attempts, _Silent(), self.plan.engine_options)
