@@ -1,0 +1,105 @@
+"""lk-eval's pytest plugin: each scenario of a ``scenarios.yaml`` is a test item, played
+in-process (docs/pytest.md).
+
+Installed with lk-eval (the ``pytest11`` entry point ``lkeval``), so it is loaded by every
+pytest run of every project whose environment has lk-eval. It is therefore inert until a run
+names a scenarios file (``--lkeval-scenarios`` or the ini key ``lkeval_scenarios``): until then
+it only adds its options, its markers' help and its fixtures (which fail with a clear message
+when asked for), and imports nothing of livekit or of lk-eval's pipeline, so another project's
+collection and run are unchanged. ``-p no:lkeval`` switches it off altogether.
+
+The scenarios file is collected like any test file: named on the command line, or reached by
+pytest's walk of its folders. When the run names no paths at all (pytest's own ``testpaths`` or
+the working directory), the scenarios file is added to them, so ``pytest --lkeval-scenarios
+scenarios.yaml --lkeval-agent agent.py`` plays its scenarios wherever the file lives; when the
+run names paths, it runs what they name (name the scenarios file among them to add its
+scenarios), as pytest does for any test file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from lkeval.pytest_plugin.fixtures import (
+    lkeval_caller,
+    lkeval_judges,
+    lkeval_scenario,
+    lkeval_simulation,
+)
+from lkeval.pytest_plugin.settings import enabled_settings
+
+if TYPE_CHECKING:
+    from lkeval.pytest_plugin.collect import ScenarioFile
+
+HELP = "lk-eval: scenarios as tests, played in-process (docs/pytest.md)"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The options and ini keys; they change nothing until a scenarios file is named."""
+    group = parser.getgroup("lkeval", HELP)
+    group.addoption(
+        "--lkeval-scenarios",
+        metavar="FILE",
+        help="play each scenario of this scenarios.yaml as a test item (ini: lkeval_scenarios)",
+    )
+    group.addoption(
+        "--lkeval-agent",
+        metavar="FILE",
+        help="the agent's entry file (ini: lkeval_agent; default: `agent` of [tool.lkeval])",
+    )
+    group.addoption(
+        "--lkeval-run-args",
+        metavar="FLAGS",
+        help="`lkeval run` flags for the caller and judge, quoted as one value: "
+        "--lkeval-run-args='--judge-model judge' (ini: lkeval_run_args)",
+    )
+    parser.addini("lkeval_scenarios", "scenarios.yaml whose scenarios are test items", "string")
+    parser.addini("lkeval_agent", "the agent's entry file for lk-eval's scenarios", "string")
+    parser.addini("lkeval_run_args", "`lkeval run` flags for the caller and judge", "args")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the markers; add the scenarios file to a run that named no paths."""
+    config.addinivalue_line(
+        "markers", "lkeval: a scenario of lk-eval's scenarios file (tags as keyword arguments)"
+    )
+    settings = enabled_settings(config)
+    if settings is None:
+        return
+    if config.args_source != pytest.Config.ArgsSource.ARGS and not _covered(
+        settings.scenarios, config.args
+    ):
+        config.args.append(str(settings.scenarios))
+
+
+def _covered(scenarios: Path, args: list[str]) -> bool:
+    """Whether one of the run's paths is the scenarios file or a folder holding it."""
+    for arg in args:
+        path = Path(arg.split("::", 1)[0]).resolve()
+        if path == scenarios or path in scenarios.parents:
+            return True
+    return False
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> ScenarioFile | None:
+    """The scenarios file, when the run enabled the plugin; nothing else."""
+    settings = enabled_settings(parent.config)
+    if settings is None or file_path.resolve() != settings.scenarios:
+        return None
+    from lkeval.pytest_plugin.collect import ScenarioFile
+
+    return ScenarioFile.from_parent(parent, path=file_path)
+
+
+__all__ = [
+    "lkeval_caller",
+    "lkeval_judges",
+    "lkeval_scenario",
+    "lkeval_simulation",
+    "pytest_addoption",
+    "pytest_collect_file",
+    "pytest_configure",
+]

@@ -1,0 +1,162 @@
+"""The pytest plugin without playing anything: inert unless enabled, items, selection, errors.
+
+Each test runs a real pytest session (pytester) in a fresh project, the plugin loaded the way a
+user's pytest loads it: from lk-eval's ``pytest11`` entry point.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+# Imported once here: pytester's in-process runs restore sys.modules after each run, and numpy
+# (which the run flags import) loads only once a process.
+import lkeval.pytest_plugin.collect  # noqa: F401
+
+pytest_plugins = ["pytester"]
+
+SCENARIOS = textwrap.dedent(
+    """\
+    name: Desk
+    scenarios:
+      - id: SCN_one
+        label: Checks a double room
+        instructions: Ask for a room.
+        agent_expectations: It answers.
+        tags: {feature: availability, skip: 'true'}
+        turns:
+          - user: Is a double room free?
+      - id: SCN_two
+        label: Books a room
+        instructions: Book a room.
+        agent_expectations: It books.
+        tags: {feature: booking}
+        turns:
+          - user: Book it.
+    """
+)
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A project with a plain test, a scenarios file and an agent file."""
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    pytester.makefile(".yaml", scenarios=SCENARIOS)
+    pytester.makepyfile(agent="# never imported while collecting\n")
+    return pytester
+
+
+ENABLED = ("--lkeval-scenarios", "scenarios.yaml", "--lkeval-agent", "agent.py")
+
+
+def test_inert_without_a_scenarios_file(project: pytest.Pytester) -> None:
+    # The scenarios file lies in the walked folder, yet without the option it is no test.
+    run = project.runpytest("--collect-only", "-q")
+    assert run.ret == 0
+    assert [line for line in run.outlines if "::" in line] == ["test_plain.py::test_plain"]
+
+
+def test_importing_the_plugin_loads_no_pipeline() -> None:
+    # Every pytest run of every project with lk-eval installed imports the plugin.
+    code = (
+        "import sys, lkeval.pytest_plugin\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('livekit', 'lkeval.cli', "
+        "'lkeval.scenarios', 'lkeval.llm', 'lkeval.run', 'yaml'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_each_scenario_is_an_item_named_by_its_id(project: pytest.Pytester) -> None:
+    run = project.runpytest("--collect-only", "-q", *ENABLED)
+    assert run.ret == 0, run.stdout.str()
+    items = [line for line in run.outlines if "::" in line]
+    assert items == [
+        "scenarios.yaml::SCN_one",
+        "scenarios.yaml::SCN_two",
+        "test_plain.py::test_plain",
+    ]
+
+
+def test_the_scenarios_file_joins_a_run_that_named_no_paths(project: pytest.Pytester) -> None:
+    # The file lives outside the walked folder (testpaths): the option alone brings it in...
+    project.makeini("[pytest]\ntestpaths = tests\n")
+    project.mkdir("tests").joinpath("test_x.py").write_text("def test_x():\n    pass\n")
+    run = project.runpytest("--collect-only", "-q", *ENABLED)
+    assert "scenarios.yaml::SCN_one" in run.outlines, run.stdout.str()
+    # ...but a run that names paths runs what it names.
+    named = project.runpytest("--collect-only", "-q", "tests", *ENABLED)
+    assert [line for line in named.outlines if "::" in line] == ["tests/test_x.py::test_x"]
+
+
+def test_ini_keys_enable_it(project: pytest.Pytester) -> None:
+    project.makeini("[pytest]\nlkeval_scenarios = scenarios.yaml\nlkeval_agent = agent.py\n")
+    run = project.runpytest("--collect-only", "-q")
+    assert "scenarios.yaml::SCN_two" in run.outlines, run.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("selection", "selected"),
+    [
+        (("-k", "SCN_two"), ["scenarios.yaml::SCN_two"]),
+        (("-k", "availability"), ["scenarios.yaml::SCN_one"]),
+        (("-k", "Books"), ["scenarios.yaml::SCN_two"]),
+        (("-m", "lkeval"), ["scenarios.yaml::SCN_one", "scenarios.yaml::SCN_two"]),
+        (("-m", "lkeval(feature='booking')"), ["scenarios.yaml::SCN_two"]),
+        (("-m", "lkeval_skip"), ["scenarios.yaml::SCN_one"]),
+        (("-m", "not lkeval"), ["test_plain.py::test_plain"]),
+    ],
+)
+def test_k_and_markers_select_scenarios(
+    project: pytest.Pytester, selection: tuple[str, str], selected: list[str]
+) -> None:
+    run = project.runpytest("--collect-only", "-q", "--strict-markers", *ENABLED, *selection)
+    assert [line for line in run.outlines if "::" in line] == selected, run.stdout.str()
+
+
+def test_a_tag_never_becomes_pytests_own_marker(project: pytest.Pytester) -> None:
+    # SCN_one's tag `skip: 'true'` must not skip it (a skipped scenario shows green).
+    project.makeconftest(
+        "def pytest_collection_finish(session):\n"
+        "    for item in session.items:\n"
+        "        print('MARKS', item.name, sorted(m.name for m in item.iter_markers()))\n"
+    )
+    run = project.runpytest("--collect-only", "-s", *ENABLED)
+    assert "MARKS SCN_one ['lkeval', 'lkeval_feature', 'lkeval_skip']" in run.outlines
+
+
+def test_a_bad_run_flag_is_a_collection_error_naming_it(project: pytest.Pytester) -> None:
+    run = project.runpytest("--collect-only", *ENABLED, "--lkeval-run-args=--judge-modle x")
+    assert run.ret == pytest.ExitCode.INTERRUPTED
+    run.stdout.fnmatch_lines(["*lk-eval: lkeval run (pytest's lkeval_run_args): unrecognized*"])
+    assert "Traceback" not in run.stdout.str()
+
+
+def test_no_agent_is_a_clear_error(project: pytest.Pytester) -> None:
+    run = project.runpytest("--collect-only", "--lkeval-scenarios", "scenarios.yaml")
+    run.stdout.fnmatch_lines(["*lk-eval: no agent: give --lkeval-agent FILE*"])
+
+
+def test_a_bad_scenarios_file_names_its_line(project: pytest.Pytester) -> None:
+    project.makefile(".yaml", scenarios="scenarios:\n  - label: x\n    turns: 3\n")
+    run = project.runpytest("--collect-only", *ENABLED)
+    assert run.ret == pytest.ExitCode.INTERRUPTED
+    run.stdout.fnmatch_lines(
+        ["lk-eval: 1 error(s) in scenario files:", "*scenarios.yaml:3:12: error:*"]
+    )
+
+
+def test_a_missing_scenarios_file_is_a_usage_error(project: pytest.Pytester) -> None:
+    run = project.runpytest("--lkeval-scenarios", "nope.yaml")
+    assert run.ret == pytest.ExitCode.USAGE_ERROR
+    run.stderr.fnmatch_lines(["*lk-eval: scenarios file *nope.yaml: no such file*"])
+
+
+def test_the_settings_file_gives_the_agent(project: pytest.Pytester) -> None:
+    # [tool.lkeval] is read as `lkeval run` reads it: its agent serves when no option names one.
+    project.makefile(".toml", pyproject='[tool.lkeval]\nagent = "agent.py"\n')
+    run = project.runpytest("--collect-only", "-q", "--lkeval-scenarios", "scenarios.yaml")
+    assert "scenarios.yaml::SCN_one" in run.outlines, run.stdout.str()
