@@ -21,6 +21,7 @@ from livekit.protocol import agent_simulation as sim_pb
 from lkeval import defaults
 from lkeval.agents.process import AgentFailure, AgentLaunch, AgentProcess
 from lkeval.agents.protocol import ProtocolError, SessionConnection
+from lkeval.agents.session_agent import AgentFactory, SessionAgent
 from lkeval.audio import SpeechError
 from lkeval.replay.session import AttemptTapes, Cassettes, active
 from lkeval.results.model import (
@@ -84,6 +85,9 @@ class RunSettings:
     # ``--mode``: how scenarios without their own ``mode:`` play; the speech for audio ones.
     mode: str = "text"
     audio: AudioRig | None = None
+    # How each attempt's agent comes to exist: a process (the console over TCP), or the
+    # in-process player of ``lkeval dev`` (lkeval.inproc); the same session either way.
+    agents: AgentFactory = AgentProcess
 
 
 #: How lk-eval plays a conversation: text turns (the dispatch's mode, the console's text mode).
@@ -217,7 +221,7 @@ class ScenarioAttempt:
             return Attempt(status="error", reason="audio mode needs the run's speech (--speech)")
         if rig is not None:
             agent_env = {**rig.agent_env(self.job_id), **(agent_env or {})}
-        agent = AgentProcess(launch, dispatch, self.log_path, mocks, agent_env)
+        agent = self.settings.agents(launch, dispatch, self.log_path, mocks, agent_env)
         conn: SessionConnection | None = None
         conversing = cancelled = False
         opened: list[float] = []  # when the conversation slot opened
@@ -267,7 +271,7 @@ class ScenarioAttempt:
                 await conn.close()
             await agent.stop(self.settings.stop_grace)  # finishes even if cancelled again
 
-    async def _converse(self, conv: Conversation, agent: AgentProcess, started: float) -> Attempt:
+    async def _converse(self, conv: Conversation, agent: SessionAgent, started: float) -> Attempt:
         p = self.p
         try:
             greeting, note = await conv.wait_for_greeting(self.turn_timeout)
@@ -305,11 +309,11 @@ class ScenarioAttempt:
                 return self._attempt("error", str(exc), started, agent, agent.log_tail())
         return await self._judge_and_finalize(conv, agent, started)
 
-    def _agent_reason(self, reason: str, conv: Conversation, agent: AgentProcess) -> str:
+    def _agent_reason(self, reason: str, conv: Conversation, agent: SessionAgent) -> str:
         return with_agent_text(reason, agent_error_text(conv.errors, agent.log_tail(400)))
 
     def _ended_early(
-        self, conv: Conversation, agent: AgentProcess, started: float, ended: str
+        self, conv: Conversation, agent: SessionAgent, started: float, ended: str
     ) -> Attempt:
         """The agent hung up or its session closed: its own verdict can no longer be asked,
         so the attempt cannot pass; before the caller's first turn it is no conversation."""
@@ -430,7 +434,7 @@ class ScenarioAttempt:
         return self.call is not None and metrics is not None and metrics.first_audio_ms is not None
 
     async def _judge_and_finalize(
-        self, conv: Conversation, agent: AgentProcess, started: float
+        self, conv: Conversation, agent: SessionAgent, started: float
     ) -> Attempt:
         p = self.p
         verdicts: list[Verdict] = []
@@ -499,7 +503,7 @@ class ScenarioAttempt:
         reason: str,
         faults: Sequence[str],
         started: float,
-        agent: AgentProcess,
+        agent: SessionAgent,
         log_tail: Sequence[str],
     ) -> Attempt:
         decision = decide(verdicts, ok, reason, self.p.expectations, faults)
@@ -511,7 +515,7 @@ class ScenarioAttempt:
         status: str,
         reason: str,
         started: float,
-        agent: AgentProcess,
+        agent: SessionAgent,
         log_tail: Sequence[str],
         verdicts: Sequence[Verdict] = (),
     ) -> Attempt:

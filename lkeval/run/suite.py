@@ -39,6 +39,7 @@ from lkeval.agents.launch import StartingLauncher, begin_launcher
 from lkeval.agents.memory import MemoryPlan, headroom
 from lkeval.agents.orphans import adopt_orphans, kill_all_now
 from lkeval.agents.process import LIVE_PROCESSES, AgentLaunch, agent_env, publish_pending_logs
+from lkeval.agents.session_agent import AgentFactory
 from lkeval.errors import ExitCode, LkevalError, OutputError, UsageError, is_internal
 from lkeval.replay.manifest import MANIFEST
 from lkeval.replay.session import Cassettes, active
@@ -142,6 +143,9 @@ class Collaborators:
     early: EarlyStart = EARLY
     """The fork server ``python -m lkeval`` started before its imports, if any: the run
     takes it when it is the one it would start (:mod:`lkeval.run.early_start`)."""
+    agents: AgentFactory | None = None
+    """Each attempt's agent; None: a process through the launcher. ``lkeval dev`` hands in
+    the in-process player's (:mod:`lkeval.inproc`), whose ``start_line`` it prints."""
 
 
 class Suite:
@@ -474,7 +478,8 @@ class Suite:
     ) -> tuple[list[ScenarioResult], signal.Signals | None]:
         """Show the start mode, then run the engine with the run's launcher."""
         settings = self.settings
-        self.out.write(start_line + "\n")
+        agents = self.parts.agents
+        self.out.write(str(getattr(agents, "start_line", start_line)) + "\n")
         memory = _memory_plan()
         if memory is not None:  # what bounds the agents' memory, all of them together
             self.out.write(memory.describe() + "\n")
@@ -501,6 +506,8 @@ class Suite:
             mode=settings.mode,
             audio=self._speech(plan),
         )
+        if agents is not None:
+            run_settings = dataclasses.replace(run_settings, agents=agents)
         if launcher.mode == "cold":
             options = dataclasses.replace(plan.engine_options, warm_starts=False)
             if not settings.concurrency_given:
