@@ -94,6 +94,19 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> ScenarioFi
     return ScenarioFile.from_parent(parent, path=file_path)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Tell the session's player which scenarios were selected."""
+    if enabled_settings(session.config) is None:
+        return
+    from lkeval.pytest_plugin.collect import ScenarioItem
+    from lkeval.pytest_plugin.player import PLAYER_KEY
+
+    if PLAYER_KEY in session.config.stash:
+        session.config.stash[PLAYER_KEY].selected = [
+            item.scenario for item in session.items if isinstance(item, ScenarioItem)
+        ]
+
+
 __all__ = [
     "lkeval_caller",
     "lkeval_judges",
@@ -101,5 +114,6 @@ __all__ = [
     "lkeval_simulation",
     "pytest_addoption",
     "pytest_collect_file",
+    "pytest_collection_finish",
     "pytest_configure",
 ]

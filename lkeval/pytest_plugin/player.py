@@ -1,71 +1,83 @@
-"""The one place the pytest plugin plays a scenario: :func:`play_scenario`.
+"""The one place the pytest plugin plays a scenario: in-process, through ``lkeval.inproc``.
 
 One player per pytest session, made when the scenarios file is collected (with the run's
-options, so a bad flag is a collection error) and used by every item.
+options, so a bad flag is a collection error, and nothing starts under ``--collect-only``). It
+keeps one event loop and one evaluator (the caller's and the judge's clients) for all the
+session's scenarios, as ``lkeval dev`` does, and closes both when pytest unconfigures.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import tempfile
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from lkeval.cli.options import RunOptions
+from lkeval.inproc import PlayOptions
+from lkeval.inproc import ScenarioPlayer as InProcessPlayer
 from lkeval.results.model import ScenarioResult
-from lkeval.results.results_json import load_results
 from lkeval.scenarios.model import Scenario
 
-PLAYER_KEY = pytest.StashKey["ScenarioPlayer"]()
+PLAYER_KEY = pytest.StashKey["SessionPlayer"]()
 
 
-class ScenarioPlayer:
-    """Plays the session's scenarios one at a time, with the session's options."""
+def play_options(options: RunOptions) -> PlayOptions:
+    """What of ``lkeval run``'s options applies in one interpreter (docs/pytest.md): the caller
+    and judge, one attempt unless ``--repeat`` says more, the limits."""
+    return PlayOptions(
+        llm=options.llm,
+        logs_dir=Path(options.logs_dir) if options.logs_dir else None,
+        repeat=options.repeat or 1,
+        min_pass=options.min_pass,
+        boot_timeout=options.boot_timeout,
+        turn_timeout=options.turn_timeout,
+        max_turns=options.llm.max_turns,
+        inference_class=options.inference_class,
+    )
+
+
+class SessionPlayer:
+    """Plays the session's scenarios one at a time on one event loop of its own."""
 
     def __init__(self, options: RunOptions) -> None:
-        self.options = options
+        self.agent = Path(options.agent)
+        self.options = play_options(options)
+        self.selected: list[Scenario] = []
+        """The scenarios pytest selected (``-k``, ``-m``): the caller and judge they need
+        are built and their credentials checked once, as ``lkeval run`` does."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._player: InProcessPlayer | None = None
 
     def play(self, scenario: Scenario) -> ScenarioResult:
-        """The scenario's result; a crash of the agent is a result (status error), not a raise."""
-        return play_scenario(self.options, scenario)
+        """The scenario's result; a crash of the agent is a result (status error), not a raise.
+
+        A missing caller or judge setting raises ``LLMConfigError`` (the item shows its line).
+        """
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        if self._player is None:
+            self._player = InProcessPlayer(
+                self.agent, self.options, scenarios=self.selected or [scenario]
+            )
+        return self._loop.run_until_complete(self._player.play(scenario))
+
+    def close(self) -> None:
+        """Close the evaluator's clients and the loop (pytest's unconfigure)."""
+        if self._loop is None:
+            return
+        if self._player is not None:
+            self._loop.run_until_complete(self._player.aclose())
+        self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+        self._loop.close()
+        self._loop = self._player = None
 
 
-def session_player(config: pytest.Config, options: RunOptions | None = None) -> ScenarioPlayer:
+def session_player(config: pytest.Config, options: RunOptions | None = None) -> SessionPlayer:
     """The session's player, made on first use with ``options``."""
     if PLAYER_KEY not in config.stash:
         assert options is not None, "the scenarios file makes the player when it is collected"
-        config.stash[PLAYER_KEY] = ScenarioPlayer(options)
+        player = SessionPlayer(options)
+        config.stash[PLAYER_KEY] = player
+        config.add_cleanup(player.close)
     return config.stash[PLAYER_KEY]
-
-
-def play_scenario(options: RunOptions, scenario: Scenario) -> ScenarioResult:
-    """Play one scenario. Stand-in until the in-process player lands: one ``lkeval run``
-    of that scenario alone, its results read back."""
-    with tempfile.TemporaryDirectory(prefix="lkeval-pytest-") as folder:
-        results = Path(folder) / "results.json"
-        argv = [
-            *("--agent", options.agent, "--scenarios", scenario.file),
-            *("--match", scenario.id, "--results", str(results), "--repeat", "1"),
-            "--no-settings",
-        ]
-        for role in ("caller", "judge"):
-            endpoint = options.llm.endpoint(role)
-            if endpoint.model:
-                argv += [f"--{role}-model", endpoint.model]
-            if endpoint.base_url:
-                argv += [f"--{role}-base-url", endpoint.base_url]
-        subprocess.run(
-            [sys.executable, "-m", "lkeval", "run", *argv],
-            env=dict(os.environ),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            check=False,
-        )
-        found = [s for s in load_results(results).scenarios if s.scenario_id == scenario.id]
-        if not found:
-            raise RuntimeError(json.dumps(argv))
-        return found[0]
