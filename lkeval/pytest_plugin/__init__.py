@@ -66,6 +66,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "lkeval: a scenario of lk-eval's scenarios file (tags as keyword arguments)"
     )
+    config.addinivalue_line(
+        "markers",
+        "lkeval_scenario(id): the scenario of lk-eval's scenarios file that the fixtures "
+        "lkeval_simulation, lkeval_caller and lkeval_judges give this test",
+    )
     settings = enabled_settings(config)
     if settings is None:
         return
