@@ -160,3 +160,21 @@ def test_the_settings_file_gives_the_agent(project: pytest.Pytester) -> None:
     project.makefile(".toml", pyproject='[tool.lkeval]\nagent = "agent.py"\n')
     run = project.runpytest("--collect-only", "-q", "--lkeval-scenarios", "scenarios.yaml")
     assert "scenarios.yaml::SCN_one" in run.outlines, run.stdout.str()
+
+
+def test_a_missing_judge_is_each_scenarios_one_line_failure(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SCN_simulated needs a caller and a judge; none is configured: no agent is imported, and
+    # the test says what to set, in lkeval run's words, without a traceback.
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LIVEKIT_API_KEY", "LIVEKIT_API_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    project.makefile(
+        ".yaml",
+        scenarios="scenarios:\n  - id: SCN_simulated\n    label: Chat\n"
+        "    instructions: Ask for a room.\n    agent_expectations: It answers.\n",
+    )
+    run = project.runpytest(*ENABLED, "-k", "SCN_simulated")
+    run.assert_outcomes(failed=1)
+    run.stdout.fnmatch_lines(["lk-eval: caller LLM *: set *"])
+    assert "Traceback" not in run.stdout.str()
