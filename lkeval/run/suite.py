@@ -480,7 +480,7 @@ class Suite:
         settings = self.settings
         agents = self.parts.agents
         self.out.write(str(getattr(agents, "start_line", start_line)) + "\n")
-        memory = _memory_plan()
+        memory = _memory_plan() if agents is None else None  # in-process: no agent process
         if memory is not None:  # what bounds the agents' memory, all of them together
             self.out.write(memory.describe() + "\n")
         unselected = len(plan.scenarios) - len(plan.selected)
