@@ -20,7 +20,8 @@ from lkeval.errors import LkevalError
 from lkeval.pytest_plugin.failure import ScenarioFailed, failure_text
 from lkeval.pytest_plugin.player import session_player
 from lkeval.pytest_plugin.settings import enabled_settings, run_options
-from lkeval.scenarios.model import Scenario
+from lkeval.results.model import ScenarioResult
+from lkeval.scenarios.model import NOTHING_TO_CHECK, Scenario
 from lkeval.text.masking import mask
 
 
@@ -61,13 +62,19 @@ class ScenarioItem(pytest.Item):
         )
 
     def runtest(self) -> None:
-        """Play the scenario; anything but a pass is this test's failure (a skip is a skip)."""
-        result = session_player(self.config).play(self.scenario)
+        """Play the scenario; anything but a pass is this test's failure.
+
+        A scenario lk-eval did not play (``skipped``) fails too, as it fails ``lkeval run``'s
+        gate: a green run must not hide a scenario that checked nothing. The one skip is a
+        scenario with nothing to check under ``--allow-nothing-to-check``.
+        """
+        player = session_player(self.config)
+        result = player.play(self.scenario)
         self.user_properties.append(("lkeval_status", result.status))
         if result.status == "passed":
             return
-        if result.status == "skipped":
-            pytest.skip(mask(result.reason or "skipped by lk-eval"))
+        if result.status == "skipped" and _allowed_skip(result, player.allow_nothing_to_check):
+            pytest.skip(mask(result.reason))
         raise ScenarioFailed(result)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
@@ -81,6 +88,10 @@ class ScenarioItem(pytest.Item):
     def reportinfo(self) -> tuple[Any, int | None, str]:
         """Where the scenario is written, for pytest's header of its failure."""
         return self.path, self.scenario.line - 1, f"scenario {self.scenario.id}"
+
+
+def _allowed_skip(result: ScenarioResult, allow_nothing_to_check: bool) -> bool:
+    return allow_nothing_to_check and result.reason.startswith(NOTHING_TO_CHECK)
 
 
 def _tag_marker(key: str) -> str | None:

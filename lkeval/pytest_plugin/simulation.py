@@ -11,6 +11,7 @@ job (LiveKit's ``fake_job_context``, the job attribute the simulator sets), the 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -22,9 +23,13 @@ from lkeval.pytest_plugin.failure import failure_text
 from lkeval.pytest_plugin.settings import enabled_settings, run_options
 from lkeval.pytest_plugin.transcript import session_transcript
 from lkeval.results.model import Attempt, ScenarioResult, Status, TranscriptItem, Usage, Verdict
-from lkeval.scenarios.model import Scenario
+from lkeval.scenarios.model import NOTHING_TO_CHECK, Scenario
 
 MARKER = "lkeval_scenario"
+UNJUDGED = (
+    f"{NOTHING_TO_CHECK}: no judge looked at this conversation (name one: --judge-model in "
+    "lkeval_run_args); the agent's on_simulation_end can veto, never pass"
+)
 RUN_ID = "lkeval-pytest"
 
 
@@ -61,7 +66,11 @@ def evaluator_for(request: pytest.FixtureRequest, scenario: Scenario) -> Any:
     settings = enabled_settings(request.config)
     assert settings is not None  # scenario_for checked it
     try:
-        return build_evaluator(run_options(settings).llm, [scenario])
+        evaluator = build_evaluator(run_options(settings).llm, [scenario])
+        if evaluator is not None and evaluator.judge_spec is not None:
+            evaluator.cache_preflight = True  # kept between runs, as lkeval dev keeps it
+            evaluator.preflight(sys.stdout)  # a judge that fails its canaries judges nothing
+        return evaluator
     except LkevalError as exc:
         _fail(str(exc))
 
@@ -184,10 +193,14 @@ class ScenarioVerdict:
         from lkeval.llm.judge import combine_verdicts
 
         self.passed, _ = combine_verdicts(verdicts, maybe_is_pass)
+        # As lkeval run decides it: the agent's on_simulation_end can veto, never pass; a
+        # conversation no judge looked at is not a pass.
+        reason = "" if any(v.source != "agent" for v in verdicts) else UNJUDGED
+        self.passed = self.passed and not reason
         status: Status = "passed" if self.passed else "failed"
         attempt = Attempt(status=status, transcript=transcript, verdicts=tuple(verdicts))
-        # No reason of its own: the reports word it from the failing verdict.
-        self.result = ScenarioResult.of(scenario, status, "", attempts=(attempt,))
+        # Otherwise no reason of its own: the reports word it from the failing verdict.
+        self.result = ScenarioResult.of(scenario, status, reason, attempts=(attempt,))
         self.verdicts = tuple(verdicts)
 
     def assert_passed(self) -> None:
