@@ -99,6 +99,15 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> ScenarioFi
     return ScenarioFile.from_parent(parent, path=file_path)
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Mask secrets in the log lines pytest shows (once its logging plugin is configured)."""
+    if enabled_settings(session.config) is None:
+        return
+    from lkeval.pytest_plugin.logs import mask_pytest_logs
+
+    mask_pytest_logs(session.config)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Tell the session's player which scenarios were selected."""
     if enabled_settings(session.config) is None:
@@ -121,4 +130,5 @@ __all__ = [
     "pytest_collect_file",
     "pytest_collection_finish",
     "pytest_configure",
+    "pytest_sessionstart",
 ]
