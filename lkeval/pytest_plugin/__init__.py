@@ -19,7 +19,7 @@ scenarios), as pytest does for any test file.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -108,6 +108,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     mask_pytest_logs(session.config)
 
 
+@pytest.hookimpl(hookwrapper=True)  # the old-style wrapper: any pytest a project has
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Mask secrets in a test's captured output, as shown under its failure."""
+    outcome = yield
+    report = outcome.get_result()
+    if enabled_settings(item.config) is not None and report.sections:
+        from lkeval.text.masking import mask
+
+        report.sections = [(title, mask(content)) for title, content in report.sections]
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Tell the session's player which scenarios were selected."""
     if enabled_settings(session.config) is None:
@@ -130,5 +141,6 @@ __all__ = [
     "pytest_collect_file",
     "pytest_collection_finish",
     "pytest_configure",
+    "pytest_runtest_makereport",
     "pytest_sessionstart",
 ]

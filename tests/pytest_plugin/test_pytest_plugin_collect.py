@@ -184,18 +184,19 @@ def test_secrets_are_masked_in_the_logs_pytest_shows(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The agent runs in pytest's process: its log records reach pytest's handlers, which
-    # show them under a failed test and write them to log_file.
+    # show them under a failed test and write them to log_file; its prints are captured.
     secret = "sk-agent-logs-this-0123456789abcdef"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     project.makepyfile(
         test_logs="import logging, os\n"
         "def test_logs():\n"
         "    logging.getLogger('agent').warning('key is %s', os.environ['OPENAI_API_KEY'])\n"
+        "    print('printed', os.environ['OPENAI_API_KEY'])\n"
         "    assert False\n"
     )
     run = project.runpytest(*ENABLED, "-k", "test_logs", "--log-file=run.log")
     run.assert_outcomes(failed=1)
     out = run.stdout.str()
-    assert "key is " in out and secret not in out
+    assert "key is " in out and "printed " in out and secret not in out
     written = (project.path / "run.log").read_text()
     assert "key is " in written and secret not in written
