@@ -24,12 +24,8 @@ from lkeval.cli.flags import add_llm_arguments, add_report_arguments, add_run_ar
 from lkeval.cli.options import RunOptions, run_options
 from lkeval.cli.report import RunWriters
 from lkeval.cli.run import suite_settings
-from lkeval.inproc.agent import in_process_agents
-from lkeval.inproc.hooks import check_hooks
-from lkeval.inproc.loader import load_server
 from lkeval.llm.evaluator import LLMEvaluator, run_evaluator
 from lkeval.publish.github.checkout import recorded_commit
-from lkeval.publish.live_transcript import LiveTranscript
 from lkeval.run.engine import ProgressObserver
 from lkeval.run.suite import Collaborators, Suite
 from lkeval.scenarios.model import Scenario
@@ -129,6 +125,12 @@ def dev_main(options: RunOptions, stream: TextIO | None = None) -> int:
     The agent is imported first: a module missing here is one line (exit 2) that says how
     to run an agent whose environment is not lk-eval's, before any LLM is asked anything.
     """
+    # imported here: ``lkeval run`` loads the CLI too, and needs none of it
+    from lkeval.inproc.agent import in_process_agents
+    from lkeval.inproc.hooks import check_hooks
+    from lkeval.inproc.loader import load_server
+    from lkeval.publish.live_transcript import LiveTranscript
+
     out = stream if stream is not None else sys.stdout
     check_hooks(load_server(Path(options.agent)))
     shown: list[LiveTranscript] = []

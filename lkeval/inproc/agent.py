@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,7 @@ class InProcessAgent:
         self._go: asyncio.Future[None] | None = None
         self._ending = self._stopping = False
         self._log: logging.Handler | None = None
+        self._holds_lock = False
 
     @property
     def proc(self) -> _Job | None:
@@ -105,7 +107,13 @@ class InProcessAgent:
     async def start(
         self, boot_timeout: float, before_session: Callable[[], Awaitable[None]] | None = None
     ) -> SessionConnection:
-        """Run the entrypoint up to its session, await ``before_session``, serve the session."""
+        """Run the entrypoint up to its session, await ``before_session``, serve the session.
+
+        One scenario plays at a time per interpreter (the patches and the job context are the
+        process's): the engine prepares the next agent while one converses, and here that
+        waits until the one playing has stopped; the wait is not the boot's time."""
+        await _play_lock().acquire()
+        self._holds_lock = True
         started = time.monotonic()
         await self._prepare(boot_timeout)
         self.boot_seconds = time.monotonic() - started
@@ -133,8 +141,6 @@ class InProcessAgent:
         self.started = START_MODE
         self._listener = SessionListener()
         await self._listener.start()
-        if session_start.CURRENT.player is not None:
-            raise AgentFailure("another scenario is playing in this interpreter")
         session_start.CURRENT.player = self
         self._task = self._run_entrypoint(server)
         await self._until("prepare", self._prepared, boot_timeout)
@@ -261,6 +267,9 @@ class InProcessAgent:
             if self._listener is not None:
                 self._listener.stop()
             self._close_log()
+            if self._holds_lock:
+                self._holds_lock = False
+                _play_lock().release()
 
     def _close_log(self) -> None:
         handler, self._log = self._log, None
@@ -272,6 +281,21 @@ class InProcessAgent:
         if self.raw_log_path != self.log_path:
             limit = self.launch.log_limit_mib * 1024 * 1024
             publish_log(self.raw_log_path, self.log_path, limit or 1 << 30)
+
+
+_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _play_lock() -> asyncio.Lock:
+    """The interpreter's one playing scenario, per event loop (``play_scenario`` runs each in
+    a loop of its own)."""
+    loop = asyncio.get_running_loop()
+    lock = _locks.get(loop)
+    if lock is None:
+        lock = _locks[loop] = asyncio.Lock()
+    return lock
 
 
 def in_process_agents(echo: Echo | None = None) -> Callable[..., InProcessAgent]:

@@ -48,6 +48,13 @@ def load_server(agent: Path) -> Any:
         from livekit.agents.__main__ import _discover_server
     except ModuleNotFoundError as exc:
         raise AgentImportError(f"livekit-agents is not installed here ({exc}); {hint()}") from None
+    clash = _imported_elsewhere(path)
+    if clash:
+        raise ConfigError(
+            f"{agent}: a module named {path.stem!r} is already imported in this interpreter "
+            f"from {clash}; one interpreter holds one module per name: play this agent in a "
+            "process of its own"
+        )
     try:  # puts the agent's directory first on sys.path, as the console's host does
         server = _discover_server(str(path))
     except ModuleNotFoundError as exc:
@@ -58,6 +65,16 @@ def load_server(agent: Path) -> Any:
         raise ConfigError(f"{agent}: {type(exc).__name__}: {exc}") from None
     _servers[path] = server
     return server
+
+
+def _imported_elsewhere(path: Path) -> str:
+    """The file of a module already imported under the agent's module name, when that is
+    another file (Python would hand back that module instead of importing the agent)."""
+    module = sys.modules.get(path.stem)
+    where = getattr(module, "__file__", None)
+    if not where or Path(where).resolve() == path:
+        return ""
+    return str(where)
 
 
 def hint() -> str:

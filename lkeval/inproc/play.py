@@ -30,7 +30,7 @@ from pathlib import Path
 
 from lkeval import defaults
 from lkeval.agents.process import AgentLaunch
-from lkeval.inproc.agent import Echo, in_process_agents
+from lkeval.inproc.agent import AUDIO_REFUSED, Echo, in_process_agents
 from lkeval.llm.config import LLMOptions
 from lkeval.llm.evaluator import LLMEvaluator, build_evaluator
 from lkeval.results.model import ScenarioResult
@@ -101,6 +101,8 @@ class ScenarioPlayer:
 
     async def play(self, scenario: Scenario) -> ScenarioResult:
         """One scenario to its result (its attempts one after another)."""
+        if scenario.plays_audio("text"):
+            return ScenarioResult.of(scenario, "error", AUDIO_REFUSED)
         if self.evaluator is None:
             self.evaluator = build_evaluator(self.options.llm, [scenario])
         evaluator = self.evaluator

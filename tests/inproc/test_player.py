@@ -1,0 +1,109 @@
+"""The in-process player: a real agent module imported into the test's interpreter, its own
+entrypoint and ``on_simulation_end`` unchanged, played through ``lkeval run``'s attempt.
+
+The agent (tests/agents/sim_end_agent.py) scripts its replies in ``llm_node`` and records every
+``on_simulation_end`` call with the provisional verdict it was handed, so these tests see what
+the agent saw, not only what lk-eval reports.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import TEST_AGENTS
+
+from lkeval.inproc import PlayOptions, play_scenario
+from lkeval.inproc.agent import AUDIO_REFUSED
+from lkeval.results.model import ScenarioResult
+from lkeval.scenarios.loader import load_or_raise
+from lkeval.scenarios.model import Scenario
+
+AGENT = TEST_AGENTS / "sim_end_agent.py"
+
+
+def _scenario(tmp_path: Path, **fields: Any) -> Scenario:
+    path = tmp_path / "scenarios.yaml"
+    body = {"id": "SCN_echo", "label": "Echo", "instructions": "Say hi.", **fields}
+    path.write_text(yaml.safe_dump({"name": "Echo", "scenarios": [body]}), encoding="utf-8")
+    groups, _ = load_or_raise([path])
+    return groups[0].scenarios[0]
+
+
+def _play(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **fields: Any) -> ScenarioResult:
+    monkeypatch.setenv("SIM_END_LOG", str(tmp_path / "sim_end.jsonl"))
+    options = PlayOptions(logs_dir=tmp_path / "logs", boot_timeout=60, turn_timeout=30)
+    return play_scenario(AGENT, _scenario(tmp_path, **fields), options)
+
+
+def _ends(tmp_path: Path) -> list[dict[str, Any]]:
+    log = tmp_path / "sim_end.jsonl"
+    lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+    return [json.loads(line) for line in lines]
+
+
+TURNS = [
+    {"expect": [{"contains": {"message": {"contains": "echo desk"}}}]},
+    {"user": "Book it", "expect": [{"message": {"contains": "You said: Book it"}}]},
+]
+
+
+def test_a_scripted_scenario_passes_and_on_simulation_end_gets_the_verdict_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = _play(tmp_path, monkeypatch, turns=TURNS)
+    assert result.status == "passed", result.reason
+    attempt = result.attempts[-1]
+    said = [(i.role, i.text) for i in attempt.transcript if i.kind == "message"]
+    assert said == [
+        ("assistant", "Hello, echo desk."),
+        ("user", "Book it"),
+        ("assistant", "You said: Book it."),
+    ]
+    assert _ends(tmp_path) == [{"success": True, "reason": ""}]
+    assert attempt.agent_check == "passed (no veto)"
+    assert attempt.start_mode == "in-process"
+    assert attempt.speed_patches["tool_schemas"].startswith("on")  # the schema cache applies
+    assert Path(attempt.log_path or "").is_file()
+
+
+def test_a_failed_check_fails_and_the_agent_is_told_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    turns = [{"user": "Book it", "expect": [{"message": {"contains": "confirmed"}}]}]
+    result = _play(tmp_path, monkeypatch, turns=turns)
+    assert result.status == "failed"
+    assert "confirmed" in result.reason
+    (end,) = _ends(tmp_path)
+    assert end["success"] is False and "confirmed" in end["reason"]
+
+
+def test_the_agents_veto_fails_a_scenario_its_checks_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = _play(tmp_path, monkeypatch, turns=TURNS, userdata={"veto": "booked for Ada"})
+    assert result.status == "failed"
+    assert "agent veto: booked for Ada" in result.reason
+    verdicts = {v.source: v.verdict for v in result.attempts[-1].verdicts}
+    assert verdicts == {"scripted": "pass", "agent": "fail"}
+    assert _ends(tmp_path) == [{"success": True, "reason": ""}]
+
+
+def test_an_entrypoint_that_raises_is_the_scenarios_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = _play(tmp_path, monkeypatch, turns=TURNS, userdata={"crash": True})
+    assert result.status == "error"
+    assert "entrypoint raised RuntimeError: the echo desk is closed" in result.reason
+    assert _ends(tmp_path) == []
+
+
+def test_an_audio_scenario_is_not_played_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = _play(tmp_path, monkeypatch, turns=TURNS, mode="audio")
+    assert result.status == "error"
+    assert AUDIO_REFUSED in result.reason
