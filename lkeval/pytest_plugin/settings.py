@@ -43,6 +43,11 @@ def enabled_settings(config: pytest.Config) -> PluginSettings | None:
 def _read(config: pytest.Config) -> PluginSettings | None:
     scenarios = _path(config, "lkeval_scenarios")
     if scenarios is None:
+        if config.getoption("lkeval_agent") or config.getoption("lkeval_run_args"):
+            raise pytest.UsageError(
+                "lk-eval: --lkeval-agent and --lkeval-run-args need a scenarios file: "
+                "give --lkeval-scenarios FILE or the ini key lkeval_scenarios"
+            )
         return None
     if not scenarios.is_file():
         raise pytest.UsageError(f"lk-eval: scenarios file {scenarios}: no such file")

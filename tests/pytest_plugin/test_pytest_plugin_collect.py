@@ -155,6 +155,13 @@ def test_a_missing_scenarios_file_is_a_usage_error(project: pytest.Pytester) -> 
     run.stderr.fnmatch_lines(["*lk-eval: scenarios file *nope.yaml: no such file*"])
 
 
+def test_an_agent_without_a_scenarios_file_is_a_usage_error(project: pytest.Pytester) -> None:
+    # Not silently inert: the user asked for something the plugin would not do.
+    run = project.runpytest("--lkeval-agent", "agent.py")
+    assert run.ret == pytest.ExitCode.USAGE_ERROR
+    run.stderr.fnmatch_lines(["*lk-eval: --lkeval-agent and --lkeval-run-args need a scenarios*"])
+
+
 def test_the_settings_file_gives_the_agent(project: pytest.Pytester) -> None:
     # [tool.lkeval] is read as `lkeval run` reads it: its agent serves when no option names one.
     project.makefile(".toml", pyproject='[tool.lkeval]\nagent = "agent.py"\n')
