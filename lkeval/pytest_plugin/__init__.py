@@ -9,11 +9,11 @@ when asked for), and imports nothing of livekit or of lk-eval's pipeline, so ano
 collection and run are unchanged. ``-p no:lkeval`` switches it off altogether.
 
 The scenarios file is collected like any test file: named on the command line, or reached by
-pytest's walk of its folders. When the run names no paths at all (pytest's own ``testpaths`` or
-the working directory), the scenarios file is added to them, so ``pytest --lkeval-scenarios
-scenarios.yaml --lkeval-agent agent.py`` plays its scenarios wherever the file lives; when the
-run names paths, it runs what they name (name the scenarios file among them to add its
-scenarios), as pytest does for any test file.
+pytest's walk of its folders. ``--lkeval-scenarios FILE`` on the command line adds it to the
+run's paths too, whatever else they name: a CI line ``pytest tests --lkeval-scenarios
+scenarios.yaml`` must not go green having played none of them. The ini key adds it only to a
+run that names no paths (pytest's own ``testpaths`` or the working directory), so ``pytest
+tests/unit`` stays a unit run in a project whose ini enables the scenarios.
 """
 
 from __future__ import annotations
@@ -74,9 +74,9 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = enabled_settings(config)
     if settings is None:
         return
-    if config.args_source != pytest.Config.ArgsSource.ARGS and not _covered(
-        settings.scenarios, config.args
-    ):
+    asked = config.getoption("lkeval_scenarios") is not None  # on this command line
+    named = config.args_source == pytest.Config.ArgsSource.ARGS
+    if (asked or not named) and not _covered(settings.scenarios, config.args):
         config.args.append(str(settings.scenarios))
 
 

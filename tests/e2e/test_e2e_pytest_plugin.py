@@ -167,12 +167,16 @@ FIXTURE_TESTS = textwrap.dedent(
 def test_fixtures_give_a_guide_style_test_the_scenario(
     hotel: pytest.Pytester,
 ) -> None:
+    # The project's ini names the scenarios, as docs/pytest.md shows: a run of one test file
+    # then runs that file's tests only, the fixtures reading the scenarios from the ini.
     hotel.makefile(".yaml", scenarios=(HOTEL / "scenarios.yaml").read_text())
+    hotel.makeini(
+        f"[pytest]\npythonpath = {HOTEL}\nlkeval_scenarios = scenarios.yaml\n"
+        f"lkeval_agent = {HOTEL / 'agent.py'}\n"
+        "lkeval_run_args = --judge-model judge --caller-model caller\n"
+    )
     hotel.makepyfile(test_desk=FIXTURE_TESTS)
-    run = hotel.runpytest_subprocess(
-        "-s", "-v", f"--rootdir={hotel.path}", "-o", f"pythonpath={HOTEL}", "test_desk.py",
-        *_options(),
-    )  # fmt: skip
+    run = hotel.runpytest_subprocess("-s", "-v", "-p", "no:cacheprovider", "test_desk.py")
     out = run.stdout.str()
     run.assert_outcomes(passed=1, failed=1, errors=1)
     # The veto: the agent's on_simulation_end ran on the test's own session and failed it.

@@ -81,15 +81,34 @@ def test_each_scenario_is_an_item_named_by_its_id(project: pytest.Pytester) -> N
     ]
 
 
-def test_the_scenarios_file_joins_a_run_that_named_no_paths(project: pytest.Pytester) -> None:
-    # The file lives outside the walked folder (testpaths): the option alone brings it in...
+def _collected(run: pytest.RunResult) -> list[str]:
+    return [line for line in run.outlines if "::" in line]
+
+
+def test_the_option_adds_the_scenarios_file_to_any_run(project: pytest.Pytester) -> None:
+    # The file lives outside the walked folder (testpaths): the option brings it in, also
+    # when the run names other paths (a green CI line must not have played none of them).
     project.makeini("[pytest]\ntestpaths = tests\n")
     project.mkdir("tests").joinpath("test_x.py").write_text("def test_x():\n    pass\n")
     run = project.runpytest("--collect-only", "-q", *ENABLED)
-    assert "scenarios.yaml::SCN_one" in run.outlines, run.stdout.str()
-    # ...but a run that names paths runs what it names.
+    assert "scenarios.yaml::SCN_one" in _collected(run), run.stdout.str()
     named = project.runpytest("--collect-only", "-q", "tests", *ENABLED)
-    assert [line for line in named.outlines if "::" in line] == ["tests/test_x.py::test_x"]
+    assert _collected(named) == [
+        "tests/test_x.py::test_x",
+        "scenarios.yaml::SCN_one",
+        "scenarios.yaml::SCN_two",
+    ]
+
+
+def test_the_ini_key_adds_it_only_to_a_run_that_names_no_paths(project: pytest.Pytester) -> None:
+    project.makeini(
+        "[pytest]\ntestpaths = tests\nlkeval_scenarios = scenarios.yaml\nlkeval_agent = agent.py\n"
+    )
+    project.mkdir("tests").joinpath("test_x.py").write_text("def test_x():\n    pass\n")
+    run = project.runpytest("--collect-only", "-q")
+    assert "scenarios.yaml::SCN_two" in _collected(run), run.stdout.str()
+    named = project.runpytest("--collect-only", "-q", "tests")  # a unit run stays one
+    assert _collected(named) == ["tests/test_x.py::test_x"]
 
 
 def test_ini_keys_enable_it(project: pytest.Pytester) -> None:
