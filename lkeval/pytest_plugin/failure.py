@@ -31,7 +31,7 @@ def failure_text(result: ScenarioResult) -> str:
     """The failure as pytest prints it under the item's name."""
     where = f"{result.file}:{result.line}" if result.line else result.file
     lines = [f"scenario {result.scenario_id} ({where}) {result.status}: {outcome_line(result)}"]
-    reasons = [reason for reason in failure_reasons(result) if reason != result.reason]
+    reasons = failure_reasons(result)  # in full: the first line may have been cut
     if reasons:
         lines += ["", "why:"] + ["  " + reason for reason in reasons]
     attempt = attempt_to_show(result)
