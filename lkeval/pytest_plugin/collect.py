@@ -55,7 +55,7 @@ class ScenarioItem(pytest.Item):
         for key, value in scenario.tags.items():
             marker = _tag_marker(key)
             if marker is not None:
-                self.config.addinivalue_line("markers", f"{marker}: lk-eval's scenario tag {key}")
+                _register(self.config, marker, key)
                 self.add_marker(getattr(pytest.mark, marker)(value))
         self.extra_keyword_matches.update(
             [*scenario.tags.values(), *scenario.tags, *scenario.label.split()]
@@ -92,6 +92,12 @@ class ScenarioItem(pytest.Item):
 
 def _allowed_skip(result: ScenarioResult, allow_nothing_to_check: bool) -> bool:
     return allow_nothing_to_check and result.reason.startswith(NOTHING_TO_CHECK)
+
+
+def _register(config: pytest.Config, marker: str, key: str) -> None:
+    """Register a tag's marker once (``--strict-markers`` accepts it, ``--markers`` lists it)."""
+    if not any(line.split(":", 1)[0] == marker for line in config.getini("markers")):
+        config.addinivalue_line("markers", f"{marker}: lk-eval's scenario tag {key}")
 
 
 def _tag_marker(key: str) -> str | None:

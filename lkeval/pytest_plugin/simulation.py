@@ -96,6 +96,7 @@ class ScenarioSimulation:
         self.server = server
         self.evaluator = evaluator
         self._job: contextlib.ExitStack | None = None
+        self._verdict: ScenarioVerdict | None = None
         self.job_context: Any = None
 
     def __enter__(self) -> ScenarioSimulation:
@@ -140,7 +141,16 @@ class ScenarioSimulation:
 
     async def verdict(self, session: Any) -> ScenarioVerdict:
         """Judge the session's conversation, then run the agent's ``on_simulation_end`` with
-        that verdict (once); the scenario's result as ``lkeval run`` would give it."""
+        that verdict; the scenario's result as ``lkeval run`` would give it.
+
+        The simulation ends once, as LiveKit's does: a second call gives the first verdict
+        (the agent's veto is not run again on a session that may have moved on).
+        """
+        if self._verdict is None:
+            self._verdict = await self._end(session)
+        return self._verdict
+
+    async def _end(self, session: Any) -> ScenarioVerdict:
         from livekit.agents.simulation import SimulationVerdict
 
         from lkeval.llm.judge import combine_verdicts
@@ -151,9 +161,10 @@ class ScenarioSimulation:
         if self.evaluator is not None:
             verdicts = list(await self.evaluator.judge(self.scenario, transcript, usage))
         maybe_is_pass = bool(self.evaluator and self.evaluator.maybe_is_pass)
-        judged, _ = combine_verdicts(verdicts, maybe_is_pass)
+        judged, why = combine_verdicts(verdicts, maybe_is_pass)
+        provisional = SimulationVerdict(judged, why or "the judges passed it")
         sim = self.context
-        sim._begin_finalize(simulator_verdict=SimulationVerdict(judged, "judged"), run=None)
+        sim._begin_finalize(simulator_verdict=provisional, run=None)
         end = getattr(self.job_context, "_simulation_end_fnc", None)
         if end is not None:
             await end(sim)

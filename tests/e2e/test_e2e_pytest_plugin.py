@@ -137,6 +137,7 @@ FIXTURE_TESTS = textwrap.dedent(
             result = await session.run(user_input="Please book it for Grace, two nights.")
             result.expect.contains_function_call(name="book_room")
             verdict = await lkeval_simulation.verdict(session)
+            assert await lkeval_simulation.verdict(session) is verdict  # the veto ran once
         print("VERDICT", verdict.passed, [v.source for v in verdict.verdicts])
         verdict.assert_passed()
 
