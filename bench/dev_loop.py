@@ -11,6 +11,9 @@ preflight every time, ``dev`` once per judge (the first, unmeasured round keeps 
 
     python bench/dev_loop.py [--rounds 5] [--scenario SCN_bookAda01]
 
+A third figure is the same edit under ``lkeval dev --watch`` (one process that stays; each
+save re-imports the agent's own modules, not livekit): from the save to its gate line.
+
 The goal (issue 32): dev's median at most half of run's.
 """
 
@@ -45,6 +48,34 @@ def wall(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int]:
     return seconds, done.returncode
 
 
+class Watcher:
+    """``lkeval dev --watch`` running: each edit's wall is from the save to its gate line."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        env = {**env, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        self.next_gate()  # its first run: imports and all, unmeasured
+
+    def next_gate(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("lk-eval: watching"):
+                return
+        sys.exit(f"lkeval dev --watch ended ({self.proc.wait()})")
+
+    def rerun(self, agent: Path, edit_no: int) -> float:
+        started = time.perf_counter()
+        edit(agent, edit_no)
+        self.next_gate()
+        return time.perf_counter() - started
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -69,18 +100,30 @@ def main() -> None:
         }
         for argv in commands.values():  # unmeasured: dev keeps its preflight from here
             wall(argv, env, work)
-        times: dict[str, list[float]] = {"dev": [], "run": []}
-        for round_no in range(args.rounds):
-            for name, argv in commands.items():
-                edit(agent, sum(map(len, times.values())))
-                seconds, _ = wall(argv, env, work)
-                times[name].append(seconds)
-                print(f"round {round_no + 1} {name}: {seconds:.2f} s", flush=True)
-    ratios = [d / r for d, r in zip(times["dev"], times["run"], strict=True)]
-    print(f"lkeval dev            wall s: {stats(times['dev'])}")
-    print(f"lkeval run --repeat 1 wall s: {stats(times['run'])}")
-    spread = f"min {min(ratios):.2f}, max {max(ratios):.2f}, n={len(ratios)}"
-    print(f"dev / run, pair by pair: median {statistics.median(ratios):.2f} ({spread})")
+        # the watcher's own copy: the other commands' edits must not wake it
+        shutil.copytree(HOTEL, work / "watched")
+        watched = work / "watched" / "agent.py"
+        watch_argv = [*commands["dev"], "--watch", "--results", str(work / "watch.json")]
+        watch_argv[watch_argv.index(str(agent))] = str(watched)
+        watcher = Watcher(watch_argv, env, work)
+        times: dict[str, list[float]] = {"dev": [], "run": [], "dev --watch": []}
+        try:
+            for round_no in range(args.rounds):
+                for name, argv in commands.items():
+                    edit(agent, sum(map(len, times.values())))
+                    times[name].append(wall(argv, env, work)[0])
+                edits = sum(map(len, times.values()))
+                times["dev --watch"].append(watcher.rerun(watched, edits))
+                laps = ", ".join(f"{name} {t[-1]:.2f} s" for name, t in times.items())
+                print(f"round {round_no + 1}: {laps}", flush=True)
+        finally:
+            watcher.stop()
+    for name, walls in times.items():
+        print(f"{name:21} wall: {stats(walls)}")
+    for name in ("dev", "dev --watch"):
+        ratios = [d / r for d, r in zip(times[name], times["run"], strict=True)]
+        spread = f"min {min(ratios):.2f}, max {max(ratios):.2f}, n={len(ratios)}"
+        print(f"{name} / run, pair by pair: median {statistics.median(ratios):.2f} ({spread})")
     print(f"goal: median <= 0.50; load now {os.getloadavg()[0]:.2f}")
 
 
