@@ -74,6 +74,12 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         group = parser.add_argument_group(title)
         for action in actions:
             group._add_action(action)
+    parser.add_argument(
+        "--watch",
+        action="store_true",
+        help="stay running: play the scenarios again at each save of the agent's Python files "
+        "or the scenario files (the agent's modules are imported again, livekit is not)",
+    )
     parser.set_defaults(results=DEV_RESULTS, repeat=1, handler=_dev_handler)
 
 
@@ -97,7 +103,38 @@ def _run_flags() -> list[tuple[str | None, list[argparse.Action]]]:
 
 
 def _dev_handler(args: argparse.Namespace) -> int:
-    return dev_main(dev_options(args))
+    options = dev_options(args)
+    return watch_main(options) if args.watch else dev_main(options)
+
+
+def watch_main(options: RunOptions, stream: TextIO | None = None) -> int:
+    """``--watch``: play, then again at each edit, until Ctrl-C (or a signal during a run);
+    the last run's exit code. A bad edit (a syntax error, a bad scenario file) is its one
+    line, and the watch goes on."""
+    from lkeval.errors import ExitCode, LkevalError
+    from lkeval.inproc import loader, watch
+    from lkeval.text.untrusted import inert_line
+
+    out = stream if stream is not None else sys.stdout
+    agent, scenarios = Path(options.agent), [Path(s) for s in options.scenarios]
+    seen = watch.snapshot(agent, scenarios)
+    code: int = ExitCode.PASSED
+    try:
+        while True:
+            try:
+                code = dev_main(options, out)
+            except LkevalError as exc:  # masked, one line: the boundary's, minus the exit
+                out.flush()
+                print(inert_line(f"lk-eval: {exc}", 2000), file=sys.stderr, flush=True)
+                code = exc.exit_code
+            if code in (ExitCode.INTERRUPTED, ExitCode.TERMINATED):
+                return code
+            out.write(f"lk-eval: watching {agent.resolve().parent} (Ctrl-C to stop)\n")
+            out.flush()
+            seen = watch.wait_for_change(agent, scenarios, seen)
+            loader.forget(agent)
+    except KeyboardInterrupt:
+        return code
 
 
 def dev_options(args: argparse.Namespace) -> RunOptions:
@@ -163,4 +200,4 @@ def _evaluator(
     return evaluator
 
 
-__all__ = ["DEV_RESULTS", "add_command", "dev_main", "dev_options"]
+__all__ = ["DEV_RESULTS", "add_command", "dev_main", "dev_options", "watch_main"]

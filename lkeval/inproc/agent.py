@@ -99,6 +99,7 @@ class InProcessAgent:
         self._ending = self._stopping = False
         self._log: logging.Handler | None = None
         self._holds_lock = False
+        self._closing: asyncio.Task[None] | None = None
 
     @property
     def proc(self) -> _Job | None:
@@ -154,6 +155,7 @@ class InProcessAgent:
         with fake_job_context(room=create_mock_room(), job_id=self.log_path.stem) as job:
             job._info.job.attributes[ATTRIBUTE_SIMULATOR_DISPATCH] = self.dispatch
             job._simulation_end_fnc = server._simulation_end_fnc
+            job._on_shutdown = self._job_shutdown  # a fake job's does nothing
             # the task copies the context now: the job is its current job context
             return asyncio.get_running_loop().create_task(self._entrypoint(server, job))
 
@@ -196,6 +198,13 @@ class InProcessAgent:
         session._session_host = host  # closed with the session, as the console's host is
         await host.start()
         return result
+
+    def _job_shutdown(self, reason: str) -> None:
+        """``ctx.shutdown()``: the job ends, and its session with it, as in an agent process
+        (the console's job closes its session on shutdown, then the process exits)."""
+        if self.session is not None and not self._stopping:
+            closing = asyncio.get_running_loop().create_task(self.session.aclose())
+            self._closing = closing  # held: a task nobody references may be collected
 
     def _on_close(self, event: Any) -> None:
         if self._proc is not None and not self._stopping:

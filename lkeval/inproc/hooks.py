@@ -29,8 +29,9 @@ MODULE_HOOKS: tuple[tuple[str, str], ...] = (
     ("livekit.agents.types", "ATTRIBUTE_SIMULATOR_DISPATCH"),
     ("livekit.protocol.agent_simulation", "SimulationDispatch"),
 )
-#: Names set on a fake job's ``JobContext`` (``_info.job.attributes`` carries the dispatch).
-JOB_HOOKS = ("_info", "_simulation_end_fnc")
+#: Names set on a fake job's ``JobContext`` (``_info.job.attributes`` carries the dispatch;
+#: ``_on_shutdown`` is what ``ctx.shutdown()`` calls).
+JOB_HOOKS = ("_info", "_simulation_end_fnc", "_on_shutdown")
 #: Names set on the user's ``AgentServer`` (its entrypoint and ``on_simulation_end``).
 SERVER_HOOKS = ("_entrypoint_fnc", "_simulation_end_fnc")
 

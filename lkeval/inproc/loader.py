@@ -80,3 +80,29 @@ def _imported_elsewhere(path: Path) -> str:
 def hint() -> str:
     """How to run an agent whose environment is not lk-eval's."""
     return VENV_HINT.format(python=sys.executable)
+
+
+def forget(agent: Path) -> int:
+    """Drop the agent's modules (every module from a file under its folder) and its server,
+    so the next :func:`load_server` imports the edited source (``lkeval dev --watch``).
+    livekit and the other installed packages stay imported: that is the time saved. Returns
+    how many modules were dropped."""
+    folder = agent.resolve().parent
+    _servers.pop(agent.resolve(), None)
+    dropped = [name for name, module in list(sys.modules.items()) if _under(module, folder)]
+    for name in dropped:
+        del sys.modules[name]
+    return len(dropped)
+
+
+def _under(module: object, folder: Path) -> bool:
+    where = getattr(module, "__file__", None)
+    if not where:
+        return False
+    path = Path(where).resolve()
+    return path.is_relative_to(folder) and not _installed(path.relative_to(folder))
+
+
+def _installed(relative: Path) -> bool:
+    """A path inside the project that holds installed packages (its own virtual env)."""
+    return any(part in ("site-packages", "dist-packages") for part in relative.parts)

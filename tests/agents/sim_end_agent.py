@@ -1,7 +1,8 @@
 """A test agent that records every ``on_simulation_end`` call (tests/inproc/test_player.py).
 
 Its replies are scripted in ``llm_node`` (no LLM server): it greets, then answers every line
-with ``You said: LINE.``. Each ``on_simulation_end`` appends the provisional verdict it was
+with ``You said: LINE.``, and hangs up (``ctx.shutdown()``) on a line with "bye". Each
+``on_simulation_end`` appends the provisional verdict it was
 handed (``sim.simulator_verdict``) as a JSON line to ``$SIM_END_LOG``, and vetoes when the
 scenario's ``userdata.veto`` says so. ``userdata.crash`` makes the entrypoint raise before its
 session starts.
@@ -14,7 +15,15 @@ import os
 from collections.abc import AsyncIterable
 from typing import Any
 
-from livekit.agents import Agent, AgentServer, AgentSession, JobContext, SimulationContext, llm
+from livekit.agents import (
+    Agent,
+    AgentServer,
+    AgentSession,
+    JobContext,
+    SimulationContext,
+    get_job_context,
+    llm,
+)
 from livekit.plugins import openai
 
 
@@ -29,6 +38,10 @@ class EchoAgent(Agent):
         self, chat_ctx: llm.ChatContext, tools: list[Any], model_settings: Any
     ) -> AsyncIterable[Any]:
         last = next((m for m in reversed(chat_ctx.items) if getattr(m, "role", "") == "user"), None)
+        if last is not None and "bye" in (last.text_content or ""):
+            get_job_context().shutdown("the caller said bye")  # hangs up
+            yield "Goodbye."
+            return
         yield "Hello, echo desk." if last is None else f"You said: {last.text_content}."
 
 

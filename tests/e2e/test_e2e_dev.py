@@ -9,12 +9,17 @@ child process as a user runs them, all against one local LLM server.
 from __future__ import annotations
 
 import json
+import shutil
+import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import HOTEL, hotel_env, read_json, run_argv, run_lkeval
+from conftest import HOTEL, TEST_AGENTS, clean_env, hotel_env, read_json, run_argv, run_lkeval
 
 from lkeval.testing.llm_server import LLMServer
 
@@ -115,3 +120,61 @@ def test_dev_plays_what_run_plays(tmp_path: Path, hotel_llm: LLMServer) -> None:
 def _canary_asks(requests: list[Any]) -> list[Any]:
     """The judge preflight's known-bad canaries (the agent in them refuses)."""
     return [r for r in requests if CANARY_REFUSAL in json.dumps(r.body.get("messages"))]
+
+
+def test_dev_watch_plays_each_edit_of_the_agent(tmp_path: Path) -> None:
+    """``--watch`` re-imports the edited agent: a reply changed in its source fails the check
+    that passed, a syntax error is one line and the watch goes on, Ctrl-C ends it with the
+    last run's code."""
+    shutil.copy(TEST_AGENTS / "sim_end_agent.py", tmp_path / "watched_agent.py")
+    agent = tmp_path / "watched_agent.py"
+    scenarios = tmp_path / "scenarios.yaml"
+    turn = {"user": "Book it", "expect": [{"message": {"contains": "You said: Book it"}}]}
+    scenarios.write_text(yaml.safe_dump({"scenarios": [{"label": "Echo", "turns": [turn]}]}))
+    argv = [sys.executable, "-m", "lkeval", "dev", "--watch", "--no-settings"]
+    argv += ["--agent", str(agent), "--scenarios", str(scenarios)]
+    env = clean_env(SIM_END_LOG=str(tmp_path / "ends.jsonl"), PYTHONUNBUFFERED="1")
+    watcher = subprocess.Popen(
+        [*argv, "--results", str(tmp_path / "results.json")],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        first = _until_watching(watcher)
+        assert "lk-eval gate: passed" in first
+        source = agent.read_text(encoding="utf-8")
+        agent.write_text(source + "\nthis is not python(\n", encoding="utf-8")
+        broken = _until_watching(watcher)
+        assert "the agent module does not import" in broken and "Traceback" not in broken
+        agent.write_text(source.replace("You said:", "You typed:"), encoding="utf-8")
+        edited = _until_watching(watcher)
+        assert "    [1] assistant: You typed: Book it." in edited
+        assert "lk-eval gate: FAILED" in edited
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        code = watcher.wait(timeout=60)
+    assert code == 1  # the last run's verdict
+
+
+def _until_watching(watcher: subprocess.Popen[str], timeout: float = 180) -> str:
+    """What the watcher printed up to its next "watching" line (read by a thread, so a hung
+    watcher fails the test instead of hanging it)."""
+    assert watcher.stdout is not None
+    lines: list[str] = []
+
+    def read() -> None:
+        assert watcher.stdout is not None
+        for line in watcher.stdout:
+            lines.append(line)
+            if line.startswith("lk-eval: watching"):
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    text = "".join(lines)
+    assert lines and lines[-1].startswith("lk-eval: watching"), text
+    return text

@@ -107,3 +107,16 @@ def test_an_audio_scenario_is_not_played_in_process(
     result = _play(tmp_path, monkeypatch, turns=TURNS, mode="audio")
     assert result.status == "error"
     assert AUDIO_REFUSED in result.reason
+
+
+def test_an_agent_that_hangs_up_cannot_pass_and_is_not_asked_its_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    turns = [{"user": "Thanks, bye"}, {"user": "Still there?"}]
+    result = _play(tmp_path, monkeypatch, turns=turns)
+    assert result.status != "passed"
+    assert "the agent ended the session" in result.reason
+    assert "its own verdict (finalize_simulation / on_simulation_end) could not be asked" in (
+        result.reason
+    )
+    assert _ends(tmp_path) == []  # ctx.shutdown() ended the job: nothing left to ask
