@@ -226,3 +226,21 @@ def test_secrets_are_masked_in_the_logs_pytest_shows(
     assert "key is " in out and "printed " in out and secret not in out
     written = (project.path / "run.log").read_text()
     assert "key is " in written and secret not in written
+
+
+def test_the_scenario_fixture_reads_the_marked_scenario(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_fixture="import pytest\n"
+        "@pytest.mark.lkeval_scenario('SCN_two')\n"
+        "def test_two(lkeval_scenario):\n"
+        "    assert lkeval_scenario.label == 'Books a room'\n"
+        "@pytest.mark.lkeval_scenario('SCN_nope')\n"
+        "def test_nope(lkeval_scenario):\n"
+        "    pass\n"
+    )
+    run = project.runpytest("-o", "lkeval_scenarios=scenarios.yaml", "test_fixture.py")
+    run.assert_outcomes(passed=1, errors=1)
+    run.stdout.fnmatch_lines(["lk-eval: *scenarios.yaml: no scenario with id 'SCN_nope'"])
+    # Without a scenarios file, the fixture says what to give.
+    bare = project.runpytest("test_fixture.py", "-k", "two")
+    bare.stdout.fnmatch_lines(["lk-eval: no scenarios file: give --lkeval-scenarios FILE*"])
