@@ -61,7 +61,11 @@ class PlayOptions:
 
 
 class ScenarioPlayer:
-    """Plays scenarios of one agent in this interpreter, one at a time; ``await aclose()``."""
+    """Plays scenarios of one agent in this interpreter, one at a time; ``await aclose()``.
+
+    Its LLM clients are made in the event loop of the first :meth:`play` and belong to it:
+    play every scenario of one player in the same loop (``play_scenario`` makes a player per
+    scenario, each in a loop of its own)."""
 
     def __init__(
         self,

@@ -196,7 +196,8 @@ class Suite:
         with self._signals.deferred():  # files only: a signal finds the scenarios known
             plan = self.plan = self._load_plan()
         self._signals.check()  # a signal while lk-eval imported: every scenario "not run"
-        check_python(plan, settings.python)
+        if parts.agents is None:  # in-process: the agent already imported here
+            check_python(plan, settings.python)
         parts.writers.check_writable(
             [
                 settings.results_path,
