@@ -59,6 +59,7 @@ from lkeval.run.outcome import (
 )
 from lkeval.run.spoken_calls import spoken_call_verdict
 from lkeval.scenarios.model import Scenario, Turn, mock_tools_wire
+from lkeval.text.file_names import attempt_stem
 
 
 class AttemptError(Exception):
@@ -145,8 +146,7 @@ class ScenarioAttempt:
         self.run_id = run_id
         self.attempt_no = attempt_no
         self.job_id = f"{scenario.id}#{attempt_no}"
-        stem = _file_stem(scenario.id) + (f".{attempt_no}" if attempt_no > 1 else "")
-        self.log_path = settings.logs_dir / f"{stem}.log"
+        self.log_path = settings.logs_dir / f"{attempt_stem(scenario.id, attempt_no)}.log"
         self.p = _AttemptState()
         self.interrupted: Attempt | None = None
         # The agent's own failure, when the attempt ended in one (for --max-errors), and who
@@ -586,10 +586,6 @@ def _all_pass(verdicts: Sequence[Verdict]) -> tuple[bool, str]:
 
 def _add_usage(usage: dict[str, Usage], party: str, more: Usage) -> None:
     usage[party] = usage.get(party, Usage()) + more
-
-
-def _file_stem(scenario_id: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in scenario_id)[:120]
 
 
 def agent_check_text(verdict: Verdict | None, error: str) -> str:

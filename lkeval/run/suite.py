@@ -249,7 +249,8 @@ class Suite:
         with paused_collections():  # the LLM stack's import, ~15% faster (lkeval.startup)
             evaluator = self._evaluator = parts.evaluator(plan.selected, settings.logs_dir)
             if rules is not None:
-                self._cassettes = open_cassettes(settings, rules, evaluator)
+                # the agents' tapes: private, like raw logs
+                self._cassettes = open_cassettes(settings, rules, evaluator, raw_logs)
             # the first lines name the caller and judge; one that cannot give a verdict stops
             controls = parts.writers.known_bad_controls(plan.selected, calibrated)
             judge_check = self._preflight(evaluator, controls)
@@ -508,8 +509,6 @@ class Suite:
                     options, concurrency=defaults.default_concurrency(warm=False)
                 )
             plan = dataclasses.replace(plan, engine_options=options)
-        if self._cassettes is not None:
-            self._cassettes.scratch = raw_logs  # the agents' tapes: private, like raw logs
         progress = PatchesLine(self.parts.progress(len(plan.selected)), self.out)
         engine = self._engine = Engine(
             attempt_factory(run_settings, evaluator),
