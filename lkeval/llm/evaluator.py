@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from lkeval.llm.config import (
+    LLMConfigError,
     LLMOptions,
     LLMSpec,
     MissingCredentialsError,
@@ -289,6 +290,22 @@ def build_evaluator(
         allow_weak_judge=options.allow_weak_judge,
         environ=environ,
     )
+
+
+def missing_credentials(
+    options: LLMOptions,
+    scenarios: Sequence[Scenario],
+    environ: Mapping[str, str] | None = None,
+) -> MissingCredentialsError | None:
+    """What keeps the caller or judge the selected scenarios need from running for want of a
+    key (None: nothing); any other configuration error is left for the run to report."""
+    try:
+        build_evaluator(options, scenarios, environ)
+    except MissingCredentialsError as exc:
+        return exc
+    except LLMConfigError:
+        return None
+    return None
 
 
 def run_evaluator(

@@ -152,7 +152,7 @@ class Suite:
         self.parts = collaborators
         self.out = out
         self.plan: Plan | None = None
-        """Set once the scenarios are loaded (a fork's PR without secrets reports from it)."""
+        """Set once the scenarios are loaded (an interrupted run reports from it)."""
         self._signals = RunSignals(on_second=kill_all_now)
         self._clock = (dt.datetime.now(dt.timezone.utc), time.monotonic())
         self._evaluator: RunEvaluator | None = None
