@@ -2,7 +2,7 @@
 
 A cassette is meant to be committed or uploaded as an artifact, so it holds no secret and
 diffs well: no request headers at all (they carry keys), only the response headers a client
-needs to parse a body (:data:`lkeval.replay.tape.KEPT_RESPONSE_HEADERS`: no cookie, no date),
+needs to parse a body (:data:`lkeval.host.tape.KEPT_RESPONSE_HEADERS`: no cookie, no date),
 every string through the one process masker, keys sorted, one exchange per call in call order,
 and nothing that changes on a re-record of the same conversation but what the servers sent.
 It says what it was recorded with (the caller's and judge's models, a digest of lk-eval's
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from lkeval.replay.tape import FORMAT_VERSION
+from lkeval.host.tape import FORMAT_VERSION
 from lkeval.text.bounded_json import loads_bounded
 from lkeval.text.file_names import attempt_stem
 from lkeval.text.masking import mask_results

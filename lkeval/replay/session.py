@@ -2,7 +2,7 @@
 clients use, and what the attempt becomes once its exchanges are in.
 
 lk-eval's caller and judge calls are seen by the same recorder as the agent's
-(:mod:`lkeval.replay.tape`, installed once in this process): each request asks which attempt
+(:mod:`lkeval.host.tape`, installed once in this process): each request asks which attempt
 it belongs to (:data:`ACTIVE`, a context variable the attempt's task sets) and which client
 makes it (:data:`CLIENT`, set by :func:`lkeval.llm.client.call_llm` around each call), so one
 run's concurrent attempts never share a tape. The agent gets its tape as a file in the run's
@@ -21,6 +21,17 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from lkeval.host.tape import (
+    CLIENT_AGENT,
+    TAPE_ENV,
+    TAPE_OUT_ENV,
+    Rules,
+    RulesError,
+    Tape,
+    raise_flag,
+    read_flag,
+)
+from lkeval.host.transports import install
 from lkeval.replay.cassette import (
     CLIENTS,
     PREFLIGHT,
@@ -35,17 +46,6 @@ from lkeval.replay.cassette import (
 )
 from lkeval.replay.costs import recorded_cost, without_saved
 from lkeval.replay.manifest import Entry, Trusted, digest, provenance, write_manifest
-from lkeval.replay.tape import (
-    CLIENT_AGENT,
-    TAPE_ENV,
-    TAPE_OUT_ENV,
-    Rules,
-    RulesError,
-    Tape,
-    raise_flag,
-    read_flag,
-)
-from lkeval.replay.transports import install
 from lkeval.results.model import Attempt, Replay, ReplayMode
 from lkeval.results.pricing import PriceTable
 

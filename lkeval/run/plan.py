@@ -20,9 +20,9 @@ from pathlib import Path
 from lkeval import defaults
 from lkeval.agents.cold import python_problem
 from lkeval.errors import UsageError
+from lkeval.host.tape import Rules
 from lkeval.replay.manifest import Trusted
 from lkeval.replay.session import Cassettes, ReplayConfigError, load_rules
-from lkeval.replay.tape import Rules
 from lkeval.results.pricing import PriceTable
 from lkeval.run.collaborators import RunEvaluator
 from lkeval.run.engine import EngineOptions, attempts_problem

@@ -29,15 +29,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from lkeval.agents.agent_host import SUPPORTED_RANGE
 from lkeval.agents.interface import Launcher
 from lkeval.agents.launch import StartingLauncher
 from lkeval.agents.orphans import adopt_orphans, kill_all_now
 from lkeval.agents.process import AgentLaunch, publish_pending_logs
 from lkeval.errors import ExitCode, LkevalError, OutputError, UsageError, is_internal
+from lkeval.host.agent_host import SUPPORTED_RANGE
+from lkeval.host.tape import Rules
 from lkeval.replay.manifest import MANIFEST
 from lkeval.replay.session import Cassettes, active
-from lkeval.replay.tape import Rules
 from lkeval.results.calibration import judge_error, unfit_reason
 from lkeval.results.controls import KnownBad
 from lkeval.results.model import (

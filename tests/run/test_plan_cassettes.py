@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from lkeval.host.tape import Rules
 from lkeval.llm.config import LLMEndpointOptions, LLMOptions, resolve_llm_spec
 from lkeval.llm.evaluator import LLMEvaluator
 from lkeval.replay.session import RULES_IDENTITY
-from lkeval.replay.tape import Rules
 from lkeval.run.collaborators import RunEvaluator
 from lkeval.run.plan import SuiteSettings, open_cassettes
 
