@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from lkeval.audio.impair import Impairer, derive_seed, parse_impairments
-from lkeval.replay.tape import ALIASES_ENV
+from lkeval.host.tape import ALIASES_ENV
 from lkeval.run.audio_turns import AudioSettings, BeforeLine
 
 LOCAL_KEY = "lkeval-local-speech"  # the local server checks no key; LiveKit's SDK wants one

@@ -14,8 +14,8 @@ from google.protobuf import json_format
 from livekit.protocol import agent_simulation as sim_pb
 from livekit.protocol.agent_pb import agent_session as pb
 
-from lkeval.agents import agent_host
 from lkeval.agents.protocol import SessionConnection
+from lkeval.host import agent_host
 from lkeval.results.model import TurnMetrics
 from lkeval.run.attempt import dispatch_json
 from lkeval.run.audio_line import FRAME_BYTES, WIRE_RATE, Microphone, Speaker
