@@ -31,11 +31,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from lkeval.agents import agent_host, tool_mocks
 from lkeval.agents.interface import StartMode
 from lkeval.agents.logs import publish_log, read_log_tail
 from lkeval.agents.process import AgentFailure, AgentLaunch
 from lkeval.agents.protocol import SessionConnection, SessionListener
+from lkeval.host import agent_host, tool_mocks
 from lkeval.inproc import session_start
 from lkeval.inproc.hooks import check_hooks
 from lkeval.inproc.loader import load_server
