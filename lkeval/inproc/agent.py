@@ -33,7 +33,7 @@ from typing import Any
 
 from lkeval.agents.interface import StartMode
 from lkeval.agents.logs import publish_log, read_log_tail
-from lkeval.agents.process import AgentFailure, AgentLaunch
+from lkeval.agents.process import MOCK_TOOLS_REASON, AgentFailure, AgentLaunch
 from lkeval.agents.protocol import SessionConnection, SessionListener
 from lkeval.host import agent_host, tool_mocks
 from lkeval.inproc import session_start
@@ -167,6 +167,8 @@ class InProcessAgent:
         except BaseException as exc:
             logging.getLogger("lkeval.inproc").exception("the agent's entrypoint raised")
             reason = f"the agent's entrypoint raised {type(exc).__name__}: {exc}"
+            if isinstance(exc, tool_mocks.MockToolsError):  # worded as an agent process's
+                reason = f"{MOCK_TOOLS_REASON} {exc}"
             if self._prepared is not None and not self._prepared.done():
                 self._prepared.set_exception(AgentFailure(reason, self.log_tail()))
             elif self._proc is not None and not self._stopping:
