@@ -98,6 +98,7 @@ class InProcessAgent:
         self._go: asyncio.Future[None] | None = None
         self._ending = self._stopping = False
         self._log: logging.Handler | None = None
+        self._root_level = logging.WARNING
         self._holds_lock = False
         self._closing: asyncio.Task[None] | None = None
 
@@ -251,14 +252,19 @@ class InProcessAgent:
         return read_log_tail(self.raw_log_path, lines)
 
     def _open_log(self) -> None:
-        """The agent's log lines (its own loggers and livekit's) into its raw log while it
-        plays; published masked when it stops, as an agent process's is."""
+        """The agent's log lines (its own loggers and livekit's, from INFO: the root logger is
+        at INFO while it plays) into its raw log; published masked when it stops, as an agent
+        process's is."""
         self.raw_log_path.parent.mkdir(parents=True, exist_ok=True)
         handler = logging.FileHandler(self.raw_log_path, encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        handler.setLevel(logging.DEBUG)
+        handler.setLevel(logging.INFO)
         for name in ("", "livekit"):
             logging.getLogger(name).addHandler(handler)
+        root = logging.getLogger()
+        self._root_level = root.level
+        if root.level > logging.INFO:
+            root.setLevel(logging.INFO)
         self._log = handler
 
     async def stop(self, grace: float = 5.0) -> None:
@@ -288,6 +294,7 @@ class InProcessAgent:
             return
         for name in ("", "livekit"):
             logging.getLogger(name).removeHandler(handler)
+        logging.getLogger().setLevel(self._root_level)
         handler.close()
         if self.raw_log_path != self.log_path:
             limit = self.launch.log_limit_mib * 1024 * 1024

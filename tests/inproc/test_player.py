@@ -68,7 +68,8 @@ def test_a_scripted_scenario_passes_and_on_simulation_end_gets_the_verdict_once(
     assert attempt.agent_check == "passed (no veto)"
     assert attempt.start_mode == "in-process"
     assert attempt.speed_patches["tool_schemas"].startswith("on")  # the schema cache applies
-    assert Path(attempt.log_path or "").is_file()
+    log = Path(attempt.log_path or "").read_text(encoding="utf-8")
+    assert "INFO sim-end-agent: echo desk open for" in log  # the agent's own log lines
 
 
 def test_a_failed_check_fails_and_the_agent_is_told_once(
