@@ -348,8 +348,8 @@ def steps_once(tree: Path, repeat: int = 200) -> dict[str, float]:
     """lk-eval's per-scenario steps alone, ms of CPU each (this process, ``tree``'s code): the
     walk of an agent's process tree (every stop and every agent's exit walk one) on a live
     tree of 3 processes, and an agent's working directory made and cleaned."""
-    from lkeval.agents import agent_host
     from lkeval.agents.workdir import prepare_agent_dir
+    from lkeval.host import agent_host
 
     sleepers = [subprocess.Popen(["sleep", "30"]) for _ in range(3)]
     out: dict[str, float] = {"processes on the machine": float(len(_pids()))}

@@ -1,6 +1,6 @@
 """lk-eval's fork server with every forked agent measured from inside (``bench/scenario_cpu.py``).
 
-Run in place of ``lkeval/agents/fork_server.py`` (same arguments). The real server is
+Run in place of ``lkeval/host/fork_server.py`` (same arguments). The real server is
 ``$SCENARIO_CPU_FORK_SERVER``. With ``$SCENARIO_CPU_PROFILE_DIR`` each child profiles every
 thread on its own CPU clock (``time.thread_time``) and writes ``agent-PID.prof`` there; with
 ``$SCENARIO_CPU_MARKS_DIR`` it instead notes the process's CPU (``time.process_time``, all

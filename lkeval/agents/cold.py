@@ -12,8 +12,8 @@ import subprocess
 from pathlib import Path
 from typing import Literal
 
-from lkeval.agents import agent_host
 from lkeval.agents.interface import AgentProc, LaunchError, SpawnRequest
+from lkeval.host import agent_host
 
 HOST_SCRIPT = Path(agent_host.__file__).resolve()
 

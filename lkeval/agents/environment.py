@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from lkeval.agents.agent_host import INFERENCE_CLASS_ENV
+from lkeval.host.agent_host import INFERENCE_CLASS_ENV
 
 # lk-eval's own credentials, which the agent under test has no use for: the CI token (it can
 # write to the repository), the Actions runtime tokens, and the caller's and judge's keys.

@@ -1,6 +1,6 @@
 """The runner's side of warm starts: one fork server per run, one forked agent per scenario.
 
-``lkeval/agents/fork_server.py`` runs under the agent's interpreter, imports the framework once and
+``lkeval/host/fork_server.py`` runs under the agent's interpreter, imports the framework once and
 forks a child per scenario (see its docstring for the rules it keeps). This module starts it,
 hands it spawn requests (each agent's control channel travels with its request, as a file
 descriptor over a Unix socket), and turns its exit reports into process objects with the

@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from lkeval import host
 from lkeval.agents.interface import LaunchError
 from lkeval.agents.plugins import agent_plugins
 
-SERVER_SCRIPT = Path(__file__).resolve().with_name("fork_server.py")
+SERVER_SCRIPT = Path(host.__file__).resolve().with_name("fork_server.py")
 
 #: Processes of the run's launchers (a fork server): lk-eval's children, but not orphans
 #: (:func:`lkeval.agents.orphans.kill_all_now` sweeps the others).

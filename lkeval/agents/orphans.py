@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 
-from lkeval.agents import agent_host
 from lkeval.agents.fork_start import LAUNCHER_PIDS
 from lkeval.agents.process import LIVE_PROCESSES
+from lkeval.host import agent_host
 
 
 def kill_all_now() -> None:

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 from lkeval import defaults
-from lkeval.agents import agent_host, tool_mocks
 from lkeval.agents.cold import ColdLauncher
 from lkeval.agents.environment import LOOP_MONITOR_ENV as LOOP_MONITOR_ENV
 from lkeval.agents.environment import LOOP_MONITOR_WARN_MS as LOOP_MONITOR_WARN_MS
@@ -57,6 +56,7 @@ from lkeval.agents.machine import with_load
 from lkeval.agents.memory import oom_kills
 from lkeval.agents.protocol import SessionConnection, SessionListener
 from lkeval.agents.workdir import prepare_agent_dir
+from lkeval.host import agent_host, tool_mocks
 from lkeval.text.masking import clip
 
 #: How the reason begins when a scenario's ``mock_tools`` name a tool the agent does not have.
@@ -160,9 +160,9 @@ class AgentProcess:
         # The LiveKit Inference class the agent's calls run at, as its host said when prepared:
         # "low" (pinned, as LiveKit's text simulation does) or "agent" (as each model asks).
         self.inference_class = ""
-        # Whether its session marks the end of its greeting (``agents/greeting_mark.py``).
+        # Whether its session marks the end of its greeting (``host/greeting_mark.py``).
         self.marks_greeting = False
-        # Which speed patches its host applied and why (``agents/pins.py``): name -> "on (...)".
+        # Which speed patches its host applied and why (``host/pins.py``): name -> "on (...)".
         self.speed_patches: dict[str, str] = {}
         self._log_offset = 0
         self._log_size = -1  # the raw log's size at its last read

@@ -7,7 +7,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from lkeval.agents import agent_host
+from lkeval.host import agent_host
 
 
 def prepare_agent_dir(path: Path, project: Path) -> None:

@@ -8,9 +8,7 @@ original id, so two ids that reduce alike never overwrite each other's files.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,9 +16,7 @@ from lkeval.audio import WIRE_RATE
 from lkeval.audio.recording import Recording, write_wav
 from lkeval.audio.timeline import Timeline, timeline_svg
 from lkeval.errors import OutputError
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-STEM_CHARS = 60
+from lkeval.text.file_names import call_file_stem
 
 
 @dataclass(frozen=True)
@@ -29,13 +25,6 @@ class CallFiles:
 
     recording: Recording
     timeline: Path
-
-
-def call_file_stem(scenario_id: str, attempt: int = 1) -> str:
-    """A file name stem for a scenario's attempt: safe, bounded, unique per (id, attempt)."""
-    readable = _UNSAFE.sub("-", scenario_id).strip("-.")[:STEM_CHARS] or "scenario"
-    digest = hashlib.sha256(scenario_id.encode("utf-8")).hexdigest()[:8]
-    return f"{readable}-{digest}-attempt{attempt}"
 
 
 def write_call_files(

@@ -125,6 +125,13 @@ def _add_cassettes(group: argparse._ArgumentGroup) -> None:
 
 
 def _add_limits(group: argparse._ArgumentGroup) -> None:
+    """Time, attempts and agents' bounds, in the order ``--help`` lists them."""
+    _add_time_and_concurrency(group)
+    _add_attempts(group)
+    _add_agent_bounds(group)
+
+
+def _add_time_and_concurrency(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--boot-timeout",
         type=opt.seconds,
@@ -148,6 +155,9 @@ def _add_limits(group: argparse._ArgumentGroup) -> None:
         f"{defaults.default_concurrency()} with warm starts, "
         f"{defaults.default_concurrency(warm=False)} cold, on this machine)",
     )
+
+
+def _add_attempts(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--repeat",
         type=opt.positive_int_up_to(MAX_REPEAT),
@@ -177,6 +187,9 @@ def _add_limits(group: argparse._ArgumentGroup) -> None:
         f"out is an error, never a pass (default {defaults.RUN_ATTEMPTS_PER_SCENARIO} per selected "
         "scenario)",
     )
+
+
+def _add_agent_bounds(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--max-errors",
         type=opt.non_negative_int,
@@ -241,7 +254,8 @@ def _add_audio(group: argparse._ArgumentGroup) -> None:
         default=RunOptions.speech,
         help="audio mode: agent (default) keeps the agent's own speech models; local serves "
         "its LiveKit Inference / OpenAI STT and TTS from lk-eval's local speech server (an "
-        "oracle STT told each line: recognition not tested)",
+        "oracle STT told each line: recognition not tested); local:pocketsphinx the same with "
+        "pocketsphinx recognizing what the agent received (pip install 'lk-eval[speech]')",
     )
     group.add_argument(
         "--voice",
@@ -416,6 +430,15 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
             metavar="PATH",
             help=f"write {reporter.description} here",
         )
+    _add_baseline(group)
+    _add_gate(group)
+    _add_budgets(parser.add_argument_group("latency and cost budgets"))
+    _add_gate_allowances(group)
+    _add_comment(parser.add_argument_group("pull-request comment"))
+    _add_github(parser.add_argument_group("GitHub"))
+
+
+def _add_baseline(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--baseline",
         metavar="PATH|github:BRANCH",
@@ -439,6 +462,9 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --baseline: judge failures against each scenario's pass rate over the last "
         f"N runs the baseline's history holds (default %(default)s, at most {MAX_HISTORY_RUNS})",
     )
+
+
+def _add_gate(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--fail-on",
         choices=FAIL_ON_CHOICES,
@@ -461,7 +487,9 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         help="also fail when the pass rate (non-quarantined, non-skipped scenarios) is below "
         "RATE: 0.9 or 90%%",
     )
-    _add_budgets(parser.add_argument_group("latency and cost budgets"))
+
+
+def _add_gate_allowances(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--allow-nothing-to-check",
         action="store_true",
@@ -474,8 +502,6 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         help="pass a run in which every scenario that ran is quarantined (by default a gate "
         "that counted no scenario fails)",
     )
-    _add_comment(parser.add_argument_group("pull-request comment"))
-    _add_github(parser.add_argument_group("GitHub"))
 
 
 def _add_budgets(group: argparse._ArgumentGroup) -> None:

@@ -9,7 +9,13 @@ from collections.abc import Iterable, Sequence
 
 from lkeval.errors import ExitCode, UsageError
 from lkeval.publish.files import write_text
-from lkeval.results.model import RunMetadata, RunResults, SuiteFingerprint, run_inference_class
+from lkeval.results.model import (
+    RunMetadata,
+    RunResults,
+    ScenarioResult,
+    SuiteFingerprint,
+    run_inference_class,
+)
 from lkeval.results.results_json import dump_results, load_results
 from lkeval.text.untrusted import inert_line, one_line
 
@@ -127,17 +133,11 @@ def missing_shards(parts: list[tuple[str, RunResults]]) -> list[str]:
     return [f"{i}/{total}" for i in range(1, total + 1) if i not in present]
 
 
-def merge_results(parts: list[tuple[str, RunResults]], allow_partial: bool = False) -> RunResults:
-    """One run from several shards: every scenario once, in file and line order.
-
-    Files that are not parts of one run (another suite, lk-eval, commit or verdict options:
-    :func:`merge_problem`) are refused. A missing shard is refused
-    (a gate on part of the suite passes what never ran) unless ``allow_partial``; then the
-    merged metadata names the missing shards.
-    """
-    problem = merge_problem([(source, r.metadata) for source, r in parts])
-    if problem:
-        raise UsageError(f"refusing to merge: {problem}")
+def _each_scenario_once(
+    parts: list[tuple[str, RunResults]],
+) -> tuple[dict[str, str], list[ScenarioResult]]:
+    """(scenario id -> the file it came from, the scenarios in file and line order); a
+    scenario in two files is refused."""
     seen: dict[str, str] = {}
     scenarios = []
     for source, results in parts:
@@ -150,6 +150,21 @@ def merge_results(parts: list[tuple[str, RunResults]], allow_partial: bool = Fal
             seen[scenario.scenario_id] = source
             scenarios.append(scenario)
     scenarios.sort(key=lambda s: (s.file, s.line))
+    return seen, scenarios
+
+
+def merge_results(parts: list[tuple[str, RunResults]], allow_partial: bool = False) -> RunResults:
+    """One run from several shards: every scenario once, in file and line order.
+
+    Files that are not parts of one run (another suite, lk-eval, commit or verdict options:
+    :func:`merge_problem`) are refused. A missing shard is refused
+    (a gate on part of the suite passes what never ran) unless ``allow_partial``; then the
+    merged metadata names the missing shards.
+    """
+    problem = merge_problem([(source, r.metadata) for source, r in parts])
+    if problem:
+        raise UsageError(f"refusing to merge: {problem}")
+    seen, scenarios = _each_scenario_once(parts)
     missing = missing_shards(parts)
     if missing and not allow_partial:
         raise UsageError(

@@ -5,7 +5,8 @@ The run itself (plan, checks, preflight, agents, signals, results) is
 builds what it is handed: the evaluator (:func:`lkeval.llm.evaluator.run_evaluator`), the
 progress display, and the writers (results file, reports, gate:
 :class:`lkeval.cli.report.RunWriters`). A
-fork's pull request without secrets is reported here, from the suite's plan.
+fork's pull request without the LLM credentials it needs is decided here before the run starts
+(:func:`fork_mode`): it replays its cassettes with no key, or is reported not run.
 """
 
 from __future__ import annotations
@@ -17,15 +18,17 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
 from lkeval import defaults
 from lkeval.cli.flags import add_llm_arguments, add_report_arguments, add_run_arguments
 from lkeval.cli.options import RunOptions, run_options, sensitivity_rule
 from lkeval.cli.report import RunWriters, finish
+from lkeval.errors import LkevalError
 from lkeval.llm.config import MissingCredentialsError
-from lkeval.llm.evaluator import agent_placeholders, run_evaluator
+from lkeval.llm.evaluator import agent_placeholders, missing_credentials, run_evaluator
 from lkeval.publish.files import ResultsDirLock, write_text
 from lkeval.publish.github.checkout import recorded_commit
 from lkeval.publish.github.context import read_context
@@ -42,7 +45,7 @@ from lkeval.publish.progress import make_progress
 from lkeval.results.results_json import dump_results
 from lkeval.run.early_start import EARLY
 from lkeval.run.engine import EngineOptions, ProgressObserver
-from lkeval.run.plan import Plan, SuiteSettings
+from lkeval.run.plan import Plan, SuiteSettings, build_plan
 from lkeval.run.suite import Collaborators, Suite
 from lkeval.scenarios.model import Selection, shard_text
 from lkeval.text.masking import mask_results
@@ -70,22 +73,54 @@ def _run_handler(args: argparse.Namespace) -> int:
 def run_main(options: RunOptions, stream: TextIO | None = None) -> int:
     """The ``run`` subcommand; returns the exit code (errors go to the CLI boundary)."""
     out = stream if stream is not None else sys.stdout
-    report = options.report
     if options.cassettes_from and options.cassettes and options.cassettes_restored is None:
         return _with_restored_cassettes(options, out, stream)
-    suite = Suite(suite_settings(options), _collaborators(options, out), out)
-    withheld = empty_secrets(os.environ)
-    if withheld and _fork_with_cassettes(options):
-        # a key the workflow passes arrived empty: the agent's too, so nothing goes live
-        return _replay_fork(options, missing_secret_words(os.environ, withheld), out, stream)
+    fork = fork_mode(options, os.environ)
+    if isinstance(fork, ForkNotRun):
+        return _fork_without_secrets(options, fork, out)
+    if isinstance(fork, ForkReplay):  # nothing goes live: the agent gets placeholders too
+        out.write(fork_replay_notice(fork.detail) + "\n")
+        options = dataclasses.replace(options, cassette_mode="replay", no_credentials=True)
+    return Suite(suite_settings(options), _collaborators(options, out), out).run()
+
+
+class ForkReplay(NamedTuple):
+    """A fork's pull request without the LLM credentials it needs, with cassettes: what
+    replays in full is evaluated, the rest is "not run: needs a live LLM" (docs/replay.md)."""
+
+    detail: str
+    """Why: the secrets that arrived empty, or the credentials missing."""
+
+
+class ForkNotRun(NamedTuple):
+    """A fork's pull request without the LLM credentials it needs, and no cassettes: every
+    selected scenario is reported not run, saying why, and no agent boots."""
+
+    plan: Plan
+    missing: MissingCredentialsError
+
+
+def fork_mode(options: RunOptions, environ: Mapping[str, str]) -> ForkReplay | ForkNotRun | None:
+    """How a run on a fork's pull request goes, decided before it starts (None: as any run).
+
+    GitHub gives a fork's runs no secrets: a secret the workflow passes arrives empty. With
+    cassettes, the run replays them with no key; without, it reports every scenario not run.
+    Scenarios that cannot be loaded, or that need no key, run as any run does (the suite then
+    reports what is wrong with them)."""
+    if options.no_credentials or not (options.report.github and read_context(environ).fork):
+        return None
+    withheld = empty_secrets(environ)
+    if withheld and options.cassettes:
+        return ForkReplay(missing_secret_words(environ, withheld))
+    settings = suite_settings(options)
     try:
-        return suite.run()
-    except MissingCredentialsError as exc:
-        if suite.plan is None or not (report.github and read_context().fork):
-            raise
-        if _fork_with_cassettes(options):
-            return _replay_fork(options, str(exc), out, stream)
-        return _fork_without_secrets(options, suite, exc, out)
+        plan = build_plan(settings.agent, settings.scenario_files, settings.engine, settings.shard)
+    except LkevalError:
+        return None
+    missing = missing_credentials(options.llm, plan.selected, environ)
+    if missing is None:
+        return None
+    return ForkReplay(str(missing)) if options.cassettes else ForkNotRun(plan, missing)
 
 
 def _with_restored_cassettes(options: RunOptions, out: TextIO, stream: TextIO | None) -> int:
@@ -120,24 +155,6 @@ def _with_restored_cassettes(options: RunOptions, out: TextIO, stream: TextIO | 
         return run_main(restored, stream)
     finally:
         shutil.rmtree(fresh, ignore_errors=True)
-
-
-def _fork_with_cassettes(options: RunOptions) -> bool:
-    """A fork's pull request run with cassettes, not yet switched to replaying them."""
-    return (
-        bool(options.cassettes)
-        and not options.no_credentials
-        and options.report.github
-        and read_context().fork
-    )
-
-
-def _replay_fork(options: RunOptions, detail: str, out: TextIO, stream: TextIO | None) -> int:
-    """A fork's PR without secrets, from its cassettes alone: what replays in full is
-    evaluated, the rest is "not run: needs a live LLM" (docs/replay.md)."""
-    out.write(fork_replay_notice(detail) + "\n")
-    keyless = dataclasses.replace(options, cassette_mode="replay", no_credentials=True)
-    return run_main(keyless, stream)
 
 
 def suite_settings(options: RunOptions) -> SuiteSettings:
@@ -249,16 +266,11 @@ def _collaborators(options: RunOptions, out: TextIO) -> Collaborators:
     )
 
 
-def _fork_without_secrets(
-    options: RunOptions,
-    suite: Suite,
-    exc: MissingCredentialsError,
-    out: TextIO,
-) -> int:
+def _fork_without_secrets(options: RunOptions, fork: ForkNotRun, out: TextIO) -> int:
     """A fork's PR has no secrets: write results saying so, publish them, exit by the gate."""
-    plan: Plan | None = suite.plan
-    assert plan is not None
-    settings = suite.settings
+    EARLY.discard()  # a fork server started before the imports: nothing boots
+    plan, exc = fork
+    settings = suite_settings(options)
     out.write(fork_error(str(exc), os.environ, exc.variables) + "\n")
     out.flush()
     results = not_run_results(
@@ -287,4 +299,4 @@ def _relative_to_cwd(path: str) -> str:
     return path if relative.startswith("..") else relative
 
 
-__all__ = ["add_command", "run_main", "suite_settings"]
+__all__ = ["ForkNotRun", "ForkReplay", "add_command", "fork_mode", "run_main", "suite_settings"]

@@ -31,11 +31,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from lkeval.agents import agent_host, tool_mocks
 from lkeval.agents.interface import StartMode
 from lkeval.agents.logs import publish_log, read_log_tail
-from lkeval.agents.process import AgentFailure, AgentLaunch
+from lkeval.agents.process import MOCK_TOOLS_REASON, AgentFailure, AgentLaunch
 from lkeval.agents.protocol import SessionConnection, SessionListener
+from lkeval.host import agent_host, tool_mocks
 from lkeval.inproc import session_start
 from lkeval.inproc.hooks import check_hooks
 from lkeval.inproc.loader import load_server
@@ -98,6 +98,7 @@ class InProcessAgent:
         self._go: asyncio.Future[None] | None = None
         self._ending = self._stopping = False
         self._log: logging.Handler | None = None
+        self._root_level = logging.WARNING
         self._holds_lock = False
         self._closing: asyncio.Task[None] | None = None
 
@@ -167,6 +168,8 @@ class InProcessAgent:
         except BaseException as exc:
             logging.getLogger("lkeval.inproc").exception("the agent's entrypoint raised")
             reason = f"the agent's entrypoint raised {type(exc).__name__}: {exc}"
+            if isinstance(exc, tool_mocks.MockToolsError):  # worded as an agent process's
+                reason = f"{MOCK_TOOLS_REASON} {exc}"
             if self._prepared is not None and not self._prepared.done():
                 self._prepared.set_exception(AgentFailure(reason, self.log_tail()))
             elif self._proc is not None and not self._stopping:
@@ -249,14 +252,19 @@ class InProcessAgent:
         return read_log_tail(self.raw_log_path, lines)
 
     def _open_log(self) -> None:
-        """The agent's log lines (its own loggers and livekit's) into its raw log while it
-        plays; published masked when it stops, as an agent process's is."""
+        """The agent's log lines (its own loggers and livekit's, from INFO: the root logger is
+        at INFO while it plays) into its raw log; published masked when it stops, as an agent
+        process's is."""
         self.raw_log_path.parent.mkdir(parents=True, exist_ok=True)
         handler = logging.FileHandler(self.raw_log_path, encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        handler.setLevel(logging.DEBUG)
+        handler.setLevel(logging.INFO)
         for name in ("", "livekit"):
             logging.getLogger(name).addHandler(handler)
+        root = logging.getLogger()
+        self._root_level = root.level
+        if root.level > logging.INFO:
+            root.setLevel(logging.INFO)
         self._log = handler
 
     async def stop(self, grace: float = 5.0) -> None:
@@ -286,6 +294,7 @@ class InProcessAgent:
             return
         for name in ("", "livekit"):
             logging.getLogger(name).removeHandler(handler)
+        logging.getLogger().setLevel(self._root_level)
         handler.close()
         if self.raw_log_path != self.log_path:
             limit = self.launch.log_limit_mib * 1024 * 1024

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lkeval.agents import agent_host
 from lkeval.errors import ConfigError
+from lkeval.host import agent_host
 
 #: (module, attribute path) the player imports or calls.
 MODULE_HOOKS: tuple[tuple[str, str], ...] = (

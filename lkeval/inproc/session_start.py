@@ -18,7 +18,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from lkeval.agents import agent_host, greeting_mark, tool_schemas
+from lkeval.host import agent_host, greeting_mark, tool_schemas
 
 
 class Player(Protocol):

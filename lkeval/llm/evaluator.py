@@ -23,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from lkeval.llm import preflight_cache
 from lkeval.llm.config import (
+    LLMConfigError,
     LLMOptions,
     LLMSpec,
     MissingCredentialsError,
@@ -179,18 +180,10 @@ class LLMEvaluator:
         A judge that gives no verdict does not cost the others theirs: every judge is asked,
         and :class:`~lkeval.run.collaborators.JudgingFailed` carries the verdicts that were
         had (the attempt is an ``error`` that still shows them)."""
-        from lkeval.llm.caller_role import caller_flag, role_break
-
-        flagged: list[Verdict] = []
-        if self.caller_spec is not None and scenario.plays_caller:
-            first = 1 + scenario.scripted_turns
-            if broke := role_break(transcript, first, scenario.instructions):
-                raise CallerBrokeRole(broke)  # not the scenario's conversation: not judged
-            flagged = [f for f in [caller_flag(transcript, first)] if f is not None]
+        flagged = self._caller_flags(scenario, transcript)
         spec = self.judge_spec
         if spec is None:
             return flagged
-        from lkeval.llm.builtin_judges import run_builtin_judges
         from lkeval.llm.judge import judge_conversation
 
         def add(used: Usage) -> None:
@@ -215,7 +208,41 @@ class LLMEvaluator:
                 add(used)
                 verdicts.append(verdict)
         names = list(dict.fromkeys((*self.run_judges, *scenario.judges)))
-        # One call per judge, so one that fails does not take the others' verdicts with it.
+        more, failed = await self._builtin_verdicts(
+            spec, names, transcript, agent_instructions, add
+        )
+        verdicts += more
+        failures += failed
+        if failures:
+            raise JudgingFailed("; ".join(failures), verdicts)
+        return verdicts
+
+    def _caller_flags(
+        self, scenario: Scenario, transcript: Sequence[TranscriptItem]
+    ) -> list[Verdict]:
+        """A ``caller`` flag when the simulated caller slipped; raises
+        :class:`~lkeval.run.collaborators.CallerBrokeRole` when it broke role."""
+        from lkeval.llm.caller_role import caller_flag, role_break
+
+        if self.caller_spec is None or not scenario.plays_caller:
+            return []
+        first = 1 + scenario.scripted_turns
+        if broke := role_break(transcript, first, scenario.instructions):
+            raise CallerBrokeRole(broke)  # not the scenario's conversation: not judged
+        return [f for f in [caller_flag(transcript, first)] if f is not None]
+
+    async def _builtin_verdicts(
+        self,
+        spec: LLMSpec,
+        names: list[str],
+        transcript: Sequence[TranscriptItem],
+        agent_instructions: str | None,
+        add: Callable[[Usage], None],
+    ) -> tuple[list[Verdict], list[str]]:
+        """(verdicts, failures) of each built-in judge in ``names``. One call per judge, so
+        one that fails does not take the others' verdicts with it."""
+        from lkeval.llm.builtin_judges import run_builtin_judges
+
         outcomes = await asyncio.gather(
             *(
                 run_builtin_judges(
@@ -230,6 +257,8 @@ class LLMEvaluator:
             ),
             return_exceptions=True,
         )
+        verdicts: list[Verdict] = []
+        failures: list[str] = []
         for outcome in outcomes:
             if isinstance(outcome, Exception):
                 failures.append(str(outcome))
@@ -237,9 +266,7 @@ class LLMEvaluator:
                 raise outcome
             else:
                 verdicts.extend(outcome)
-        if failures:
-            raise JudgingFailed("; ".join(failures), verdicts)
-        return verdicts
+        return verdicts, failures
 
     async def judge_again(
         self, scenario: Scenario, transcript: Sequence[TranscriptItem], usage: dict[str, Usage]
@@ -306,6 +333,22 @@ def build_evaluator(
         allow_weak_judge=options.allow_weak_judge,
         environ=environ,
     )
+
+
+def missing_credentials(
+    options: LLMOptions,
+    scenarios: Sequence[Scenario],
+    environ: Mapping[str, str] | None = None,
+) -> MissingCredentialsError | None:
+    """What keeps the caller or judge the selected scenarios need from running for want of a
+    key (None: nothing); any other configuration error is left for the run to report."""
+    try:
+        build_evaluator(options, scenarios, environ)
+    except MissingCredentialsError as exc:
+        return exc
+    except LLMConfigError:
+        return None
+    return None
 
 
 def run_evaluator(

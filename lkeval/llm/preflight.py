@@ -181,6 +181,14 @@ async def check_judge(
             f"judge preflight: no verdict on a canary transcript, so nothing would be judged "
             f"(no agent was started): {detail}"
         ) from None
+    return _judge_check(spec, bad, good, maybe_is_pass, allow_weak)
+
+
+def _judge_check(
+    spec: LLMSpec, bad: _Canary, good: _Canary, maybe_is_pass: bool, allow_weak: bool
+) -> JudgeCheck:
+    """What the canaries say of the judge; raises :class:`WeakJudgeError` when it passed the
+    known-bad ones (unless ``allow_weak``)."""
     judge = f"the judge ({spec.model} at {spec.host})"
     if bad.passed and not allow_weak:
         raise WeakJudgeError(

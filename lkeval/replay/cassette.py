@@ -2,7 +2,7 @@
 
 A cassette is meant to be committed or uploaded as an artifact, so it holds no secret and
 diffs well: no request headers at all (they carry keys), only the response headers a client
-needs to parse a body (:data:`lkeval.replay.tape.KEPT_RESPONSE_HEADERS`: no cookie, no date),
+needs to parse a body (:data:`lkeval.host.tape.KEPT_RESPONSE_HEADERS`: no cookie, no date),
 every string through the one process masker, keys sorted, one exchange per call in call order,
 and nothing that changes on a re-record of the same conversation but what the servers sent.
 It says what it was recorded with (the caller's and judge's models, a digest of lk-eval's
@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from lkeval.replay.tape import FORMAT_VERSION
+from lkeval.host.tape import FORMAT_VERSION
 from lkeval.text.bounded_json import loads_bounded
+from lkeval.text.file_names import attempt_stem
 from lkeval.text.masking import mask_results
 
 MAX_CASSETTE_BYTES = 32 * 1024 * 1024
@@ -62,14 +63,9 @@ class Cassette:
         return list(self.exchanges.get(client, ()))
 
 
-def file_stem(scenario_id: str) -> str:
-    """A scenario id as a file name (as the attempt's log file is named)."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in scenario_id)[:120]
-
-
 def cassette_name(scenario_id: str, attempt_no: int) -> str:
     """``<id>.json`` for the first attempt, ``<id>.<n>.json`` for later ones."""
-    return file_stem(scenario_id) + (f".{attempt_no}" if attempt_no > 1 else "") + ".json"
+    return attempt_stem(scenario_id, attempt_no) + ".json"
 
 
 def incompatibility(cassette: Cassette, identity: Mapping[str, str]) -> str | None:
@@ -204,7 +200,6 @@ __all__ = [
     "CassetteError",
     "cassette_name",
     "cassette_text",
-    "file_stem",
     "incompatibility",
     "read_bounded",
     "read_cassette",

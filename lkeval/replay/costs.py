@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from lkeval.replay.tape import response_chunks
+from lkeval.host.tape import response_chunks
 from lkeval.results.model import Usage
 from lkeval.results.pricing import PriceTable
 

@@ -2,7 +2,7 @@
 clients use, and what the attempt becomes once its exchanges are in.
 
 lk-eval's caller and judge calls are seen by the same recorder as the agent's
-(:mod:`lkeval.replay.tape`, installed once in this process): each request asks which attempt
+(:mod:`lkeval.host.tape`, installed once in this process): each request asks which attempt
 it belongs to (:data:`ACTIVE`, a context variable the attempt's task sets) and which client
 makes it (:data:`CLIENT`, set by :func:`lkeval.llm.client.call_llm` around each call), so one
 run's concurrent attempts never share a tape. The agent gets its tape as a file in the run's
@@ -21,6 +21,17 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from lkeval.host.tape import (
+    CLIENT_AGENT,
+    TAPE_ENV,
+    TAPE_OUT_ENV,
+    Rules,
+    RulesError,
+    Tape,
+    raise_flag,
+    read_flag,
+)
+from lkeval.host.transports import install
 from lkeval.replay.cassette import (
     CLIENTS,
     PREFLIGHT,
@@ -35,17 +46,6 @@ from lkeval.replay.cassette import (
 )
 from lkeval.replay.costs import recorded_cost, without_saved
 from lkeval.replay.manifest import Entry, Trusted, digest, provenance, write_manifest
-from lkeval.replay.tape import (
-    CLIENT_AGENT,
-    TAPE_ENV,
-    TAPE_OUT_ENV,
-    Rules,
-    RulesError,
-    Tape,
-    raise_flag,
-    read_flag,
-)
-from lkeval.replay.transports import install
 from lkeval.results.model import Attempt, Replay, ReplayMode
 from lkeval.results.pricing import PriceTable
 
@@ -107,38 +107,46 @@ def load_rules(path: Path | None) -> Rules:
         raise ReplayConfigError(f"{path}: {exc}") from None
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
 class Cassettes:
-    """The run's ``--cassettes DIR``: opens each attempt's tapes, and the preflight's."""
+    """The run's ``--cassettes DIR``: opens each attempt's tapes, and the preflight's.
 
-    def __init__(
-        self,
-        directory: Path,
-        mode: str,
-        rules: Rules,
-        identity: Mapping[str, str] | None = None,
-        scratch: Path | None = None,
-        prices: PriceTable | None = None,
-        restored: tuple[Path, Trusted] | None = None,
-    ) -> None:
-        self.directory = directory
-        #: Where cassettes are read from, and what of it may be replayed: ``--cassettes DIR``
-        #: itself, or (``--cassettes-from``) the fresh directory the artifact was unpacked
-        #: into, checked against its manifest; new episodes are written to ``directory``.
-        self.source: Path = restored[0] if restored else directory
-        self.trusted: Trusted | None = restored[1] if restored else None
-        #: What this run vouches for in ``DIR/_manifest.json``: each cassette it wrote or
-        #: replayed in full.
-        self.vouched: dict[str, Entry] = {}
-        self.mode = mode
-        self.rules = rules
-        #: What a cassette must have been recorded with to be replayed (docs/replay.md): the
-        #: caller's and judge's models, lk-eval's prompts, and the scrub rules.
-        self.identity = {**(identity or {}), RULES_IDENTITY: rules.digest()}
-        #: The run's private directory (0700), where the agents' tape files go.
-        self.scratch = scratch or directory
-        self.prices = prices or PriceTable()
-        self._open: dict[str, AttemptTapes] = {}
+    Built once, before the judge preflight, with everything it needs (the agents' scratch
+    directory too) and never changed after: only what the run vouches for and the attempts
+    it opened grow as the run goes."""
+
+    directory: Path
+    mode: str
+    rules: Rules
+    identity: Mapping[str, str]
+    """What a cassette must have been recorded with to be replayed (docs/replay.md): the
+    caller's and judge's models, lk-eval's prompts; the scrub rules' digest is added."""
+    scratch: Path
+    """The run's private directory (0700), where the agents' tape files go."""
+    prices: PriceTable = dataclasses.field(default_factory=PriceTable)
+    restored: tuple[Path, Trusted] | None = None
+    """``--cassettes-from``: the fresh directory the artifact was unpacked into, and what of
+    it its manifest lets be replayed."""
+    vouched: dict[str, Entry] = dataclasses.field(default_factory=dict, init=False)
+    """What this run vouches for in ``DIR/_manifest.json``: each cassette it wrote or
+    replayed in full."""
+    _open: dict[str, AttemptTapes] = dataclasses.field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        identity = {**self.identity, RULES_IDENTITY: self.rules.digest()}
+        object.__setattr__(self, "identity", identity)  # frozen: set once, here
         install(_own_tape)
+
+    @property
+    def source(self) -> Path:
+        """Where cassettes are read from: ``--cassettes DIR`` itself, or (``--cassettes-from``)
+        the restored artifact's directory; new episodes are written to ``directory``."""
+        return self.restored[0] if self.restored else self.directory
+
+    @property
+    def trusted(self) -> Trusted | None:
+        """What of ``source`` may be replayed (None: all of ``--cassettes DIR``)."""
+        return self.restored[1] if self.restored else None
 
     def open(self, scenario_id: str, attempt_no: int, live_because: str = "") -> AttemptTapes:
         """The tapes of one attempt: its cassette read and checked (unless recording);

@@ -172,21 +172,8 @@ def evaluate_gate(
     bad = [s for s in counted if s.status in ("failed", "error")]
     failures, notes = _by_fail_on(results, comparison, fail_on, bad, no_baseline)
 
-    if min_pass_rate is not None:
-        rate = tally(results).pass_rate
-        if rate is None:
-            notes.append("no scenario counted toward the pass rate; --min-pass-rate not applied")
-        elif rate + 1e-9 < min_pass_rate:
-            failures.append(
-                f"pass rate {format_rate(rate)} is below the minimum {format_rate(min_pass_rate)}"
-            )
-
-    flaky = [s for s in ran if s.quarantined and s.status != "passed"]
-    if flaky:
-        notes.append(f"{_count(flaky)} quarantined and not passing (not blocking)")
-    weak = [s for s in counted if s.status == "passed" and s.reason.startswith(WEAK_JUDGE_ALLOWED)]
-    if weak:  # the user's choice, named on the line that decides the merge
-        notes.append(f"{_count(weak)} {WEAK_JUDGE_ALLOWED.rstrip(':')}: {_labels(weak)}")
+    _check_pass_rate(results, min_pass_rate, failures, notes)
+    notes += _not_blocking(ran, counted)
 
     unchecked = _nothing_to_check(results, allow_nothing_to_check)
     if unchecked:
@@ -202,20 +189,57 @@ def evaluate_gate(
         share = evaluated_share(results)
         (failures if share.startswith(NO_CREDENTIALS_FAILED) else notes).insert(0, share)
     if not counted:
-        quarantined = f"all {_count(ran)} that ran are quarantined"
-        if allow_all_quarantined:
-            notes.insert(0, f"no scenario counted toward the gate: {quarantined} (allowed)")
-        else:
-            failures.insert(
-                0,
-                f"no scenario counted toward the gate: {quarantined} "
-                "(--allow-all-quarantined to pass such a run)",
-            )
+        _all_quarantined(ran, allow_all_quarantined, failures, notes)
     if failures:
         return GateOutcome(False, ExitCode.GATE_FAILED, tuple(failures + notes), misses)
     if not bad and counted:
         notes.insert(0, f"all {_count(counted)} passed")
     return GateOutcome(True, ExitCode.PASSED, tuple(notes), misses)
+
+
+def _check_pass_rate(
+    results: RunResults, min_pass_rate: float | None, failures: list[str], notes: list[str]
+) -> None:
+    """``--min-pass-rate``: a failure when the pass rate is below it, a note when no
+    scenario counted toward it."""
+    if min_pass_rate is None:
+        return
+    rate = tally(results).pass_rate
+    if rate is None:
+        notes.append("no scenario counted toward the pass rate; --min-pass-rate not applied")
+    elif rate + 1e-9 < min_pass_rate:
+        failures.append(
+            f"pass rate {format_rate(rate)} is below the minimum {format_rate(min_pass_rate)}"
+        )
+
+
+def _not_blocking(ran: list[ScenarioResult], counted: list[ScenarioResult]) -> list[str]:
+    """Notes of what does not block: quarantined scenarios not passing, and passes decided
+    by a judge the user let run though it failed its canary."""
+    notes = []
+    flaky = [s for s in ran if s.quarantined and s.status != "passed"]
+    if flaky:
+        notes.append(f"{_count(flaky)} quarantined and not passing (not blocking)")
+    weak = [s for s in counted if s.status == "passed" and s.reason.startswith(WEAK_JUDGE_ALLOWED)]
+    if weak:  # the user's choice, named on the line that decides the merge
+        notes.append(f"{_count(weak)} {WEAK_JUDGE_ALLOWED.rstrip(':')}: {_labels(weak)}")
+    return notes
+
+
+def _all_quarantined(
+    ran: list[ScenarioResult], allowed: bool, failures: list[str], notes: list[str]
+) -> None:
+    """No scenario counted toward the gate: every one that ran is quarantined. First among
+    the reasons: a failure, or a note with ``--allow-all-quarantined``."""
+    quarantined = f"all {_count(ran)} that ran are quarantined"
+    if allowed:
+        notes.insert(0, f"no scenario counted toward the gate: {quarantined} (allowed)")
+    else:
+        failures.insert(
+            0,
+            f"no scenario counted toward the gate: {quarantined} "
+            "(--allow-all-quarantined to pass such a run)",
+        )
 
 
 def _nothing_ran(results: RunResults, allow_nothing_to_check: bool) -> GateOutcome | None:

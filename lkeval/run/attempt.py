@@ -60,6 +60,7 @@ from lkeval.run.outcome import (
 )
 from lkeval.run.spoken_calls import spoken_call_verdict
 from lkeval.scenarios.model import Scenario, Turn, mock_tools_wire
+from lkeval.text.file_names import attempt_stem
 
 
 class AttemptError(Exception):
@@ -149,8 +150,7 @@ class ScenarioAttempt:
         self.run_id = run_id
         self.attempt_no = attempt_no
         self.job_id = f"{scenario.id}#{attempt_no}"
-        stem = _file_stem(scenario.id) + (f".{attempt_no}" if attempt_no > 1 else "")
-        self.log_path = settings.logs_dir / f"{stem}.log"
+        self.log_path = settings.logs_dir / f"{attempt_stem(scenario.id, attempt_no)}.log"
         self.p = _AttemptState()
         self.interrupted: Attempt | None = None
         # The agent's own failure, when the attempt ended in one (for --max-errors), and who
@@ -188,6 +188,13 @@ class ScenarioAttempt:
             if decided is not None:
                 decided(self.agent_cause)
             return attempt
+        except asyncio.CancelledError:
+            if self.interrupted is not None and self.interrupted.status in ("passed", "failed"):
+                # decided, then cancelled while its agent stopped: its replay was not checked
+                # (a miss makes an error), so the verdict is not kept as it stands
+                why = "interrupted while its agent stopped: its replay was not checked"
+                self.interrupted = dataclasses.replace(self.interrupted, status="error", reason=why)
+            raise
         finally:
             tapes.discard()
             if slot is not None:
@@ -209,22 +216,14 @@ class ScenarioAttempt:
         boot overlaps other scenarios' conversations instead of queueing behind them.
         """
         started = time.monotonic()
-        self.caller = self.evaluator.caller_for(self.scenario) if self.evaluator else None
-        if not self.scenario.turns and self.caller is None:
-            reason = "needs a simulated user: set --caller-model (and --judge-model)"
-            return Attempt(status="skipped", reason=reason)
-        launch = self.settings.launch
-        dispatch = dispatch_json(self.scenario, self.run_id, self.job_id, self.audio)
-        mocks = mock_tools_wire(self.scenario.mock_tools)
+        agent = self._agent_process(agent_env)
+        if isinstance(agent, Attempt):  # it cannot run: skipped, or an error saying why
+            return agent
         rig = self.settings.audio if self.audio else None
-        if self.audio and rig is None:
-            return Attempt(status="error", reason="audio mode needs the run's speech (--speech)")
-        if rig is not None:
-            agent_env = {**rig.agent_env(self.job_id), **(agent_env or {})}
-        agent = self.settings.agents(launch, dispatch, self.log_path, mocks, agent_env)
         conn: SessionConnection | None = None
         conversing = cancelled = False
         opened: list[float] = []  # when the conversation slot opened
+        decided: Attempt | None = None  # the result, once there is one
 
         async def converse() -> None:
             if slot is not None:
@@ -240,24 +239,19 @@ class ScenarioAttempt:
                 self.agent_cause = exc.reason
                 # the wait for the conversation slot is not the scenario's time
                 began = opened[0] if opened else started
-                return self._attempt("error", exc.reason, began, agent, exc.log_tail)
+                decided = self._attempt("error", exc.reason, began, agent, exc.log_tail)
+                return decided
             conv = Conversation(conn, agent, self.turn_timeout)
             if rig is not None:  # the microphone is live from the first moment of the call
                 self.call = AudioCall(conv, rig.audio_settings(self.job_id, self.scenario.impair))
             if slot is not None:
                 started = time.monotonic()  # the wait for a slot is not the scenario's time
             conversing = True
-            return await self._converse(conv, agent, started)
+            decided = await self._converse(conv, agent, started)
+            return decided
         except asyncio.CancelledError:
-            # Ctrl-C / SIGTERM: keep what this attempt saw so far for the partial results; one
-            # whose conversation never began did not run (its agent only booted).
-            if conversing:
-                self.p.transcript.extend(conv.take_partial())
-                self.interrupted = self._attempt(
-                    "error", "interrupted", started, agent, agent.log_tail()
-                )
-            else:
-                self.interrupted = Attempt(status="skipped", reason=NOT_RUN_INTERRUPTED)
+            # Ctrl-C / SIGTERM: keep what this attempt saw so far for the partial results
+            self._keep_interrupted(conv if conversing else None, agent, started)
             cancelled = True
             raise
         finally:
@@ -265,11 +259,51 @@ class ScenarioAttempt:
                 self.on_decided(self.agent_cause)
             if slot is not None:
                 slot.release()
-            if self.call is not None:
-                await self.call.close()
-            if conn is not None:
-                await conn.close()
-            await agent.stop(self.settings.stop_grace)  # finishes even if cancelled again
+            try:
+                await self._hang_up(agent, conn)
+            except asyncio.CancelledError:
+                # Ctrl-C / SIGTERM while the agent stopped: a result decided before it is kept
+                # for the partial results, not lost to the cancellation
+                if decided is not None and self.interrupted is None:
+                    self.interrupted = decided
+                raise
+
+    async def _hang_up(self, agent: SessionAgent, conn: SessionConnection | None) -> None:
+        """The call, the session and the agent closed, in that order."""
+        if self.call is not None:
+            await self.call.close()
+        if conn is not None:
+            await conn.close()
+        await agent.stop(self.settings.stop_grace)  # finishes even if cancelled again
+
+    def _agent_process(self, agent_env: dict[str, str] | None) -> SessionAgent | Attempt:
+        """The attempt's agent, not started yet; the attempt itself when it cannot run (no
+        simulated user for a scenario that needs one, audio without the run's speech)."""
+        self.caller = self.evaluator.caller_for(self.scenario) if self.evaluator else None
+        if not self.scenario.turns and self.caller is None:
+            reason = "needs a simulated user: set --caller-model (and --judge-model)"
+            return Attempt(status="skipped", reason=reason)
+        dispatch = dispatch_json(self.scenario, self.run_id, self.job_id, self.audio)
+        mocks = mock_tools_wire(self.scenario.mock_tools)
+        rig = self.settings.audio if self.audio else None
+        if self.audio and rig is None:
+            return Attempt(status="error", reason="audio mode needs the run's speech (--speech)")
+        if rig is not None:
+            agent_env = {**rig.agent_env(self.job_id), **(agent_env or {})}
+        return self.settings.agents(self.settings.launch, dispatch, self.log_path, mocks, agent_env)
+
+    def _keep_interrupted(
+        self, conv: Conversation | None, agent: SessionAgent, started: float
+    ) -> None:
+        """What an interrupted attempt saw so far, for the partial results; one whose
+        conversation never began (``conv`` None) did not run: its agent only booted."""
+        if conv is not None:
+            self.p.transcript.extend(conv.take_partial())
+            self.interrupted = self._attempt(
+                "error", "interrupted", started, agent, agent.log_tail()
+            )
+        else:
+            self.interrupted = Attempt(status="skipped", reason=NOT_RUN_INTERRUPTED)
 
     async def _converse(self, conv: Conversation, agent: SessionAgent, started: float) -> Attempt:
         p = self.p
@@ -590,10 +624,6 @@ def _all_pass(verdicts: Sequence[Verdict]) -> tuple[bool, str]:
 
 def _add_usage(usage: dict[str, Usage], party: str, more: Usage) -> None:
     usage[party] = usage.get(party, Usage()) + more
-
-
-def _file_stem(scenario_id: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in scenario_id)[:120]
 
 
 def agent_check_text(verdict: Verdict | None, error: str) -> str:

@@ -147,6 +147,11 @@ class RunEvaluator(Evaluator, Rejudge, Protocol):
         """The caller's and judge's model and host, for the results file."""
         ...
 
+    def prompts_digest(self) -> str:
+        """A digest of lk-eval's caller and judge prompts: part of a cassette's identity, so a
+        cassette recorded with other prompts is not replayed (docs/replay.md)."""
+        ...
+
     async def aclose(self) -> None:
         """Close the LLM clients made during the run."""
         ...

@@ -15,12 +15,12 @@ from typing import Any, TypeVar
 
 from livekit.protocol.agent_pb import agent_session as pb
 
-from lkeval.agents import greeting_mark
 from lkeval.agents.limits import STOPPED
 from lkeval.agents.machine import with_load
 from lkeval.agents.process import AgentFailure
 from lkeval.agents.protocol import ProtocolError, SessionConnection
 from lkeval.agents.session_agent import SessionAgent
+from lkeval.host import greeting_mark
 from lkeval.results.model import TranscriptItem, TurnMetrics, Usage, Verdict, VerdictValue
 from lkeval.results.pricing import PriceTable
 from lkeval.run.transcript import chat_item_to_transcript, state_name
@@ -210,7 +210,7 @@ class Conversation:
         """Wait for an ``on_enter`` greeting to finish; a turn sent earlier would cut it off.
 
         Our agent host marks the moment its greeting is over in the event stream
-        (``agents/greeting_mark.py``): ``on_enter`` returned or spoke, and every speech so far
+        (``host/greeting_mark.py``): ``on_enter`` returned or spoke, and every speech so far
         finished. That covers an ``on_enter`` that awaits a lookup before it greets, whose
         first state is listening. Then, or with a host that cannot mark: an agent that greets
         reports thinking (or speaking) as its first state; one that does not reports

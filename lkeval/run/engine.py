@@ -11,27 +11,19 @@ that finished.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import uuid
 from collections.abc import (
-    AsyncIterator,
-    Awaitable,
-    Callable,
     Collection,
     Coroutine,
     Sequence,
 )
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import Any
 
 from lkeval import defaults
-from lkeval.results.calibration import JUDGE_UNFIT, WEAK_JUDGE_ALLOWED, rule_with
-from lkeval.results.controls import PairedVotes
+from lkeval.results.calibration import JUDGE_UNFIT, WEAK_JUDGE_ALLOWED
 from lkeval.results.model import Attempt, Sampling, ScenarioResult, Status
 from lkeval.results.sampling import (
     Observation,
-    SequentialRule,
     describe,
     describe_fixed,
     judge_passed,
@@ -39,221 +31,26 @@ from lkeval.results.sampling import (
 )
 from lkeval.run.attempt import (
     NOT_RUN_INTERRUPTED,
-    Evaluator,
-    RunSettings,
-    ScenarioAttempt,
-    Slot,
 )
+from lkeval.run.engine_options import (
+    RUN_ATTEMPTS_PER_SCENARIO,
+    EngineOptions,
+    attempts_problem,
+    run_attempt_cap,
+)
+from lkeval.run.engine_parts import (
+    AskAgain,
+    AttemptFactory,
+    AttemptRunner,
+    CheckControl,
+    ProgressObserver,
+    attempt_factory,
+)
+from lkeval.run.slots import Admission, AgentSlots
 from lkeval.run.systemic import ErrorBrake, recurring_failure
-from lkeval.scenarios.model import Scenario, Selection
+from lkeval.scenarios.model import Scenario
 
-
-class ProgressObserver(Protocol):
-    """Told when scenarios start and finish (terminal lines, ``::group::`` blocks)."""
-
-    def scenario_started(self, scenario_id: str, label: str) -> None:
-        """A scenario's first attempt is starting."""
-
-    def scenario_finished(self, result: ScenarioResult) -> None:
-        """A scenario has its result."""
-
-
-class AttemptRunner(Protocol):
-    """One attempt of one scenario: ``await run(slot)`` gives its :class:`Attempt`.
-
-    ``interrupted`` holds what an attempt cut short by cancellation saw (or None), so an
-    interrupted run still reports it; ``agent_cause`` the agent-side error it ended on (or
-    None), which the error brake (``--max-errors``) counts.
-    """
-
-    interrupted: Attempt | None
-    agent_cause: str | None
-    # Called with ``agent_cause`` as soon as the attempt is decided (before its slot is given
-    # back); a runner that never calls it has ``agent_cause`` read after ``run``.
-    on_decided: Callable[[str | None], None] | None
-
-    async def run(self, slot: Slot | None = None) -> Attempt:
-        """Run the attempt (boot when the slot allows, converse, judge)."""
-        ...
-
-
-Admission = Callable[[], AbstractAsyncContextManager[None]]
-"""A place for one more agent, held from before its boot to after its stop: the run's memory
-plan (:class:`lkeval.agents.memory.MemoryPlan`), which waits while another would not fit."""
-
-AttemptFactory = Callable[[Scenario, int], AttemptRunner]
-"""``(scenario, attempt number from 1)`` → the attempt to run."""
-
-AskAgain = Callable[[Scenario, Attempt], Awaitable[Attempt]]
-"""Ask the judge once more about an attempt's transcript: the attempt with one more vote."""
-
-CheckControl = Callable[[Scenario, Attempt], Awaitable["tuple[Attempt, PairedVotes] | None"]]
-"""Ask the judge about a passing attempt's paired known-bad control (:mod:`lkeval.run.control`):
-the attempt (its usage counting the calls) and the answers; None when no control can be built."""
-
-RUN_ATTEMPTS_PER_SCENARIO = defaults.RUN_ATTEMPTS_PER_SCENARIO
 NOT_SAMPLED = "the same failure at boot in every attempt, not sampled as noise"
-
-
-def attempt_factory(
-    settings: RunSettings, evaluator: Evaluator | None, run_id: str | None = None
-) -> AttemptFactory:
-    """Real attempts: an agent process per attempt, played and judged (one run id for all)."""
-    run = run_id or f"lkeval-{uuid.uuid4().hex[:12]}"
-    settings.logs_dir.mkdir(parents=True, exist_ok=True)
-    settings.work_dir.mkdir(parents=True, exist_ok=True)
-
-    def make(scenario: Scenario, attempt_no: int) -> AttemptRunner:
-        return ScenarioAttempt(scenario, settings, evaluator, run, attempt_no)
-
-    return make
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    """How the suite runs."""
-
-    concurrency: int = field(default_factory=defaults.default_concurrency)
-    repeat: int | None = None
-    min_pass: int | None = None
-    quarantine: tuple[tuple[str, str], ...] = ()
-    selection: Selection = field(default_factory=Selection)
-    max_errors: int = defaults.MAX_ERRORS  # 0: never stop early (lkeval.run.systemic)
-    # scenario id -> why it has nothing to check; decided before anything boots, not played
-    nothing_to_check: dict[str, str] = field(default_factory=dict)
-    # The sequential test of scenarios without a fixed repeat/min_pass (lkeval.results.sampling)
-    sampling: SequentialRule = field(default_factory=SequentialRule)
-    # Attempts the whole run may start (None: RUN_ATTEMPTS_PER_SCENARIO per selected scenario)
-    max_run_attempts: int | None = None
-    # scenario id -> (content digest, judge error) from the baseline's calibration
-    # (lkeval.results.calibration): that scenario's rule assumes that error, if unedited
-    judge_errors: dict[str, tuple[str, float]] = field(default_factory=dict)
-    # Agents are forked from the fork server (False: cold starts, each boot ~2.5 CPU-s)
-    warm_starts: bool = True
-    # scenario id -> (content digest, why) for each scenario whose calibration in the
-    # baseline's history says the judge cannot tell good from broken (unfit_reason): its
-    # judge's passes cannot pass, unless allow_weak_judge (--allow-weak-judge)
-    unfit_judges: dict[str, tuple[str, str]] = field(default_factory=dict)
-    allow_weak_judge: bool = False
-
-    def rule_for(self, scenario: Scenario) -> SequentialRule:
-        """The sequential test of ``scenario``: the run's, with its calibrated judge error
-        when the calibration was measured on this very content."""
-        calibrated = self.judge_errors.get(scenario.id)
-        if calibrated is None or calibrated[0] != scenario.digest:
-            return self.sampling
-        return rule_with(self.sampling, calibrated[1])
-
-    def fixed(self, scenario: Scenario) -> bool:
-        """Whether ``scenario`` runs a fixed plan (its own or the run's repeat/min_pass)."""
-        plan = (scenario.repeat, scenario.min_pass, self.repeat, self.min_pass)
-        return any(x is not None for x in plan)
-
-
-def attempts_problem(scenarios: Sequence[Scenario], options: EngineOptions) -> str | None:
-    """Why the run's attempt cap cannot even start the selected scenarios (a usage error,
-    checked before anything boots): fixed plans run all their attempts, and the sequential
-    test needs a few per scenario before it can decide anything."""
-    cap = run_attempt_cap(scenarios, options)
-    fixed = [s for s in scenarios if options.fixed(s)]
-    runs = sum(s.runs(options.repeat, options.min_pass)[0] for s in fixed)
-    fewest = options.sampling.attempts_at_least([]) * (len(scenarios) - len(fixed))
-    if runs + fewest <= cap:
-        return None
-    return (
-        f"--max-run-attempts {cap}: the {len(scenarios)} selected scenarios need at least "
-        f"{runs + fewest} attempts ({runs} fixed, {fewest} for the sequential test's first "
-        "round); raise it, or select fewer (--match, --tag, --shard)"
-    )
-
-
-def run_attempt_cap(scenarios: Sequence[Scenario], options: EngineOptions) -> int:
-    """Attempts the run may start in all (``--max-run-attempts``)."""
-    if options.max_run_attempts is not None:
-        return options.max_run_attempts
-    return RUN_ATTEMPTS_PER_SCENARIO * max(1, len(options.selection.pick(scenarios)))
-
-
-class AgentSlots:
-    """The run's concurrency: N conversations at once, and up to P more agents being prepared
-    (or prepared and waiting to talk), P = :func:`lkeval.defaults.prepared_agents` (N on a
-    small run; a few per core on a large one). Boots then overlap conversations instead of
-    queueing behind them, while the number of live agents stays bounded (N + P): a prepared
-    agent needs only cover a boot (~0.3 s warm), not a conversation. Of the P, at most B boot
-    at once (:func:`lkeval.defaults.booting_agents`): a boot is CPU-bound and would take the
-    cores from the turns of the conversations in flight. A boot stops counting against B
-    once its agent is prepared, or ``boot_window`` seconds after it began (what is left of
-    it waits, not computes). A prepared agent has imported its code, started its server
-    and run its entrypoint up to its session's start, but not the session: that starts when
-    :meth:`_SlotHandle.converse` returns, so waiting for a slot cannot change a transcript
-    (no greeting, idle nudge or away timer runs before its conversation can start)."""
-
-    def __init__(
-        self,
-        n: int,
-        prepared: int | None = None,
-        booting: int | None = None,
-        boot_window: float = defaults.BOOT_CPU_WINDOW,
-        admission: Admission | None = None,
-    ) -> None:
-        self._ready = asyncio.Semaphore(prepared if prepared is not None else n)
-        self._booting = asyncio.Semaphore(booting or (prepared if prepared is not None else n))
-        self._talk = asyncio.Semaphore(n)
-        self._boot_window = boot_window
-        self._admission = admission
-
-    @contextlib.asynccontextmanager
-    async def attempt(self) -> AsyncIterator[_SlotHandle]:
-        """Hold a prepared slot and a booting one now; the handle trades them for a
-        conversation slot. With an admission (the run's memory plan), its place is held
-        too, from before the boot until the attempt is over (its agent stopped)."""
-        await self._ready.acquire()
-        handle = _SlotHandle(self._ready, self._talk)
-        try:
-            async with self._admission() if self._admission else contextlib.nullcontext():
-                await self._booting.acquire()
-                handle.boot(self._booting, self._boot_window)
-                yield handle
-        finally:
-            handle.release()
-
-
-class _SlotHandle:
-    def __init__(self, ready: asyncio.Semaphore, talk: asyncio.Semaphore) -> None:
-        self._ready: asyncio.Semaphore | None = ready
-        self._talk_sem = talk
-        self._talk: asyncio.Semaphore | None = None
-        self._booting: asyncio.Semaphore | None = None
-        self._boot_timer: asyncio.TimerHandle | None = None
-
-    def boot(self, booting: asyncio.Semaphore, window: float) -> None:
-        """Count as booting until prepared, ``window`` seconds at the most."""
-        self._booting = booting
-        self._boot_timer = asyncio.get_running_loop().call_later(window, self._booted)
-
-    def _booted(self) -> None:
-        if self._boot_timer is not None:
-            self._boot_timer.cancel()
-            self._boot_timer = None
-        if self._booting is not None:
-            self._booting.release()
-            self._booting = None
-
-    async def converse(self) -> None:
-        """Trade the prepared slot for a conversation slot (waits while N agents talk)."""
-        self._booted()
-        if self._talk is None and self._ready is not None:
-            await self._talk_sem.acquire()
-            self._talk = self._talk_sem
-            self._ready.release()
-            self._ready = None
-
-    def release(self) -> None:
-        self._booted()
-        for sem in (self._ready, self._talk):
-            if sem is not None:
-                sem.release()
-        self._ready = self._talk = None
 
 
 class Engine:
@@ -638,3 +435,21 @@ async def _cancelled(tasks: Collection[asyncio.Future[None]]) -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+__all__ = [
+    "NOT_SAMPLED",
+    "RUN_ATTEMPTS_PER_SCENARIO",
+    "Admission",
+    "AgentSlots",
+    "AskAgain",
+    "AttemptFactory",
+    "AttemptRunner",
+    "CheckControl",
+    "Engine",
+    "EngineOptions",
+    "ProgressObserver",
+    "attempt_factory",
+    "attempts_problem",
+    "run_attempt_cap",
+]

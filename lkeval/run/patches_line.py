@@ -1,6 +1,6 @@
 """The run's one line about the agents' speed patches, printed when the first agent reports.
 
-Why: each speed patch of livekit-agents internals (``agents/pins.py``) turns itself off on a
+Why: each speed patch of livekit-agents internals (``host/pins.py``) turns itself off on a
 release whose wrapped functions changed. Off, nothing breaks, the run is only slower; without a
 line a user would never know, and a maintainer would not see a new release's cost. The agent's
 host reports them with ``prepared``; the first scenario to finish carries them

@@ -20,9 +20,9 @@ from pathlib import Path
 from lkeval import defaults
 from lkeval.agents.cold import python_problem
 from lkeval.errors import UsageError
+from lkeval.host.tape import Rules
 from lkeval.replay.manifest import Trusted
 from lkeval.replay.session import Cassettes, ReplayConfigError, load_rules
-from lkeval.replay.tape import Rules
 from lkeval.results.pricing import PriceTable
 from lkeval.run.collaborators import RunEvaluator
 from lkeval.run.engine import EngineOptions, attempts_problem
@@ -167,23 +167,24 @@ def cassette_rules(cassettes: Path | None, rules: Path | None) -> Rules | None:
 
 
 def open_cassettes(
-    settings: SuiteSettings, rules: Rules, evaluator: RunEvaluator | None
+    settings: SuiteSettings, rules: Rules, evaluator: RunEvaluator | None, scratch: Path
 ) -> Cassettes | None:
-    """The run's cassettes, knowing what they must have been recorded with (docs/replay.md)."""
+    """The run's cassettes, knowing what they must have been recorded with (docs/replay.md);
+    the agents' tape files go to ``scratch`` (the run's private directory)."""
     if settings.cassettes is None:
         return None
     llms = {llm.role: llm.model for llm in evaluator.llms_in_use()} if evaluator else {}
-    prompts = getattr(evaluator, "prompts_digest", None)
     identity = {
         "caller_model": llms.get("caller", ""),
         "judge_model": llms.get("judge", ""),
-        "judge_prompt": prompts() if callable(prompts) else "",
+        "judge_prompt": evaluator.prompts_digest() if evaluator else "",
     }
     return Cassettes(
         settings.cassettes,
         settings.cassette_mode,
         rules,
         identity,
+        scratch,
         prices=PriceTable(dict(settings.prices)),
         restored=settings.cassettes_restored,
     )

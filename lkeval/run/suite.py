@@ -24,50 +24,37 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import TextIO
 
-from lkeval import __version__, defaults
-from lkeval.agents.agent_host import SUPPORTED_RANGE
 from lkeval.agents.interface import Launcher
-from lkeval.agents.launch import StartingLauncher, begin_launcher
-from lkeval.agents.memory import MemoryPlan, headroom
+from lkeval.agents.launch import StartingLauncher
 from lkeval.agents.orphans import adopt_orphans, kill_all_now
-from lkeval.agents.process import LIVE_PROCESSES, AgentLaunch, agent_env, publish_pending_logs
-from lkeval.agents.session_agent import AgentFactory
+from lkeval.agents.process import AgentLaunch, publish_pending_logs
 from lkeval.errors import ExitCode, LkevalError, OutputError, UsageError, is_internal
+from lkeval.host.agent_host import SUPPORTED_RANGE
+from lkeval.host.tape import Rules
 from lkeval.replay.manifest import MANIFEST
 from lkeval.replay.session import Cassettes, active
-from lkeval.replay.tape import Rules
 from lkeval.results.calibration import judge_error, unfit_reason
 from lkeval.results.controls import KnownBad
 from lkeval.results.model import (
     Attempt,
-    Calibration,
     JudgeCheck,
     RunMetadata,
     RunResults,
     ScenarioResult,
-    SuiteFingerprint,
-    run_inference_class,
-    run_start_mode,
 )
-from lkeval.results.pricing import PriceTable, warm_price_table
+from lkeval.results.pricing import warm_price_table
 from lkeval.results.wording import without_credentials
-from lkeval.run.attempt import CONVERSATION_MODE, RunSettings
+from lkeval.run.attempt import CONVERSATION_MODE
 from lkeval.run.collaborators import RunEvaluator
-from lkeval.run.control import check_control_with
-from lkeval.run.early_start import EARLY, RAW_LOGS_PREFIX, EarlyStart, LaunchKey
+from lkeval.run.early_start import LaunchKey
 from lkeval.run.engine import (
     AttemptRunner,
     Engine,
-    ProgressObserver,
-    attempt_factory,
 )
 from lkeval.run.interrupt import Interrupted, RunSignals
 from lkeval.run.patches_line import PatchesLine
@@ -79,73 +66,25 @@ from lkeval.run.plan import (
     check_python,
     open_cassettes,
 )
-from lkeval.run.revote import ask_again_with
+from lkeval.run.play import (
+    attempt_settings,
+    build_engine,
+    for_launcher,
+    memory_plan,
+    play,
+    write_start_lines,
+)
+from lkeval.run.run_metadata import RunFacts, run_metadata
 from lkeval.run.speech import RunSpeech
-from lkeval.scenarios.model import Scenario, shard_text
+from lkeval.run.suite_launch import agent_launch, begin_run_launcher, run_launch_key
+from lkeval.run.suite_parts import Collaborators, LauncherOpener, Writers
+from lkeval.scenarios.model import Scenario
 from lkeval.startup import paused_collections
-from lkeval.text.masking import mask_results, redact_argv
+from lkeval.text.masking import mask_results
 from lkeval.text.untrusted import inert_line, one_line
 
 SUPPORTED_LIVEKIT_AGENTS = SUPPORTED_RANGE
 """The livekit-agents versions an agent may use (checked by the agent host at boot)."""
-
-
-class Writers(Protocol):
-    """Where a run's outputs go: checked before the first boot, written after the last."""
-
-    def check_writable(self, paths: Sequence[Path]) -> None:
-        """Raise (exit 2) when an output path cannot be written."""
-        ...
-
-    def check_baseline(self) -> Mapping[str, tuple[str, Calibration]]:
-        """Resolve the baseline (a file, or fetched from GitHub); raise (exit 2) when it
-        cannot be used. One that is not there (nothing fetched) is not an error. Returns the
-        judge calibrations its history holds (scenario id -> (content digest, calibration))."""
-        ...
-
-    def lock(self, results_dir: Path) -> AbstractContextManager[object]:
-        """Hold the results directory: one run writes into it at a time."""
-        ...
-
-    def known_bad_controls(
-        self, scenarios: Sequence[Scenario], calibrated: Mapping[str, tuple[str, Calibration]]
-    ) -> tuple[KnownBad, ...]:
-        """Known-bad versions of the baseline's passing conversations of the calibrated
-        scenarios, for the judge preflight (none without a baseline)."""
-        ...
-
-    def write_results(self, path: Path, results: RunResults) -> None:
-        """Write the (masked) results file; raises :class:`~lkeval.errors.OutputError`."""
-        ...
-
-    def finish(self, results: RunResults, path: Path, interrupted: bool) -> int:
-        """Reports, publishing and the gate line; the gate's exit code."""
-        ...
-
-
-LauncherOpener = Callable[..., StartingLauncher]
-""":func:`lkeval.agents.launch.begin_launcher`'s signature: the launcher on its way."""
-EvaluatorFactory = Callable[[Sequence[Scenario], Path], "RunEvaluator | None"]
-"""(selected scenarios, logs dir) → the evaluator they need; raises on bad credentials."""
-
-
-@dataclass(frozen=True)
-class Collaborators:
-    """What a run is handed: how to judge, show progress, write, and start agents."""
-
-    evaluator: EvaluatorFactory
-    progress: Callable[[int], ProgressObserver]
-    """Total number of scenarios → the progress display."""
-    writers: Writers
-    commit: Callable[[], tuple[str | None, str | None]] = lambda: (None, None)
-    """(sha, branch) the results record."""
-    launcher: LauncherOpener = begin_launcher
-    early: EarlyStart = EARLY
-    """The fork server ``python -m lkeval`` started before its imports, if any: the run
-    takes it when it is the one it would start (:mod:`lkeval.run.early_start`)."""
-    agents: AgentFactory | None = None
-    """Each attempt's agent; None: a process through the launcher. ``lkeval dev`` hands in
-    the in-process player's (:mod:`lkeval.inproc`), whose ``start_line`` it prints."""
 
 
 class Suite:
@@ -156,7 +95,7 @@ class Suite:
         self.parts = collaborators
         self.out = out
         self.plan: Plan | None = None
-        """Set once the scenarios are loaded (a fork's PR without secrets reports from it)."""
+        """Set once the scenarios are loaded (an interrupted run reports from it)."""
         self._signals = RunSignals(on_second=kill_all_now)
         self._clock = (dt.datetime.now(dt.timezone.utc), time.monotonic())
         self._evaluator: RunEvaluator | None = None
@@ -196,7 +135,7 @@ class Suite:
         with self._signals.deferred():  # files only: a signal finds the scenarios known
             plan = self.plan = self._load_plan()
         self._signals.check()  # a signal while lk-eval imported: every scenario "not run"
-        if parts.agents is None:  # in-process: the agent already imported here
+        if self.parts.agents is None:  # in-process: the agent already imported here
             check_python(plan, settings.python)
         parts.writers.check_writable(
             [
@@ -254,7 +193,8 @@ class Suite:
         with paused_collections():  # the LLM stack's import, ~15% faster (lkeval.startup)
             evaluator = self._evaluator = parts.evaluator(plan.selected, settings.logs_dir)
             if rules is not None:
-                self._cassettes = open_cassettes(settings, rules, evaluator)
+                # the agents' tapes: private, like raw logs
+                self._cassettes = open_cassettes(settings, rules, evaluator, raw_logs)
             # the first lines name the caller and judge; one that cannot give a verdict stops
             controls = parts.writers.known_bad_controls(plan.selected, calibrated)
             judge_check = self._preflight(evaluator, controls)
@@ -398,50 +338,12 @@ class Suite:
         return exit_code
 
     def _begin_launcher(self) -> tuple[Path, StartingLauncher]:
-        """The run's raw-log directory and its launcher, started without waiting: the fork
-        server ``python -m lkeval`` started before its imports when it is the one this run
-        would start (same interpreter, environment and agent), else a new one."""
-        key = self.launch_key()
-        env = dict(key.env)
-        if self.settings.cold_start:
-            self.parts.early.discard()  # none was started; never one to keep
-            claimed = None
-        else:
-            claimed = self.parts.early.claim(key)
-        if claimed is not None:
-            return claimed.raw_logs, self.parts.launcher(
-                key.python, env, agent=key.agent, cwd=key.cwd, started=claimed.process
-            )
-        raw_logs = Path(tempfile.mkdtemp(prefix=RAW_LOGS_PREFIX))
-        try:
-            return raw_logs, self.parts.launcher(
-                key.python,
-                env,
-                agent=key.agent,
-                cwd=key.cwd,
-                cold_start=self.settings.cold_start,
-                log_path=raw_logs / "fork-server.log",
-                log_is_raw=True,
-            )
-        except BaseException:
-            shutil.rmtree(raw_logs, ignore_errors=True)
-            raise
+        """The run's raw-log directory and its launcher, started without waiting."""
+        return begin_run_launcher(self.settings, self.parts.early, self.parts.launcher)
 
     def launch_key(self) -> LaunchKey:
         """What this run's fork server is started with (interpreter, environment, agent)."""
-        launch = self._agent_launch()
-        return LaunchKey.of(launch.python, agent_env(launch), launch.agent, launch.cwd)
-
-    def _agent_launch(self) -> AgentLaunch:
-        settings = self.settings
-        return AgentLaunch(
-            agent=Path(settings.agent).resolve(),
-            python=settings.python,
-            env=dict(settings.env),
-            memory_limit_mib=settings.agent_memory,
-            log_limit_mib=settings.agent_log_limit,
-            inference_class=settings.inference_class,
-        )
+        return run_launch_key(self.settings)
 
     def execute(
         self,
@@ -458,7 +360,7 @@ class Suite:
             if starting.pending():  # this core idles until the fork server has preloaded:
                 warm_price_table()  # the table's import then holds no conversation up
             launcher, start_line = starting.result()
-            launch = self._agent_launch()
+            launch = agent_launch(self.settings)
             return self._run_engine(plan, evaluator, launch, launcher, start_line, raw_logs)
         finally:
             with self._signals.deferred():  # the clean-up runs to its end whatever comes
@@ -477,76 +379,25 @@ class Suite:
         start_line: str,
         raw_logs: Path,
     ) -> tuple[list[ScenarioResult], signal.Signals | None]:
-        """Show the start mode, then run the engine with the run's launcher."""
-        settings = self.settings
+        """Show the start mode, then run the engine with the run's launcher (or the agents
+        the run was handed: ``lkeval dev``'s in-process ones, no agent process to bound)."""
         agents = self.parts.agents
-        self.out.write(str(getattr(agents, "start_line", start_line)) + "\n")
-        memory = _memory_plan() if agents is None else None  # in-process: no agent process
-        if memory is not None:  # what bounds the agents' memory, all of them together
-            self.out.write(memory.describe() + "\n")
-        unselected = len(plan.scenarios) - len(plan.selected)
-        if unselected:  # one line for all of them; the progress counts what runs
-            selection = plan.engine_options.selection.describe()
-            line = (
-                f"{len(plan.selected)} of {len(plan.scenarios)} scenarios selected "
-                f"({selection}); {unselected} not selected (reported skipped)"
-            )
-            self.out.write(inert_line(line) + "\n")  # masked, inert
-        self.out.flush()
-        # The scenario reaches each agent over its control channel, and each agent's own
-        # directory sits beside its log.
-        run_settings = RunSettings(
-            launch=dataclasses.replace(launch, launcher=launcher, raw_log_dir=raw_logs),
-            logs_dir=settings.logs_dir,
-            work_dir=settings.logs_dir,
-            boot_timeout=settings.boot_timeout,
-            turn_timeout=settings.turn_timeout,
-            max_turns=settings.max_turns,
-            prices=PriceTable(dict(settings.prices)),
-            cassettes=self._cassettes,
-            mode=settings.mode,
-            audio=self._speech(plan),
-        )
+        memory = memory_plan() if agents is None else None
+        start_line = str(getattr(agents, "start_line", start_line))
+        write_start_lines(self.out, start_line, memory, plan)
+        launch = dataclasses.replace(launch, launcher=launcher)
+        speech = self._speech(plan)
+        settings = attempt_settings(self.settings, launch, raw_logs, self._cassettes, speech)
         if agents is not None:
-            run_settings = dataclasses.replace(run_settings, agents=agents)
-        if launcher.mode == "cold":
-            options = dataclasses.replace(plan.engine_options, warm_starts=False)
-            if not settings.concurrency_given:
-                options = dataclasses.replace(
-                    options, concurrency=defaults.default_concurrency(warm=False)
-                )
-            plan = dataclasses.replace(plan, engine_options=options)
-        if self._cassettes is not None:
-            self._cassettes.scratch = raw_logs  # the agents' tapes: private, like raw logs
+            settings = dataclasses.replace(settings, agents=agents)
+        plan = for_launcher(plan, launcher, self.settings.concurrency_given)
         progress = PatchesLine(self.parts.progress(len(plan.selected)), self.out)
-        engine = self._engine = Engine(
-            attempt_factory(run_settings, evaluator),
-            progress,
-            plan.engine_options,
-            ask_again=ask_again_with(evaluator, self._cassettes) if evaluator is not None else None,
-            admission=memory.slot if memory is not None else None,
-            check_control=(
-                check_control_with(evaluator, self._cassettes) if evaluator is not None else None
-            ),
-        )
-
-        speech = run_settings.audio
-
-        async def play() -> list[ScenarioResult]:
-            try:
-                if speech is not None:
-                    await speech.start()
-                return await engine.run(plan.scenarios)
-            finally:
-                if speech is not None:
-                    with contextlib.suppress(Exception):
-                        await speech.stop()
-                if evaluator is not None:
-                    with contextlib.suppress(Exception):
-                        await evaluator.aclose()
-
+        engine = self._engine = build_engine(plan, settings, evaluator, progress, memory)
         # a signal cancels the play: what finished is kept, every agent stopped
-        played = self._signals.run_until_signal(play, lambda: engine.results(interrupted=True))
+        played = self._signals.run_until_signal(
+            lambda: play(engine, plan.scenarios, speech, evaluator),
+            lambda: engine.results(interrupted=True),
+        )
         if self._cassettes is not None:  # what this run vouches for (lkeval.replay.manifest)
             problem = self._cassettes.write_manifest()
             if problem:
@@ -571,43 +422,16 @@ class Suite:
         self, scenario_results: list[ScenarioResult], stopped_by: signal.Signals | None
     ) -> RunMetadata:
         """The run's facts for the results file (argv with secrets redacted)."""
-        settings = self.settings
         started_at, started = self._clock
-        commit = self.parts.commit()
-        return RunMetadata(
-            lkeval_version=__version__,
-            livekit_agents_version=_installed("livekit-agents"),
-            agent=settings.agent,
-            scenario_files=settings.scenario_files,
-            started_at=started_at.isoformat(timespec="seconds"),
-            finished_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            duration_seconds=round(time.monotonic() - started, 3),
-            git_sha=commit[0],
-            git_branch=commit[1],
-            shard=shard_text(settings.shard),
-            interrupted=stopped_by is not None,
-            argv=redact_argv(list(settings.argv)),
-            start_mode=run_start_mode(scenario_results),
-            conversation_mode=self._conversation_mode,
-            speech=self._speech_conditions,
-            max_load=_max_load(scenario_results),
-            cores=os.cpu_count() or 0,
-            concurrency=settings.engine.concurrency,
-            inference_class=run_inference_class(scenario_results),
-            sampling_rule=self._rule_record(scenario_results),
-            suite=(
-                SuiteFingerprint.of(self.plan.suite, settings.verdict_options)
-                if self.plan is not None
-                else None
-            ),
+        facts = RunFacts(
+            started_at,
+            started,
+            self.parts.commit(),
+            self._conversation_mode,
+            self._speech_conditions,
+            self.plan,
         )
-
-    def _rule_record(self, scenario_results: list[ScenarioResult]) -> dict[str, float]:
-        """The sequential test's parameters when a scenario ran it (``lkeval report``
-        recomputes)."""
-        if not any(s.sampling and s.sampling.mode == "sequential" for s in scenario_results):
-            return {}
-        return dataclasses.asdict(self.settings.engine.sampling)
+        return run_metadata(self.settings, facts, scenario_results, stopped_by)
 
 
 def _no_attempts(scenario: Scenario, attempt_no: int) -> AttemptRunner:
@@ -644,29 +468,6 @@ def _nothing_to_check(selected: list[Scenario], evaluator: RunEvaluator | None) 
         if why is not None:
             found[scenario.id] = why
     return found
-
-
-def _max_load(scenario_results: list[ScenarioResult]) -> float | None:
-    """The highest load average an audio turn ended with (None: no audio turn measured it)."""
-    loads = [
-        t.load for s in scenario_results for a in s.attempts for t in a.turns if t.load is not None
-    ]
-    return max(loads) if loads else None
-
-
-def _memory_plan() -> MemoryPlan | None:
-    """The plan of the agents' memory, from what is available as the engine starts."""
-    room = headroom()
-    return MemoryPlan(room, lambda: LIVE_PROCESSES) if room is not None else None
-
-
-def _installed(dist: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
 
 
 __all__ = [

@@ -227,11 +227,7 @@ def _parse_scenario(
         return None
     entries = mapping_entries(node, path, problems)
     check_keys(entries, SCENARIO_KEYS, path, problems, strict=False)
-    label = None
-    if "label" not in entries or is_null(entries["label"][1]):
-        problems.error(node, f"{path}.label", "missing required field")
-    else:
-        label = read_str(entries["label"][1], f"{path}.label", problems, non_empty=True)
+    label = _read_label(node, entries, path, problems)
     explicit_id = _optional_str(entries, "id", f"{path}.id", problems)
     instructions = _optional_str(entries, "instructions", f"{path}.instructions", problems) or ""
     expectations = _optional_str(
@@ -277,11 +273,20 @@ def _parse_scenario(
             entries, f"{path}.caller_interrupt_after", not turns or then_simulate, mode, problems
         ),
     )
-    if explicit_id is not None:
-        site = _IdSite(scenario_id, False, file, entries["id"][1], f"{path}.id")
-    else:
-        site = _IdSite(scenario_id, True, file, entries["label"][1], f"{path}.label")
-    return scenario, site
+    key = "label" if explicit_id is None else "id"  # where a duplicate id is pointed at
+    return scenario, _IdSite(
+        scenario_id, explicit_id is None, file, entries[key][1], f"{path}.{key}"
+    )
+
+
+def _read_label(
+    node: Node, entries: dict[str, tuple[Node, Node]], path: str, problems: FileProblems
+) -> str | None:
+    """The scenario's required ``label`` (None, with the problem said, when it has none)."""
+    if "label" not in entries or is_null(entries["label"][1]):
+        problems.error(node, f"{path}.label", "missing required field")
+        return None
+    return read_str(entries["label"][1], f"{path}.label", problems, non_empty=True)
 
 
 def _parse_run_settings(

@@ -13,7 +13,7 @@ mock was written to keep out of CI)::
 
 An output is any JSON value (a string reaches the LLM as written, anything else as JSON); an
 error is the text the LLM sees as the tool's error. The agent process applies them
-(``lkeval/agents/tool_mocks.py``), where a name that is not one of the agent's tools is an
+(``lkeval/host/tool_mocks.py``), where a name that is not one of the agent's tools is an
 error naming the tools it has: only the agent knows its tools, so that check cannot be made
 here.
 """

@@ -168,7 +168,7 @@ class MockCase:
     error: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        """The case as the agent process receives it with ``go`` (``agents/tool_mocks.py``)."""
+        """The case as the agent process receives it with ``go`` (``host/tool_mocks.py``)."""
         answer = {"error": self.error} if self.error is not None else {"output": self.output}
         return {"when": self.when, **answer}
 

@@ -11,6 +11,7 @@ session starts.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import AsyncIterable
 from typing import Any
@@ -45,6 +46,9 @@ class EchoAgent(Agent):
         yield "Hello, echo desk." if last is None else f"You said: {last.text_content}."
 
 
+logger = logging.getLogger("sim-end-agent")
+
+
 async def record_end(sim: SimulationContext) -> None:
     verdict = sim.simulator_verdict
     with open(os.environ["SIM_END_LOG"], "a", encoding="utf-8") as log:
@@ -62,6 +66,7 @@ async def entrypoint(ctx: JobContext) -> None:
     sim = ctx.simulation_context()
     if sim is not None and sim.userdata().get("crash"):
         raise RuntimeError("the echo desk is closed")
+    logger.info("echo desk open for %s", ctx.job.id)
     session: AgentSession[None] = AgentSession(
         llm=openai.LLM(model="echo", base_url="http://127.0.0.1:1/v1", api_key="unused")
     )

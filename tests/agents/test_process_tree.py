@@ -10,7 +10,7 @@ import time
 
 import psutil
 
-from lkeval.agents import agent_host
+from lkeval.host import agent_host
 
 # a child that starts a grandchild in its own session (as a tool's daemon would), then waits
 SPAWNER = (

@@ -1,4 +1,4 @@
-"""Warm starts: agents forked by lkeval/agents/fork_server.py behave exactly like cold ones.
+"""Warm starts: agents forked by lkeval/host/fork_server.py behave exactly like cold ones.
 
 The agent-booting tests share one fork server (its preload costs ~2 s of CPU) and drive the
 engine in-process, cold and warm, so the comparison is of the same code path with only the
@@ -533,7 +533,7 @@ def test_forked_agents_with_livekit_turn_detection_never_build_its_local_model(
 def test_the_fork_server_preloads_livekit_without_local_models_unless_asked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from lkeval.agents import fork_server
+    from lkeval.host import fork_server
 
     seen: list[str | None] = []
 

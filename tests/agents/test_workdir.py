@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from lkeval.agents import agent_host
 from lkeval.agents.workdir import prepare_agent_dir
+from lkeval.host import agent_host
 
 
 def test_each_link_points_at_the_entrys_real_path_through_linked_directories(

@@ -1,5 +1,5 @@
 """A test agent that tells which of the framework's timers run in its process
-(tests/e2e/test_agent_timers.py; lkeval/agents/idle_timers.py).
+(tests/e2e/test_agent_timers.py; lkeval/host/idle_timers.py).
 
 Every reply is one JSON object: the names of the process's threads, the coroutine the process
 pool's main task runs, and whether the server's load task was cancelled. With

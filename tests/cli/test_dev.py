@@ -12,7 +12,7 @@ from conftest import TEST_AGENTS
 from lkeval.cli import build_parser, main, run_settings
 from lkeval.cli.dev import DEV_RESULTS, dev_options
 from lkeval.errors import ConfigError, ExitCode
-from lkeval.inproc.loader import load_server
+from lkeval.inproc.loader import AgentImportError, load_server
 
 
 def _scenarios(tmp_path: Path) -> Path:
@@ -96,3 +96,16 @@ def test_two_agent_modules_of_one_name_are_refused_not_confused(tmp_path: Path) 
             load_server(tmp_path / "b" / "lkeval_twin_agent.py")
     finally:
         sys.modules.pop("lkeval_twin_agent", None)
+
+
+def test_without_livekit_agents_here_the_line_says_how_to_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = tmp_path / "lkeval_lonely_agent.py"
+    agent.write_text("from livekit.agents import AgentServer\nserver = AgentServer()\n")
+    monkeypatch.setitem(sys.modules, "livekit.agents.__main__", None)  # import fails as if gone
+    with pytest.raises(AgentImportError) as raised:
+        load_server(agent)
+    line = str(raised.value)
+    assert line.startswith("livekit-agents is not installed here") and "\n" not in line
+    assert "dev dependency" in line and raised.value.exit_code == ExitCode.USAGE

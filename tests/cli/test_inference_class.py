@@ -68,7 +68,7 @@ def _sent(llm: LLMServer) -> set[str | None]:
 def test_the_host_and_the_command_line_know_the_same_classes() -> None:
     # The host runs by path in the agent's interpreter and imports nothing from lk-eval.
     from lkeval import defaults
-    from lkeval.agents import agent_host
+    from lkeval.host import agent_host
 
     assert agent_host.INFERENCE_CLASSES == defaults.INFERENCE_CLASSES
     assert defaults.INFERENCE_CLASS in defaults.INFERENCE_CLASSES

@@ -1,4 +1,4 @@
-"""The framework's idle timers lk-eval cuts in an agent process (lkeval/agents/idle_timers.py,
+"""The framework's idle timers lk-eval cuts in an agent process (lkeval/host/idle_timers.py,
 docs/agent-timers.md): cut in a real agent, and nothing lk-eval relies on changed with them.
 
 A real agent (tests/agents/timers_agent.py) reports from inside its process which timers run;
@@ -16,7 +16,7 @@ import pytest
 from agent_session import booted, run
 from conftest import TEST_AGENTS
 
-from lkeval.agents import idle_timers
+from lkeval.host import idle_timers
 
 pytestmark = pytest.mark.e2e
 

@@ -5,7 +5,7 @@ before it greets, or when the entrypoint greets after ``session.start`` returns.
 alone lk-eval took both for agents that do not greet, sent turn one at once and lost the
 greeting (the console interrupts it with force), so a scripted check on the greeting failed
 and the conversation the judge saw had no greeting. The host now marks the greeting's end
-(lkeval/agents/greeting_mark.py); these scenarios fail on a lk-eval without the mark.
+(lkeval/host/greeting_mark.py); these scenarios fail on a lk-eval without the mark.
 """
 
 from __future__ import annotations

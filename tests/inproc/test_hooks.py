@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from conftest import TEST_AGENTS
 
-from lkeval.agents import agent_host
 from lkeval.cli import main
 from lkeval.errors import ExitCode
+from lkeval.host import agent_host
 from lkeval.inproc import hooks
 from lkeval.inproc.loader import load_server
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import TEST_AGENTS
+from conftest import HOTEL, TEST_AGENTS
 
+from lkeval.agents.process import MOCK_TOOLS_REASON
 from lkeval.inproc import PlayOptions, play_scenario
 from lkeval.inproc.agent import AUDIO_REFUSED
 from lkeval.results.model import ScenarioResult
@@ -67,7 +68,8 @@ def test_a_scripted_scenario_passes_and_on_simulation_end_gets_the_verdict_once(
     assert attempt.agent_check == "passed (no veto)"
     assert attempt.start_mode == "in-process"
     assert attempt.speed_patches["tool_schemas"].startswith("on")  # the schema cache applies
-    assert Path(attempt.log_path or "").is_file()
+    log = Path(attempt.log_path or "").read_text(encoding="utf-8")
+    assert "INFO sim-end-agent: echo desk open for" in log  # the agent's own log lines
 
 
 def test_a_failed_check_fails_and_the_agent_is_told_once(
@@ -120,3 +122,25 @@ def test_an_agent_that_hangs_up_cannot_pass_and_is_not_asked_its_verdict(
         result.reason
     )
     assert _ends(tmp_path) == []  # ctx.shutdown() ended the job: nothing left to ask
+
+
+def test_mock_tools_replace_a_tool_in_process_and_a_wrong_name_is_the_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lkeval.testing.llm_server import LLMServer
+
+    mocked = {"check_availability": [{"output": "0 double rooms (from the mock)"}]}
+    seen = {"contains": {"function_call_output": {"output_contains": "from the mock"}}}
+    turns = [{"user": "Is a double room free for two nights?", "expect": [seen]}]
+    with LLMServer.from_file(HOTEL / "llm_rules.yaml") as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+        monkeypatch.setenv("HOTEL_AGENT_MODEL", "hotel-agent")
+        options = PlayOptions(logs_dir=tmp_path / "logs", boot_timeout=60, turn_timeout=30)
+        hotel = HOTEL / "agent.py"
+        passed = play_scenario(hotel, _scenario(tmp_path, turns=turns, mock_tools=mocked), options)
+        wrong = {"check_availabilty": [{"output": "x"}]}
+        refused = play_scenario(hotel, _scenario(tmp_path, turns=turns, mock_tools=wrong), options)
+    assert passed.status == "passed", passed.reason
+    assert refused.status == "error"
+    assert f"{MOCK_TOOLS_REASON} unknown tool 'check_availabilty'" in refused.reason

@@ -7,6 +7,8 @@ fails here with the module and the line, not later as a surprise at import time.
 from __future__ import annotations
 
 import ast
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import lkeval
@@ -27,6 +29,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"results"}),
     frozenset({"agents", "scenarios"}),
     frozenset({"text"}),
+    frozenset({"host"}),
 )
 FLOOR = frozenset({"errors", "defaults", "startup", "impairments", ""})
 #: Imports the layer order alone would allow but the design does not: the command line builds
@@ -37,19 +40,8 @@ FORBIDDEN: dict[str, frozenset[str]] = {
     # cassettes: the run hands them text and PCM.
     "audio": frozenset({"agents", "scenarios", "replay"}),
 }
-#: Run by path in the agent's interpreter: stdlib and livekit only.
-STANDALONE = (
-    "agents/agent_host.py",
-    "agents/fork_server.py",
-    "agents/fork_child.py",
-    "agents/tls_context.py",
-    "agents/pins.py",
-    "agents/tool_schemas.py",
-    "agents/idle_timers.py",
-    "replay/served.py",
-    "replay/tape.py",
-    "replay/transports.py",
-)
+#: The program that runs in the agent's interpreter (loaded there by path): its own folder.
+HOST = PACKAGE / "host"
 #: Test helpers stand apart: nothing of the product imports them...
 SEPARATE = frozenset({"testing"})
 #: ...but ``--speech local`` asks for the local speech server by name (docs/audio.md): the
@@ -166,12 +158,69 @@ def test_no_import_cycles() -> None:
     assert cycles == [], "\n".join(" -> ".join(c) for c in cycles)
 
 
-def test_standalone_scripts_import_nothing_of_lkeval() -> None:
-    # They may use each other (fork_server loads fork_child and agent_host), found by path.
-    pair = {_module_name(PACKAGE / relative) for relative in STANDALONE}
-    for relative in STANDALONE:
-        others = [t for t, _ in _imports(PACKAGE / relative) if t not in pair]
-        assert others == [], f"{relative} runs in the agent's venv: stdlib + livekit only"
+def _unguarded_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The imports a module runs whatever is installed: at its top level, also under ``if``
+    (not inside a function, nor a ``try`` that handles a missing library, nor a file's
+    ``if __name__ == "__main__"`` block for its maintainers)."""
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If) and "__main__" not in ast.unparse(node.test):
+            yield from _unguarded_imports(node.body)
+            yield from _unguarded_imports(node.orelse)
+
+
+def _host_problems(path: Path) -> list[str]:
+    """Why a file cannot live in ``lkeval/host/``: it imports lk-eval from outside the folder,
+    or, unguarded, a library that is neither the standard library nor livekit."""
+    problems = [
+        f"{path.name}:{line} imports {name}"
+        for name, line in _imports(path, module=f"lkeval.host.{path.stem}")
+        if not name.startswith("lkeval.host")
+    ]
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in _unguarded_imports(tree.body):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            continue  # a sibling
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+        for name in names:
+            root = (name or "").split(".")[0]
+            if root not in sys.stdlib_module_names and root not in ("livekit", "lkeval"):
+                problems.append(f"{path.name}:{node.lineno} imports {name} unguarded")
+    return problems
+
+
+def test_the_host_folder_imports_only_the_standard_library_livekit_and_itself() -> None:
+    # The rule is on the folder: a new file there is checked without any list to keep.
+    problems = [p for path in sorted(HOST.glob("*.py")) for p in _host_problems(path)]
+    assert problems == [], "lkeval/host runs in the agent's venv: stdlib + livekit only"
+
+
+def test_the_host_rule_sees_an_import_of_lkeval_and_an_unguarded_library(tmp_path: Path) -> None:
+    fake = tmp_path / "fake.py"
+    fake.write_text(
+        "import os\nimport requests\nfrom . import pins\nfrom lkeval.text import masking\n"
+        "try:\n    import httpx\nexcept ImportError:\n    httpx = None\n"
+        "def f():\n    import aiohttp\n",
+        encoding="utf-8",
+    )
+    assert _host_problems(fake) == [
+        "fake.py:4 imports lkeval.text.masking",
+        "fake.py:2 imports requests unguarded",
+    ]
+
+
+def test_only_the_host_folder_loads_files_by_path() -> None:
+    # What the agent's interpreter runs is the host folder: nothing else of lk-eval is loaded
+    # into it by file path (the host's one loader is host/siblings.py).
+    loaders = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if "spec_from_file_location" in path.read_text(encoding="utf-8")
+        and HOST not in path.parents
+        and "testing" not in path.parts
+    )
+    assert loaders == []
 
 
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:

@@ -14,9 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from lkeval.agents import agent_host
-from lkeval.replay import tape as tp
-from lkeval.replay import transports
+from lkeval.host import agent_host, transports
+from lkeval.host import tape as tp
 from lkeval.testing.llm_server import LLMServer
 
 # The agent's side: the recorder installed from the environment, then the libraries.
@@ -24,7 +23,7 @@ CHILD = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import agent_host
-agent_host.load_by_path("_lkeval_transports", agent_host.TAPE_FILE).install_from_env()
+agent_host.load_tape().install_from_env()
 libraries = ("httpx", "httpx2", "aiohttp", "requests")
 before = sorted(n for n in libraries if n in sys.modules)
 import httpx
@@ -91,14 +90,14 @@ PRELOADED = """
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import agent_host
-server = agent_host.load_by_path("_fork_server", os.path.join(sys.argv[1], "fork_server.py"))
+server = agent_host.sibling("fork_server")
 host = server.agent_host
 dict(server.WARM_CALLS)["replay recorder"]()
-loaded = sys.modules[host.TAPE_MODULE]
+loaded = sys.modules["_lkeval_transports"]
 patched_before = [type(f).__name__ for f in sys.meta_path if "Patch" in type(f).__name__]
 host.start_tape()
 print(json.dumps({
-    "same_module": sys.modules[host.TAPE_MODULE] is loaded,
+    "same_module": sys.modules["_lkeval_transports"] is loaded,
     "patched_by_loading": patched_before,
     "patched_by_start": [type(f).__name__ for f in sys.meta_path if "Patch" in type(f).__name__],
 }))

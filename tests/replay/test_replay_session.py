@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from lkeval.host import tape as tp
+from lkeval.host.tape import Rules, Tape, request_record
 from lkeval.replay import cassette as cs
-from lkeval.replay import tape as tp
 from lkeval.replay.session import Cassettes, ReplayConfigError, load_rules
-from lkeval.replay.tape import Rules, Tape, request_record
 from lkeval.results.model import Attempt, Usage
 from lkeval.results.pricing import PriceTable
 from lkeval.text.masking import register_secret

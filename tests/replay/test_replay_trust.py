@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from lkeval.host.tape import Rules
 from lkeval.replay import cassette as cs
 from lkeval.replay.manifest import MANIFEST, Entry, Trusted, digest, read_manifest, trusted_from
 from lkeval.replay.session import Cassettes
-from lkeval.replay.tape import Rules
 from lkeval.results.model import Attempt
 
 IDENTITY = {"caller_model": "caller", "judge_model": "judge", "judge_prompt": "abc"}

@@ -18,9 +18,10 @@ from agent_session import dial, greeting_burst, send_at_once
 from google.protobuf.struct_pb2 import Struct
 from livekit.protocol.agent_pb import agent_session as pb
 
-from lkeval.agents import greeting_mark, machine
+from lkeval.agents import machine
 from lkeval.agents.process import AgentFailure, AgentLaunch, AgentProcess
 from lkeval.agents.protocol import SessionConnection, SessionListener
+from lkeval.host import greeting_mark
 from lkeval.run.conversation import Conversation, TurnFailed, died
 
 GREETING_TIMEOUT = 20.0  # far above a burst's milliseconds: hitting it means a lost wakeup
@@ -162,7 +163,7 @@ def test_a_greeting_after_a_lookup_is_waited_for_when_the_host_marks_it(
     tmp_path: Path, marks: bool
 ) -> None:
     """An ``on_enter`` that awaits a lookup before it greets: the session says listening
-    first. With the host's mark (agents/greeting_mark.py) the wait holds until the mark and
+    first. With the host's mark (host/greeting_mark.py) the wait holds until the mark and
     keeps the greeting; without it (a host that cannot mark) the first listening state means
     "no greeting", as before."""
     burst = greeting_burst(text="Hi there")

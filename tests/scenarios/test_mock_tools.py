@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
-from lkeval.agents import tool_mocks
+from lkeval.host import tool_mocks
 from lkeval.scenarios.loader import SCHEMA_PATH, load_scenario_file
 from lkeval.scenarios.model import MockCase, ToolMock, mock_tools_wire
 
@@ -269,7 +269,7 @@ def test_a_case_model_without_error_sends_its_output() -> None:
 def test_the_hosts_control_channel_reads_the_mocks_sent_with_the_scenario() -> None:
     import socket
 
-    from lkeval.agents import agent_host
+    from lkeval.host import agent_host
 
     ours, theirs = socket.socketpair()
     control = agent_host.Control(theirs.detach())

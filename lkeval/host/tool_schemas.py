@@ -32,10 +32,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-try:  # imported as lkeval.agents.tool_schemas (tests, type checks)
+try:  # imported as lkeval.host.tool_schemas (tests, type checks)
     from . import pins
-except ImportError:  # loaded by path in the agent's interpreter, after pins.py (agent_host.py)
-    pins = sys.modules["_lkeval_pins"]
+except ImportError:  # loaded by path in the agent's interpreter, by the host's loader
+    pins = sys.modules["_lkeval_siblings"].sibling("pins")
 
 #: The two builders that are wrapped, by name in ``livekit.agents.llm.utils``.
 BUILDERS = ("build_strict_openai_schema", "build_legacy_openai_schema")

@@ -1,7 +1,7 @@
 """Record and replay HTTP exchanges in whichever process runs it: the agent's, or lk-eval's own.
 
 Standard library only, and importing nothing from lk-eval: the agent host loads this file by
-path (like ``agents/agent_host.py``) into an agent interpreter that may have livekit-agents and
+path (like ``host/agent_host.py``) into an agent interpreter that may have livekit-agents and
 nothing of lk-eval's dependencies. It patches the transports of whichever of httpx (and its
 successor httpx2, which the OpenAI SDK uses), aiohttp and requests are importable, so the
 agent's LLM calls (the OpenAI SDK, LiveKit Inference, other providers' HTTP APIs) and its
@@ -9,7 +9,7 @@ tools' HTTP calls are all seen, without a proxy: a recording proxy cannot read H
 MITM certificate the agent would have to trust, and vcrpy is not installed in the agent's venv
 (docs/replay.md says more).
 
-The transports are patched in :mod:`lkeval.replay.transports` (its sibling, loaded the same
+The transports are patched in :mod:`lkeval.host.transports` (its sibling, loaded the same
 way); this file is what they share: the tape, and requests and responses as a cassette keeps
 them. A :class:`Tape` is one client's exchanges (the agent's, or lk-eval's caller's or
 judge's) in one scenario attempt. For each request it decides: replay a recorded exchange

@@ -1,4 +1,4 @@
-"""The speed patches' pins (lkeval/agents/pins.py): a function's own source is the pin, so a
+"""The speed patches' pins (lkeval/host/pins.py): a function's own source is the pin, so a
 release that changes other lines of its file keeps a patch on, and one that changes the
 function turns it off with a note naming it; every patch is on on the installed release."""
 
@@ -10,7 +10,8 @@ from types import ModuleType
 
 import pytest
 
-from lkeval.agents import agent_host, idle_timers, pins, process, tls_context, tool_schemas
+from lkeval.agents import process
+from lkeval.host import agent_host, idle_timers, pins, tls_context, tool_schemas
 
 BUILDER = "def build(tool):\n    return {'name': tool}\n"
 HELPER = "def helper():\n    return 1\n"

@@ -19,8 +19,8 @@ import httpx2
 import pytest
 import requests
 
-from lkeval.replay import tape as tp
-from lkeval.replay import transports
+from lkeval.host import tape as tp
+from lkeval.host import transports
 from lkeval.testing.llm_server import QuietHTTPServer
 
 SSE = [

@@ -45,10 +45,10 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-try:  # imported as lkeval.agents.idle_timers (tests, type checks)
+try:  # imported as lkeval.host.idle_timers (tests, type checks)
     from . import pins
-except ImportError:  # loaded by path in the agent's interpreter, after pins.py (agent_host.py)
-    pins = sys.modules["_lkeval_pins"]
+except ImportError:  # loaded by path in the agent's interpreter, by the host's loader
+    pins = sys.modules["_lkeval_siblings"].sibling("pins")
 
 #: :func:`pins.source_digest` of what the pool poll and load report cuts rely on, as read in the
 #: releases CI installs (release -> function -> digest, oldest first).

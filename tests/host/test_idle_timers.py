@@ -1,4 +1,4 @@
-"""The idle timers cut in the agent process (lkeval/agents/idle_timers.py): the process pool's
+"""The idle timers cut in the agent process (lkeval/host/idle_timers.py): the process pool's
 poll and the load report go only where nothing needs them, the pool still closes what it ran,
 and on a release whose files were not read nothing changes."""
 
@@ -19,7 +19,7 @@ from livekit.agents.ipc.proc_pool import ProcPool
 from livekit.agents.job import JobExecutorType
 from livekit.agents.worker import ServerEnvOption, _DefaultLoadCalc
 
-from lkeval.agents import idle_timers
+from lkeval.host import idle_timers
 
 
 @pytest.mark.smoke

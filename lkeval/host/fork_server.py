@@ -1,6 +1,6 @@
 """Warm starts: a fork server that imports the framework once and forks one agent per scenario.
 
-Run as ``PYTHON lkeval/agents/fork_server.py [--preload MODULE ...]`` with the agent's interpreter
+Run as ``PYTHON lkeval/host/fork_server.py [--preload MODULE ...]`` with the agent's interpreter
 and the environment a cold agent would get. Like ``agent_host`` it imports nothing from lk-eval
 (``agent_host`` and ``fork_child`` are loaded from this file's directory, by path, under
 private names), so an agent venv without lk-eval runs it.
@@ -44,27 +44,22 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-if __package__:  # imported as lkeval.agents.fork_server (tests, type checks)
+if __package__:  # imported as lkeval.host.fork_server (tests, type checks)
     from . import agent_host, fork_child, tls_context
-else:  # run by path with the agent's interpreter, which may not have lk-eval. Its siblings are
-    # loaded under private names, not through sys.path: a user module named ``agent_host``
-    # stays theirs.
+else:  # run by path with the agent's interpreter, which may not have lk-eval: the agent host,
+    # by path, brings the host's one loader (siblings.py), which loads the rest under private
+    # names, not through sys.path (a user module named ``agent_host`` stays theirs)
     import importlib.util
 
-    def _load_sibling(name: str) -> Any:
-        here = os.path.dirname(os.path.abspath(__file__))
-        spec = importlib.util.spec_from_file_location(
-            f"_lkeval_{name}", os.path.join(here, f"{name}.py")
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        return module
-
-    agent_host = _load_sibling("agent_host")
-    fork_child = _load_sibling("fork_child")
-    tls_context = _load_sibling("tls_context")
+    _spec = importlib.util.spec_from_file_location(
+        "_lkeval_agent_host",
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent_host.py"),
+    )
+    assert _spec is not None and _spec.loader is not None
+    agent_host = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(agent_host)
+    fork_child = agent_host.sibling("fork_child")
+    tls_context = agent_host.sibling("tls_context")
     agent_host.forget_host_dir()  # nothing preloaded may resolve to this directory's modules
 
 PROTOCOL_VERSION = 2
@@ -434,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     """Check support, preload, announce, serve."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="lkeval/agents/fork_server.py")
+    parser = argparse.ArgumentParser(prog="lkeval/host/fork_server.py")
     parser.add_argument(
         "--preload",
         action="append",

@@ -1,7 +1,7 @@
 """Responses served from a record, as aiohttp's and requests' callers read them.
 
-Standard library only, like its siblings :mod:`lkeval.replay.tape` and
-:mod:`lkeval.replay.transports`, which loads it by path in the agent's interpreter. aiohttp
+Standard library only, like its siblings :mod:`lkeval.host.tape` and
+:mod:`lkeval.host.transports`, which loads it by path in the agent's interpreter. aiohttp
 and requests responses are read whole by the transports and handed back from the record, in
 record mode too, so a tool sees the same object whether its call was live or replayed: the
 status, the headers the cassette keeps, and the body however the caller asks for it.

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = r"""
 import os, socket, sys, tempfile, time
 sys.path.insert(0, sys.argv[1])
-from lkeval.agents import fork_server
+from lkeval.host import fork_server
 
 raw_dir = tempfile.mkdtemp(prefix="lkeval-raw-logs-", dir=sys.argv[2])
 raw_log = os.path.join(raw_dir, "agent.log")

@@ -1,6 +1,6 @@
 """Agent-side host: runs the LiveKit thin CLI's console code path with a scenario attached.
 
-Runs *inside* the agent process, as ``python lkeval/agents/agent_host.py AGENT.py --connect-addr
+Runs *inside* the agent process, as ``python lkeval/host/agent_host.py AGENT.py --connect-addr
 HOST:PORT --control-fd N`` (by file path, so an agent venv without lk-eval can run it: this module
 imports nothing from lk-eval; ``--dispatch-file FILE`` instead of ``--control-fd`` runs at once).
 
@@ -55,8 +55,21 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+if __package__:  # imported as lkeval.host.agent_host (lk-eval's process, tests, type checks)
+    from . import siblings
+elif "_lkeval_siblings" in sys.modules:  # loaded by the fork server, which loaded the loader
+    siblings = sys.modules["_lkeval_siblings"]
+else:  # run by path in the agent's interpreter: the host's one loader, by path as well
+    _spec = importlib.util.spec_from_file_location(
+        "_lkeval_siblings", os.path.join(os.path.dirname(os.path.abspath(__file__)), "siblings.py")
+    )
+    assert _spec is not None and _spec.loader is not None
+    siblings = sys.modules["_lkeval_siblings"] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(siblings)
+sibling = siblings.sibling
+HOST_DIR = siblings.HOST_DIR
+
 SUPPORTED_RANGE = ">=1.6.6,<1.9"
-HOST_DIR = os.path.dirname(os.path.abspath(__file__))
 EXIT_UNSUPPORTED = 78
 UNSUPPORTED_MARKER = "lk-eval: unsupported livekit-agents"
 PREPARED = b'{"prepared": true}\n'
@@ -207,20 +220,6 @@ def hold_session_start(control: Control) -> None:
     AgentSession.start = start  # type: ignore[method-assign]
 
 
-def sibling(name: str) -> Any:
-    """A module of this directory, loaded by path under a private name (this host runs by
-    path in the agent's interpreter, which may not have lk-eval, and after
-    :func:`forget_host_dir` nothing resolves to this directory through ``sys.path``)."""
-    if __package__:  # imported as lkeval.agents.agent_host (tests, type checks)
-        return importlib.import_module(f"{__package__}.{name}")
-    loaded = sys.modules.get(f"_lkeval_{name}")
-    if loaded is not None:
-        return loaded
-    if name != "pins":  # the patches read their pins from it
-        sibling("pins")
-    return load_by_path(f"_lkeval_{name}", os.path.join(HOST_DIR, f"{name}.py"))
-
-
 #: The siblings every agent process loads (:func:`run`); the fork server loads them before it
 #: forks, so a child neither compiles nor executes them again.
 HOST_MODULES = ("pins", "tool_schemas", "idle_timers", "greeting_mark")
@@ -250,17 +249,6 @@ def speed_patches(schemas: Any) -> dict[str, str]:
 
 #: The TLS context is prebuilt in the fork server only (``tls_context.py``).
 TLS_COLD = "off (cold start: the TLS context is prebuilt only in the fork server)"
-
-
-def load_by_path(module_name: str, path: str) -> Any:
-    """Execute the file at ``path`` as the module ``module_name`` (registered in
-    ``sys.modules`` first, as an import would, so that it can find itself)."""
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def warm_mock_room() -> None:
@@ -528,9 +516,9 @@ def die_with_tree(code: int) -> None:
 def forget_host_dir() -> None:
     """Take this file's directory off ``sys.path`` before the user's module is imported.
 
-    Run by path, the interpreter puts ``lkeval/agents/`` first on ``sys.path``: its modules
-    (``protocol``, ``process``, ``interface`` ...) would then shadow the agent's own top-level
-    modules of those names, and real agents use such generic names.
+    Run by path, the interpreter puts ``lkeval/host/`` first on ``sys.path``: its modules
+    (``tape``, ``pins``, ``served`` ...) would then shadow the agent's own top-level modules of
+    those names, and real agents use such generic names.
     """
     here = os.path.realpath(HOST_DIR)
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
@@ -592,10 +580,8 @@ def run(agent_path: str, connect_addr: str, dispatch: str | Control) -> int:
     return 0
 
 
-#: The recorder that replays and records the agent's HTTP exchanges (``--cassettes``), loaded
-#: by path like this file, since the agent's interpreter may not have lk-eval.
-TAPE_FILE = os.path.join(HOST_DIR, os.pardir, "replay", "transports.py")
-TAPE_MODULE = "_lkeval_transports"
+#: The recorder that replays and records the agent's HTTP exchanges (``--cassettes``).
+TAPE_MODULE = "transports"
 
 
 def load_tape() -> Any:
@@ -603,7 +589,7 @@ def load_tape() -> Any:
     forks: a child then neither compiles nor executes its three files (with no ``.pyc`` to
     read, ~35 ms of the ~0.3 s of CPU a replayed agent spends, ``bench/replay_phases.py``).
     Loading patches nothing: only ``install_from_env`` does, in the child."""
-    return sys.modules.get(TAPE_MODULE) or load_by_path(TAPE_MODULE, TAPE_FILE)
+    return sibling(TAPE_MODULE)
 
 
 def start_tape() -> None:
@@ -633,7 +619,7 @@ def limit_memory() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the agent process."""
-    parser = argparse.ArgumentParser(prog="lkeval/agents/agent_host.py")
+    parser = argparse.ArgumentParser(prog="lkeval/host/agent_host.py")
     parser.add_argument("agent")
     parser.add_argument("--connect-addr", required=True)
     source = parser.add_mutually_exclusive_group(required=True)

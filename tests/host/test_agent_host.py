@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import TEST_AGENTS
 
-from lkeval.agents import agent_host
 from lkeval.agents.fork_client import ForkServer
 from lkeval.agents.process import AgentLaunch, AgentProcess, agent_env
+from lkeval.host import agent_host
 
 
 def test_installed_livekit_agents_has_every_hook() -> None:

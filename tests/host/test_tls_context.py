@@ -27,7 +27,7 @@ import httpx2
 import pytest
 import trustme
 
-from lkeval.agents import fork_server, tls_context
+from lkeval.host import fork_server, tls_context
 
 LIBRARIES = {library.name: library for library in tls_context.LIBRARIES}
 

@@ -1,6 +1,6 @@
 """The HTTP client libraries' transports, patched to record and replay through a tape.
 
-Standard library only, like :mod:`lkeval.replay.tape`: the agent host loads this file by path
+Standard library only, like :mod:`lkeval.host.tape`: the agent host loads this file by path
 into the agent's interpreter (``install_from_env``), and it loads its siblings ``tape.py`` and
 ``served.py`` the same way; lk-eval's own process imports them as modules. Whichever of
 httpx, httpx2 (the OpenAI SDK's), aiohttp and requests are importable are patched once per
@@ -8,7 +8,7 @@ process at the one place each sends a request (``HTTPTransport.handle_request``,
 ``AsyncHTTPTransport.handle_async_request``, ``ClientSession._request``, ``HTTPAdapter.send``);
 each request asks the registered resolvers for its tape and passes through untouched when none
 claims it. Streams stay streams for httpx; aiohttp and requests responses are read whole and
-served from the record (:mod:`lkeval.replay.served`; in record mode too, so a tool sees the
+served from the record (:mod:`lkeval.host.served`; in record mode too, so a tool sees the
 same object either way).
 """
 
@@ -23,24 +23,12 @@ import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, ClassVar
 
-if __package__:  # imported as lkeval.replay.transports (lk-eval's own process, tests)
+if __package__:  # imported as lkeval.host.transports (lk-eval's own process, tests)
     from . import served
     from . import tape as tp
-else:  # loaded by path in the agent's interpreter: its siblings too, under private names
-    import importlib.util
-
-    def _sibling(name: str) -> Any:
-        here = os.path.dirname(os.path.abspath(__file__))
-        path = os.path.join(here, f"{name}.py")
-        spec = importlib.util.spec_from_file_location(f"_lkeval_{name}", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        return module
-
-    tp = _sibling("tape")
-    served = _sibling("served")
+else:  # loaded by path in the agent's interpreter, by the host's loader (siblings.py)
+    tp = sys.modules["_lkeval_siblings"].sibling("tape")
+    served = sys.modules["_lkeval_siblings"].sibling("served")
 
 Resolve = Callable[[], "tp.Tape | None"]
 _RESOLVERS = "_lkeval_tape_resolvers"
@@ -497,7 +485,7 @@ def install_from_env(environ: Any = None) -> tp.Tape | None:
 
 
 def _aliases(text: str) -> dict[str, str]:
-    """:data:`~lkeval.replay.tape.ALIASES_ENV` as a mapping (lk-eval writes it; anything else
+    """:data:`~lkeval.host.tape.ALIASES_ENV` as a mapping (lk-eval writes it; anything else
     is ignored rather than stop the agent: an unaliased URL only misses)."""
     try:
         data = json.loads(text) if text else {}

@@ -11,7 +11,7 @@ from livekit.agents import Agent, RunContext, function_tool, llm
 from livekit.agents.llm import utils
 from pydantic import Field
 
-from lkeval.agents import agent_host, pins, tool_schemas
+from lkeval.host import agent_host, pins, tool_schemas
 
 
 class Desk(Agent):

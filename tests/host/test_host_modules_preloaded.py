@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lkeval.agents import agent_host
+from lkeval.host import agent_host
 
 SERVER = Path(agent_host.__file__).with_name("fork_server.py")
 

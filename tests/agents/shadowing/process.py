@@ -1,3 +1,0 @@
-"""The agent's own `process` module: its name is also one of lk-eval's agent-side modules."""
-
-WHO = "agent"
