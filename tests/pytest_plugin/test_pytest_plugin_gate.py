@@ -113,3 +113,31 @@ def test_a_fixture_verdict_passes_only_when_a_judge_passed_it(
     if not passed:
         with pytest.raises(pytest.fail.Exception):
             verdict.assert_passed()
+
+
+def test_the_judge_comes_from_where_lkeval_run_takes_it(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # [tool.lkeval] first, then the ini key, then --lkeval-run-args: the last word wins, as
+    # on lkeval run's command line. The preflight's line names the judge that was asked.
+    weak = {
+        "has_tool": "submit_verdict",
+        "tool_calls": [
+            {"name": "submit_verdict", "arguments": {"reasoning": "ok", "verdict": "pass"}}
+        ],
+    }
+    project.makefile(".toml", pyproject='[tool.lkeval]\njudge-model = "file-judge"\n')
+    with LLMServer([weak]) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+        from_file = project.runpytest(*ENABLED)
+        project.makeini("[pytest]\nlkeval_run_args = --judge-model ini-judge\n")
+        from_ini = project.runpytest(*ENABLED)
+        from_option = project.runpytest(*ENABLED, "--lkeval-run-args=--judge-model cli-judge")
+    for run, judge in (
+        (from_file, "file-judge"),
+        (from_ini, "ini-judge"),
+        (from_option, "cli-judge"),
+    ):
+        run.assert_outcomes(failed=1)
+        run.stdout.fnmatch_lines([f"lk-eval: judge preflight: the judge ({judge} at 127.0.0.1:*"])
