@@ -8,11 +8,14 @@ without it none of these sessions knows ``--lkeval-scenarios``.
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
-from conftest import HOTEL, TEST_AGENTS
+from conftest import HOTEL, TEST_AGENTS, hotel_env, run_argv, run_lkeval
 
+from lkeval.results.results_json import load_results
+from lkeval.results.wording import format_transcript
 from lkeval.testing.llm_server import LLMServer
 
 pytest_plugins = ["pytester"]
@@ -87,6 +90,27 @@ def test_scenarios_pass_and_fail_with_a_readable_failure(hotel: pytest.Pytester)
     )
     assert "Traceback" not in out and "lkeval/run/" not in out and "lkeval/inproc/" not in out
     assert SECRET not in out
+
+
+def test_the_same_verdicts_and_transcripts_as_lkeval_run(
+    hotel: pytest.Pytester, hotel_llm: LLMServer, tmp_path: Path
+) -> None:
+    # Parity: the same scenarios, the same scripted LLM, through lkeval run's agent processes
+    # and through pytest in-process: each scenario's outcome, and a failed one's transcript.
+    results_path = tmp_path / "results.json"
+    argv = run_argv(HOTEL / "agent.py", hotel.path / "scenarios.yaml", results_path)
+    console = run_lkeval([*argv, "--judge-model", "judge"], hotel_env(hotel_llm))
+    assert console.returncode == 1, console.stdout + console.stderr
+    by_id = {s.scenario_id: s for s in load_results(results_path).scenarios}
+    out = hotel.runpytest_subprocess("-v", *_options()).stdout.str()
+    for scenario_id, result in by_id.items():
+        outcome = "PASSED" if result.status == "passed" else "FAILED"
+        assert f"scenarios.yaml::{scenario_id} {outcome}" in out, scenario_id
+    failed = {i for i, r in by_id.items() if r.status != "passed"}
+    assert failed == {"SCN_vetoGrace01", "SCN_wrongArgs"}
+    for scenario_id in failed:
+        for line in format_transcript(by_id[scenario_id].attempts[0].transcript):
+            assert line.splitlines()[0] in out, (scenario_id, line)
 
 
 def test_k_selects_one_scenario(hotel: pytest.Pytester) -> None:
