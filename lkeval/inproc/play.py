@@ -15,13 +15,16 @@ expectations, judges and veto, and a :class:`~lkeval.results.model.ScenarioResul
 instead of an agent process.
 
 :class:`ScenarioPlayer` keeps one evaluator (the caller's and judge's clients) for several
-scenarios; :func:`play_scenario` is one scenario, one event loop. Neither runs the judge
-preflight: :func:`lkeval.inproc.preflight_cache.checked_judge` does, once per judge.
+scenarios; :func:`play_scenario` is one scenario, one event loop, and runs the judge preflight
+first (the evaluator's ``preflight``; a caller of :class:`ScenarioPlayer` or
+:func:`aplay_scenario` runs it, outside the event loop, as ``lkeval dev`` and the pytest plugin
+do). A scenario with nothing to check is skipped, as ``lkeval run`` skips it, never passed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import tempfile
 import uuid
 from collections.abc import Sequence
@@ -110,6 +113,12 @@ class ScenarioPlayer:
         if self.evaluator is None:
             self.evaluator = build_evaluator(self.options.llm, [scenario])
         evaluator = self.evaluator
+        unchecked = scenario.nothing_to_check(
+            judge_scripted=evaluator is not None and evaluator.judge_scripted,
+            run_judges=evaluator.run_judges if evaluator is not None else (),
+        )
+        if unchecked is not None:  # as lkeval run decides it, before anything plays: no pass
+            return ScenarioResult.of(scenario, "skipped", unchecked)
         engine_options = EngineOptions(
             concurrency=1,
             repeat=self.options.repeat,
@@ -153,8 +162,22 @@ def play_scenario(
     ``result.status`` is ``passed``, ``failed``, ``error`` or ``skipped``; ``result.reason``
     says why; ``result.attempts[-1]`` has the transcript, the checks (``expectations``), the
     verdicts (the judges' and the agent's own ``on_simulation_end`` veto) and the log path.
+    The judge is checked on its canaries first (kept per judge, as ``lkeval dev`` keeps it):
+    one that cannot tell a failed conversation raises ``JudgePreflightError``. A scenario with
+    nothing to check is ``skipped``, never ``passed``.
     """
-    return asyncio.run(aplay_scenario(agent, scenario, options))
+    player = ScenarioPlayer(agent, options, scenarios=[scenario])
+    if player.evaluator is not None:  # the judge on its canaries first, as lkeval run does
+        player.evaluator.cache_preflight = True
+        player.evaluator.preflight(sys.stderr)
+
+    async def play() -> ScenarioResult:
+        try:
+            return await player.play(scenario)
+        finally:
+            await player.aclose()
+
+    return asyncio.run(play())
 
 
 class _Quiet:

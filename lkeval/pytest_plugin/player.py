@@ -82,14 +82,7 @@ class SessionPlayer:
 
         A missing caller or judge setting raises ``LLMConfigError`` (the item shows its line).
         """
-        player = self._start(scenario)
-        evaluator = player.evaluator
-        unchecked = scenario.nothing_to_check(
-            judge_scripted=evaluator is not None and evaluator.judge_scripted,
-            run_judges=evaluator.run_judges if evaluator is not None else (),
-        )
-        if unchecked is not None:  # as lkeval run decides it, before anything plays
-            return ScenarioResult.of(scenario, "skipped", unchecked)
+        player = self._start(scenario)  # the player skips a scenario with nothing to check
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
         return self._loop.run_until_complete(player.play(scenario))

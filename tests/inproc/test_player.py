@@ -114,7 +114,7 @@ def test_an_audio_scenario_is_not_played_in_process(
 def test_an_agent_that_hangs_up_cannot_pass_and_is_not_asked_its_verdict(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    turns = [{"user": "Thanks, bye"}, {"user": "Still there?"}]
+    turns = [{"user": "Thanks, bye"}, {"user": "Still there?", "expect": [{"message": {}}]}]
     result = _play(tmp_path, monkeypatch, turns=turns)
     assert result.status != "passed"
     assert "the agent ended the session" in result.reason
@@ -144,3 +144,14 @@ def test_mock_tools_replace_a_tool_in_process_and_a_wrong_name_is_the_error(
     assert passed.status == "passed", passed.reason
     assert refused.status == "error"
     assert f"{MOCK_TOOLS_REASON} unknown tool 'check_availabilty'" in refused.reason
+
+
+def test_a_scenario_with_nothing_to_check_is_never_passed_by_the_public_player(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scripted turn with no expectation and no judge checks nothing: ``lkeval run`` skips it
+    and its gate fails; the public ``play_scenario`` once passed it on nothing."""
+    result = _play(tmp_path, monkeypatch, turns=[{"user": "Book it"}])
+    assert result.status == "skipped"
+    assert "nothing to check" in result.reason
+    assert _ends(tmp_path) == []  # nothing played
