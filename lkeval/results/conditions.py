@@ -45,25 +45,30 @@ def _hostname(host: str) -> str:
 def inference_class_change(current: RunResults, baseline: RunResults) -> tuple[str, ...]:
     """The LiveKit Inference class the agent's calls ran at, when it differs from the
     baseline's (both must be recorded): its latency deltas then compare two conditions."""
-    was, now = baseline.metadata.inference_class, current.metadata.inference_class
-    if not was or not now or was == now:
-        return ()
-    return (
-        f"LiveKit Inference class changed since the baseline: {was} → {now} "
-        "(latency deltas compare different conditions)",
+    return _changed(
+        "LiveKit Inference class",
+        baseline.metadata.inference_class,
+        current.metadata.inference_class,
+        "latency deltas compare different conditions",
     )
 
 
 def mode_change(current: RunResults, baseline: RunResults) -> tuple[str, ...]:
     """Text or audio turns, when they differ from the baseline's (both recorded): a text turn's
     latency is a reply's, an audio turn's the caller's wait for the agent's first audio."""
-    was, now = baseline.metadata.conversation_mode, current.metadata.conversation_mode
+    return _changed(
+        "conversation mode",
+        baseline.metadata.conversation_mode,
+        current.metadata.conversation_mode,
+        "latency deltas compare different measures and are not gated",
+    )
+
+
+def _changed(what: str, was: str, now: str, consequence: str) -> tuple[str, ...]:
+    """One warning when both runs recorded ``what`` and it differs; none otherwise."""
     if not was or not now or was == now:
         return ()
-    return (
-        f"conversation mode changed since the baseline: {was} → {now} "
-        "(latency deltas compare different measures and are not gated)",
-    )
+    return (f"{what} changed since the baseline: {was} → {now} ({consequence})",)
 
 
 __all__ = ["inference_class_change", "mode_change", "model_changes"]
