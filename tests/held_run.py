@@ -31,7 +31,7 @@ from lkeval.testing.llm_server import LLMServer
 HELD = TEST_AGENTS / "held_agent.py"
 JUDGE = "held-judge"
 BEFORE_THE_ENGINE = ("preflight", "fork-server")
-IN_THE_ENGINE = ("boot", "conversation", "judging", "writing")
+IN_THE_ENGINE = ("boot", "conversation", "judging", "stopping", "writing")
 SIGNALS = [signal.SIGINT, signal.SIGTERM]
 REPO, PR = "acme/held", 7
 
@@ -98,7 +98,7 @@ def _actions_env(tmp_path: Path, gh_url: str) -> dict[str, str]:
 
 
 def _in_phase(phase: str, mark: Path, llm: LLMServer, gh: Any) -> bool:
-    if phase in ("fork-server", "boot", "conversation"):
+    if phase in ("fork-server", "boot", "conversation", "stopping"):
         return mark.exists() and mark.read_text().strip() != ""
     if phase == "writing":
         return bool(gh.requests)
@@ -147,6 +147,8 @@ def signal_in_phase(tmp_path: Path, phase: str, how: signal.Signals) -> None:
     else:
         assert data["metadata"]["interrupted"] is True
         assert scenario["status"] != "passed", scenario
+    if phase == "stopping":  # decided before its agent stopped: the verdict is not lost
+        assert [a["status"] for a in scenario["attempts"]] == ["passed"], scenario
     if phase in BEFORE_THE_ENGINE:
         assert scenario["reason"] == "not run (interrupted)", scenario
     assert "Held one" in junit.read_text()

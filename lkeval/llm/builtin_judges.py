@@ -2,9 +2,11 @@
 
 Their prompts are livekit's, unchanged (the vocabulary users know). What lk-eval adds: the
 transcript as a livekit ``ChatContext`` with the agent's own instructions in front (where
-``task_completion`` looks for the agent's goal; without them it judges blind), and their LLM
-calls through :class:`MeteredLLM` (lk-eval's timeout, retries, error messages, token counts),
-below.
+``task_completion`` looks for the agent's goal; without them it judges blind), every text in
+it a quoted one-line JSON string (livekit writes each item as a line, ``assistant: TEXT``: raw,
+a reply with line breaks could write lines of its own that read as a new turn, a note to the
+evaluator or the agent's configuration), and their LLM calls through :class:`MeteredLLM`
+(lk-eval's timeout, retries, error messages, token counts), below.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from livekit.agents.types import (
 from lkeval.llm.client import LLMError, LLMReply, call_llm
 from lkeval.llm.config import LLMSpec
 from lkeval.llm.judge import JUDGE_RETRIES, VERDICTS, JudgeError, parse_verdict
+from lkeval.llm.judge_prompt import quoted
 from lkeval.results.model import TranscriptItem, Usage, Verdict
 from lkeval.text.masking import clip
 
@@ -63,22 +66,23 @@ def to_chat_context(
         call_id = item.call_id or f"call_{n}"
         if item.kind == "message" and item.role in ("user", "assistant", "system", "developer"):
             role = cast(Any, item.role)
-            items.append(ChatMessage(role=role, content=[item.text], interrupted=item.interrupted))
+            text = quoted(item.text)
+            items.append(ChatMessage(role=role, content=[text], interrupted=item.interrupted))
         elif item.kind == "function_call":
-            items.append(
-                FunctionCall(call_id=call_id, name=item.name or "", arguments=item.arguments or "")
-            )
+            name, arguments = quoted(item.name or ""), quoted(item.arguments or "")
+            items.append(FunctionCall(call_id=call_id, name=name, arguments=arguments))
         elif item.kind == "function_call_output":
             items.append(
                 FunctionCallOutput(
                     call_id=call_id,
-                    name=item.name or "",
-                    output=item.output or "",
+                    name=quoted(item.name or ""),
+                    output=quoted(item.output or ""),
                     is_error=bool(item.is_error),
                 )
             )
         elif item.kind == "agent_handoff" and item.new_agent:
-            items.append(AgentHandoff(old_agent_id=item.old_agent, new_agent_id=item.new_agent))
+            old = quoted(item.old_agent) if item.old_agent else None
+            items.append(AgentHandoff(old_agent_id=old, new_agent_id=quoted(item.new_agent)))
     return ChatContext(items)
 
 

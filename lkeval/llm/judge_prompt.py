@@ -157,6 +157,13 @@ def _line(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False).translate(_LINE_BREAKS)
 
 
+def quoted(text: str) -> str:
+    """``text`` as one quoted JSON string on one line: what the agent, its tools or the caller
+    wrote can never start a line of the prompt of its own (a fake turn, a fake evaluator note,
+    a fake end of the conversation) where the prompt is not lk-eval's (LiveKit's judges)."""
+    return json.dumps(text, ensure_ascii=False).translate(_LINE_BREAKS)
+
+
 def render_transcript(transcript: Sequence[TranscriptItem]) -> str:
     """The conversation as JSON lines, one item a line: what both sides said and what the agent
     did (tool calls with arguments, outputs marked when they are errors, handoffs)."""

@@ -14,9 +14,11 @@ describes the file.
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Callable
 from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
-from typing import Any, TypeVar, get_args, get_origin, get_type_hints
+from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from lkeval.errors import InputFileError
 from lkeval.results.history import MAX_WINDOW, HistoryRate, digests, rate_of, scenario_entry
@@ -260,30 +262,73 @@ def _hints(cls: Any) -> dict[str, Any]:
     return _HINTS[cls]
 
 
-def _build(cls: type[T], raw: Any) -> T:
+def _build(cls: type[T], raw: Any, where: str = "") -> T:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where or 'the file'}: expected an object, got {_kind(raw)}")
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
     for f in fields(cls):  # type: ignore[arg-type]
         if f.name in raw:
-            kwargs[f.name] = _convert(hints[f.name], raw[f.name])
+            kwargs[f.name] = _convert(hints[f.name], raw[f.name], _at(where, f.name))
     return cls(**kwargs)
 
 
-def _convert(tp: Any, value: Any) -> Any:
+#: What a JSON scalar must be for a field of each type (bool is not a number here).
+_SCALARS: dict[Any, tuple[str, Callable[[Any], bool]]] = {
+    str: ("a string", lambda v: isinstance(v, str)),
+    bool: ("true or false", lambda v: isinstance(v, bool)),
+    int: ("a whole number", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    float: (
+        "a number",
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+    ),
+}
+
+
+def _convert(tp: Any, value: Any, where: str) -> Any:
+    """``value`` as the field type ``tp``; a value of another type is a ValueError naming the
+    field, so a malformed file is a clear error, never a wrong type deep in a report."""
     origin = get_origin(tp)
     args = get_args(tp)
     if value is None:
         return None
     if is_dataclass(tp) and isinstance(tp, type):
-        return _build(tp, value)
+        return _build(tp, value, where)
+    if origin is Literal:
+        if value not in args:
+            raise ValueError(f"{where}: {_kind(value)} is not one of {', '.join(map(repr, args))}")
+        return value
     if origin is tuple:
-        return tuple(_convert(args[0], v) for v in value)
+        _expect(isinstance(value, list), where, "a list", value)
+        return tuple(_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
     if origin is dict:
-        return {k: _convert(args[1], v) for k, v in value.items()}
+        _expect(isinstance(value, dict), where, "an object", value)
+        return {k: _convert(args[1], v, _at(where, k)) for k, v in value.items()}
     if origin is not None and type(None) in args:  # Optional[X]
         inner = [a for a in args if a is not type(None)]
-        return _convert(inner[0], value) if len(inner) == 1 else value
+        return _convert(inner[0], value, where) if len(inner) == 1 else value
+    if tp in _SCALARS:
+        what, fits = _SCALARS[tp]
+        _expect(fits(value), where, what, value)
+        return float(value) if tp is float else value
     return value
+
+
+def _expect(fits: bool, where: str, what: str, value: Any) -> None:
+    if not fits:
+        raise ValueError(f"{where}: expected {what}, got {_kind(value)}")
+
+
+def _at(where: str, name: str) -> str:
+    return f"{where}.{name}" if where else name
+
+
+def _kind(value: Any) -> str:
+    """A value as an error names it: its JSON kind, and a short scalar itself."""
+    if isinstance(value, (dict, list)):
+        return "an object" if isinstance(value, dict) else "a list"
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 __all__ = [

@@ -122,6 +122,13 @@ class ScenarioAttempt:
             if decided is not None:
                 decided(self.agent_cause)
             return attempt
+        except asyncio.CancelledError:
+            if self.interrupted is not None and self.interrupted.status in ("passed", "failed"):
+                # decided, then cancelled while its agent stopped: its replay was not checked
+                # (a miss makes an error), so the verdict is not kept as it stands
+                why = "interrupted while its agent stopped: its replay was not checked"
+                self.interrupted = dataclasses.replace(self.interrupted, status="error", reason=why)
+            raise
         finally:
             tapes.discard()
             if slot is not None:
@@ -150,6 +157,7 @@ class ScenarioAttempt:
         conn: SessionConnection | None = None
         conversing = cancelled = False
         opened: list[float] = []  # when the conversation slot opened
+        decided: Attempt | None = None  # the result, once there is one
 
         async def converse() -> None:
             if slot is not None:
@@ -165,14 +173,16 @@ class ScenarioAttempt:
                 self.agent_cause = exc.reason
                 # the wait for the conversation slot is not the scenario's time
                 began = opened[0] if opened else started
-                return self._attempt("error", exc.reason, began, agent, exc.log_tail)
+                decided = self._attempt("error", exc.reason, began, agent, exc.log_tail)
+                return decided
             conv = Conversation(conn, agent, self.turn_timeout)
             if rig is not None:  # the microphone is live from the first moment of the call
                 self.call = AudioCall(conv, rig.audio_settings(self.job_id, self.scenario.impair))
             if slot is not None:
                 started = time.monotonic()  # the wait for a slot is not the scenario's time
             conversing = True
-            return await self._converse(conv, agent, started)
+            decided = await self._converse(conv, agent, started)
+            return decided
         except asyncio.CancelledError:
             # Ctrl-C / SIGTERM: keep what this attempt saw so far for the partial results
             self._keep_interrupted(conv if conversing else None, agent, started)
@@ -183,11 +193,22 @@ class ScenarioAttempt:
                 self.on_decided(self.agent_cause)
             if slot is not None:
                 slot.release()
-            if self.call is not None:
-                await self.call.close()
-            if conn is not None:
-                await conn.close()
-            await agent.stop(self.settings.stop_grace)  # finishes even if cancelled again
+            try:
+                await self._hang_up(agent, conn)
+            except asyncio.CancelledError:
+                # Ctrl-C / SIGTERM while the agent stopped: a result decided before it is kept
+                # for the partial results, not lost to the cancellation
+                if decided is not None and self.interrupted is None:
+                    self.interrupted = decided
+                raise
+
+    async def _hang_up(self, agent: AgentProcess, conn: SessionConnection | None) -> None:
+        """The call, the session and the agent closed, in that order."""
+        if self.call is not None:
+            await self.call.close()
+        if conn is not None:
+            await conn.close()
+        await agent.stop(self.settings.stop_grace)  # finishes even if cancelled again
 
     def _agent_process(self, agent_env: dict[str, str] | None) -> AgentProcess | Attempt:
         """The attempt's agent, not started yet; the attempt itself when it cannot run (no

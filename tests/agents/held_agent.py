@@ -2,6 +2,8 @@
 
 - ``boot``: the agent's module never finishes importing (the agent is booting);
 - ``conversation``: the reply to the caller's first turn never comes (a turn in progress);
+- ``stopping``: its conversation goes as usual, and its job's shutdown never finishes (lk-eval
+  has decided the attempt and is stopping the agent);
 - anything else (or unset): greets and echoes the caller, with no LLM.
 
 Heavy and slow as a test needs: with ``HOLD_MIB`` it holds that many MiB of its own memory from
@@ -75,4 +77,11 @@ async def entrypoint(ctx: JobContext) -> None:
     # An LLM is configured (as in real agents) but llm_node above never calls it.
     session: AgentSession[None] = AgentSession(llm=openai.LLM(model="held-agent"))
     _stage("entrypoint")
+    if HOLD_AT == "stopping":
+
+        async def held_shutdown() -> None:
+            _mark()
+            await asyncio.sleep(600)
+
+        ctx.add_shutdown_callback(held_shutdown)
     await session.start(agent=HeldAgent(), room=ctx.room)

@@ -24,11 +24,14 @@ from lkeval.testing.llm_server import LLMServer
 
 
 def _nested_results(tmp_path: Path, name: str, depth: int) -> Path:
-    """A valid results file with ``depth`` nested lists under one metadata value."""
+    """A valid results file with ``depth`` nested lists under a metadata key a newer writer
+    might add (a reader ignores keys it does not know)."""
     raw = json.loads(dump_results(run_results()))
     text = json.dumps(raw)
     value = "[" * depth + "]" * depth
-    text = text.replace('"git_branch": "feature/booking"', f'"git_branch": {value}', 1)
+    text = text.replace(
+        '"git_branch": "feature/booking"', f'"x_newer": {value}, "git_branch": "feature/booking"', 1
+    )
     assert value in text
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
