@@ -52,8 +52,10 @@ MODES = ("text", "audio")
 SPEECH = "agent"
 """``--speech``: in audio mode, ``agent`` leaves the agent's speech models as it configured
 them (its own provider keys); ``local`` serves its LiveKit Inference / OpenAI STT and TTS from
-lk-eval's local speech server (an oracle STT: recognition is not tested; espeak TTS)."""
-SPEECH_CHOICES = ("agent", "local")
+lk-eval's local speech server (an oracle STT: recognition is not tested; espeak TTS);
+``local:pocketsphinx`` the same with pocketsphinx recognizing what the agent received (the
+``speech`` extra)."""
+SPEECH_CHOICES = ("agent", "local", "local:pocketsphinx")
 VOICE = "espeak"
 """``--voice``: the caller's text-to-speech in audio mode (``espeak[:VOICE]``,
 ``openai:MODEL[:VOICE]``, ``inference:PROVIDER/MODEL[:VOICE]``)."""

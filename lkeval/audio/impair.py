@@ -12,8 +12,11 @@ audio through the same, per 20 ms frame:
 * ``jitter=N ms``: each frame is held back by a delay drawn from 0 to 2N ms (mean N), frames
   kept in order, as a network without a jitter buffer delivers them.
 
-Every draw comes from ``seed`` (one independent stream per impairment), so the same seed replays
-the same call byte for byte; the results record it. :meth:`Impairer.stats` reports the loss and
+Every draw comes from ``seed`` (one independent stream per impairment), and each caller line's
+draws start afresh from (``seed``, the line's number) when the microphone starts it
+(:meth:`Impairer.begin_line`): a line is impaired the same way however long the pause before it
+lasted (which depends on the agent's timing), so the same seed replays the same line byte for
+byte; the results record it. :meth:`Impairer.stats` reports the loss and
 the signal-to-noise ratio actually produced.
 """
 
@@ -95,17 +98,29 @@ class Impairer:
     def __init__(self, impairments: Impairments, seed: int | None = None) -> None:
         self.impairments = impairments
         self.seed = impairments.seed if seed is None else seed
-        noise_seq, loss_seq, jitter_seq = np.random.SeedSequence(self.seed).spawn(3)
-        self._noise_rng = np.random.default_rng(noise_seq)
-        self._loss_rng = np.random.default_rng(loss_seq)
-        self._jitter_rng = np.random.default_rng(jitter_seq)
+        self._lines = 0
+        self._seed_streams(np.random.SeedSequence(self.seed))
         self._codec = CodecRoundTrip(impairments.codec) if impairments.codec else None
-        self._bad = False
         self._speech_rms = DEFAULT_SPEECH_RMS
         self._released = 0.0
         self._tally = _Tally()
         self.last_delay = 0.0
         """Seconds to hold back the frame :meth:`process` just returned (jitter)."""
+
+    def _seed_streams(self, seed: np.random.SeedSequence) -> None:
+        noise_seq, loss_seq, jitter_seq = seed.spawn(3)
+        self._noise_rng = np.random.default_rng(noise_seq)
+        self._loss_rng = np.random.default_rng(loss_seq)
+        self._jitter_rng = np.random.default_rng(jitter_seq)
+        self._bad = False  # a line starts in the Gilbert-Elliott chain's good state
+
+    def begin_line(self, line: bytes) -> None:
+        """The next frame is the first of ``line`` (the caller's speech): its draws start from
+        (seed, line number), and the first line sets the noise level (:meth:`calibrate`)."""
+        self._lines += 1
+        self._seed_streams(np.random.SeedSequence([self.seed, self._lines]))
+        if self._lines == 1:
+            self.calibrate(line)
 
     def calibrate(self, line: bytes) -> None:
         """Set the noise level against this line's speech level (call with the first line)."""

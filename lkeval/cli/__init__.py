@@ -35,6 +35,7 @@ from typing import Any, NoReturn, TextIO
 
 from lkeval import __version__
 from lkeval.cli import calibrate as calibrate_command
+from lkeval.cli import dev as dev_command
 from lkeval.cli import merge as merge_command
 from lkeval.cli import pin as pin_command
 from lkeval.cli import report as report_command
@@ -49,6 +50,7 @@ from lkeval.text.untrusted import add_mask_commands, inert_lines, one_line
 #: The subcommands, in ``--help`` order: each adds its parser and sets its ``handler``.
 COMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
     run_command.add_command,
+    dev_command.add_command,
     validate_command.add_command,
     report_command.add_command,
     merge_command.add_command,
@@ -183,12 +185,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_settings(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Settings | None:
-    """``[tool.lkeval]`` (or lkeval.toml) for ``lkeval run``; None for the other commands, or
-    when ``--no-settings`` is given or the project has none."""
+    """``[tool.lkeval]`` (or lkeval.toml) for ``lkeval run``, and its keys ``lkeval dev``
+    takes; None for the other commands, or when ``--no-settings`` is given or the project has
+    none."""
     command = next((word for word in argv if not word.startswith("-")), None)
-    if command != "run" or "--no-settings" in argv:
+    if command not in ("run", "dev") or "--no-settings" in argv:
         return None
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    if command == "dev":
+        takes = {f.lstrip("-") for a in sub.choices["dev"]._actions for f in a.option_strings}
+        return load_settings(sub.choices["run"], Path.cwd(), takes.__contains__)
     return load_settings(sub.choices["run"], Path.cwd())
 
 

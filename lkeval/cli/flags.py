@@ -245,7 +245,8 @@ def _add_audio(group: argparse._ArgumentGroup) -> None:
         default=RunOptions.speech,
         help="audio mode: agent (default) keeps the agent's own speech models; local serves "
         "its LiveKit Inference / OpenAI STT and TTS from lk-eval's local speech server (an "
-        "oracle STT told each line: recognition not tested)",
+        "oracle STT told each line: recognition not tested); local:pocketsphinx the same with "
+        "pocketsphinx recognizing what the agent received (pip install 'lk-eval[speech]')",
     )
     group.add_argument(
         "--voice",

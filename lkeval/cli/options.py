@@ -12,6 +12,7 @@ parse time, so a typo exits 2 before any agent boots.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -112,7 +113,8 @@ class RunOptions:
     mode: str = defaults.MODE
     """``--mode``: text or audio, for scenarios without their own ``mode:``."""
     speech: str = defaults.SPEECH
-    """``--speech``: agent (its own speech models) or local (lk-eval's speech server)."""
+    """``--speech``: agent (its own speech models), local (lk-eval's speech server, oracle STT)
+    or local:pocketsphinx (the same, pocketsphinx recognizing)."""
     voice: str = defaults.VOICE
     """``--voice``: the caller's text-to-speech in audio mode."""
     impair: str = ""
@@ -420,7 +422,7 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         cold_start=args.cold_start,
         inference_class=args.inference_class,
         mode=args.mode,
-        speech=args.speech,
+        speech=speech_option(args.speech),
         voice=args.voice,
         impair=args.impair,
         listen=args.listen,
@@ -495,3 +497,13 @@ __all__ = [
     "shard",
     "tag",
 ]
+
+
+def speech_option(speech: str) -> str:
+    """``--speech``, with the optional recognizer it names installed (a clear error before any
+    agent boots, not a failed call per scenario)."""
+    if speech == "local:pocketsphinx" and importlib.util.find_spec("pocketsphinx") is None:
+        raise UsageError(
+            "--speech local:pocketsphinx needs pocketsphinx: pip install 'lk-eval[speech]'"
+        )
+    return speech

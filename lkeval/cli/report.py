@@ -138,12 +138,16 @@ def printed_gate_line(gate: GateOutcome) -> str:
 
 
 def decide(
-    results: RunResults, options: ReportOptions, baseline: FetchedBaseline | None
+    results: RunResults,
+    options: ReportOptions,
+    baseline: FetchedBaseline | None,
+    results_path: str | None = None,
 ) -> tuple[Report, GitHubContext | None]:
     """Compare with the baseline, decide the gate, and build the one :class:`Report`.
 
     The results must already be masked; in Actions the report shows the PR's head commit
-    (not the merge commit ``GITHUB_SHA``) and links the run.
+    (not the merge commit ``GITHUB_SHA``) and links the run, and its audio calls by their path
+    inside ``results_path``'s folder (the one the recipes upload).
     """
     baseline_results = (
         mask_results(baseline.results) if baseline is not None and baseline.results else None
@@ -180,10 +184,20 @@ def decide(
         comparison,
         gate,
         run_url=ctx.run_url if ctx else None,
+        artifacts_url=ctx.artifacts_url if ctx else None,
+        artifacts_root=str(Path(results_path).parent) if results_path else None,
         title=comment_title(options.comment_id, options.title),
         repo_root=str(root) if (root := repo_root()) else None,
     )
     return report, ctx
+
+
+def for_file(report: Report, name: str, path: str) -> Report:
+    """The report as the file at ``path`` shows it: the Markdown file links a call's WAV and
+    SVG relative to its own folder (it travels with them), not to the run's artifacts page."""
+    if name != "markdown":
+        return report
+    return dataclasses.replace(report, files_from=str(Path(path).parent), artifacts_url=None)
 
 
 def finish(
@@ -208,11 +222,14 @@ def finish(
     check_not_itself(results, baseline)
     if baseline is not None:
         emit(inert_line(baseline_line(baseline), 2000))
-    report, ctx = decide(results, options, baseline)
+    report, ctx = decide(results, options, baseline, results_path)
     # The small file CI reads first (JUnit) before the others: on a disk that fills up as
     # they are written, the one a test-report step needs is the one that made it.
     ordered = sorted(options.files, key=lambda f: f[0] != "junit")
-    files = [(path, REPORTER_BY_NAME[name]().format(report)) for name, path in ordered]
+    files = [
+        (path, REPORTER_BY_NAME[name]().format(for_file(report, name, path)))
+        for name, path in ordered
+    ]
     failures = write_all(files)
     # Where every report went, so nobody has to guess (results and logs: ``lkeval run``).
     failed = {f.path for f in failures}

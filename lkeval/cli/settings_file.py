@@ -20,7 +20,7 @@ import difflib
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,8 +75,13 @@ def find_settings_file(start: Path) -> tuple[Path, str] | None:
     return None
 
 
-def load_settings(parser: argparse.ArgumentParser, start: Path) -> Settings | None:
-    """Read the settings file that applies at ``start`` against ``parser`` (``run``'s)."""
+def load_settings(
+    parser: argparse.ArgumentParser, start: Path, applies: Callable[[str], bool] | None = None
+) -> Settings | None:
+    """Read the settings file that applies at ``start`` against ``parser`` (``run``'s).
+
+    ``applies``: which of ``run``'s flags (by name, no dashes) the command takes; the file's
+    other keys are checked all the same and left out (``lkeval dev`` has no ``python``)."""
     found = find_settings_file(start)
     if found is None:
         return None
@@ -94,7 +99,9 @@ def load_settings(parser: argparse.ArgumentParser, start: Path) -> Settings | No
     flags: list[str] = []
     for key, value in data.items():
         where = f"{path}:{_line_of(text, key)}"
-        flags.extend(_flags_for(key, value, actions, where, path.parent.resolve()))
+        given = list(_flags_for(key, value, actions, where, path.parent.resolve()))
+        if applies is None or applies(key.replace("_", "-")):
+            flags.extend(given)
     return Settings(path, table, tuple(flags))
 
 

@@ -104,10 +104,11 @@ HOOKS: tuple[tuple[str, str], ...] = (
 )
 
 
-def missing_hooks() -> list[str]:
-    """The private livekit-agents names this host needs that the installed version lacks."""
+def missing_hooks(hooks: Iterable[tuple[str, str]] | None = None) -> list[str]:
+    """The private livekit-agents names this host (or ``hooks``: the in-process player's)
+    needs that the installed version lacks."""
     missing = []
-    for module_name, attr_path in HOOKS:
+    for module_name, attr_path in HOOKS if hooks is None else hooks:
         try:
             obj: Any = importlib.import_module(module_name)
             for part in attr_path.split("."):

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from lkeval.llm import preflight_cache
 from lkeval.llm.config import (
     LLMConfigError,
     LLMOptions,
@@ -74,6 +75,9 @@ class LLMEvaluator:
         self.allow_weak_judge = allow_weak_judge
         self._environ = environ
         self._llms: dict[str, Any] = {}
+        #: ``lkeval dev``: keep the preflight's outcome between runs of the same judge
+        #: (:mod:`lkeval.llm.preflight_cache`); ``lkeval run`` always asks.
+        self.cache_preflight = False
 
     def _llm(self, spec: LLMSpec) -> Any:
         if spec.role not in self._llms:
@@ -111,17 +115,30 @@ class LLMEvaluator:
             return None
         from lkeval.llm.preflight import preflight_judge, preflight_line
 
-        check = preflight_judge(
-            self.judge_spec,
-            self._environ,
-            maybe_is_pass=self.maybe_is_pass,
-            allow_weak=self.allow_weak_judge,
-            suite_controls=suite_controls,
-        )
+        key = self._preflight_key() if self.cache_preflight and not suite_controls else None
+        check = preflight_cache.load_check(key) if key else None
+        if check is not None:
+            print("judge preflight: kept from an earlier run of this judge", file=out)
+        else:
+            check = preflight_judge(
+                self.judge_spec,
+                self._environ,
+                maybe_is_pass=self.maybe_is_pass,
+                allow_weak=self.allow_weak_judge,
+                suite_controls=suite_controls,
+            )
+            if key:
+                preflight_cache.save_check(key, check)
         print(preflight_line(check, self.maybe_is_pass), file=out, flush=True)
         if check.verdict_form == "json_schema":  # how this endpoint gives verdicts
             self.judge_spec = dataclasses.replace(self.judge_spec, verdict_form="json_schema")
         return check
+
+    def _preflight_key(self) -> str:
+        assert self.judge_spec is not None
+        return preflight_cache.cache_key(
+            self.judge_spec, self.prompts_digest(), self.maybe_is_pass, self.allow_weak_judge
+        )
 
     def caller_for(self, scenario: Scenario) -> Any:
         """A fresh simulated caller, or None when this scenario has none to play."""

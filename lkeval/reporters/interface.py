@@ -37,6 +37,15 @@ class Report:
     title: str = "lk-eval"
     repo_root: str | None = None
     """The repository's root, that file paths in reports are relative to (None: as recorded)."""
+    files_from: str | None = None
+    """The folder the Markdown file is written to: an audio call's WAV and SVG are linked
+    relative to it (:mod:`lkeval.reporters.call_links`)."""
+    artifacts_url: str | None = None
+    """The run's artifacts page (validated, from the environment only), that a PR comment or
+    job summary links a call's files to, as GitHub cannot link a file on the runner."""
+    artifacts_root: str | None = None
+    """The folder the recipes upload (the results file's): a call's files are named by their
+    path inside it."""
 
 
 def build_report(

@@ -18,11 +18,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from lkeval.reporters.call_links import call_files, call_links
 from lkeval.reporters.interface import Report, Reporter
 from lkeval.reporters.markdown_parts import (
     cell,
     counts_line,
     failure_block,
+    icon,
     interrupted_note,
     is_bad,
     latency_chart,
@@ -44,6 +46,7 @@ from lkeval.results.sensitivity import sensitivity_line
 from lkeval.results.wording import (
     LIVE,
     MISSED,
+    attempt_to_show,
     count,
     has_replays,
     is_repeated,
@@ -205,6 +208,8 @@ def _render(report: Report, level: Level, failures_kept: int) -> str:
         blocks.append(suite_delta_line(report.comparison))
     blocks += metrics_lines(report.results)
     blocks += _table(report, level)
+    if level.table and (calls := calls_list(report)):
+        blocks.append(calls)
     chart = latency_chart(report.results, report.comparison) if level.chart else ""
     if chart and report.details:
         blocks.append(chart)
@@ -236,6 +241,7 @@ def _failure_sections(report: Report, level: Level, kept: int) -> list[str]:
                 level.short_reasons,
                 report.details,
                 pin_hint=level.pin_hint,
+                links=report,
             )
         )
     if kept < len(failing):
@@ -293,6 +299,32 @@ def live_list(results: RunResults) -> str:
     if len(live) > LIVE_LISTED:
         lines.append(f"and {len(live) - LIVE_LISTED} more (see the table)")
     return name_list(f"🔁 Live, not replayed ({len(live)})", lines)
+
+
+#: Calls linked by name in the report, at most (the results file has them all).
+CALLS_LISTED = 50
+
+
+def calls_list(report: Report) -> str:
+    """Every audio scenario's call (the attempt the report shows), its WAV and SVG linked as
+    this report can link them (:mod:`lkeval.reporters.call_links`); "" when none was kept."""
+    calls = [
+        (scenario, attempt)
+        for scenario in report.results.scenarios
+        if (attempt := attempt_to_show(scenario)) is not None and call_files(attempt.call)
+    ]
+    if not calls:
+        return ""
+    lines = [
+        f"- {icon(s)} {text(s.label, LABEL_CHARS)}: {call_links(a.call, report)}"
+        for s, a in calls[:CALLS_LISTED]
+    ]
+    if len(calls) > CALLS_LISTED:
+        lines.append(f"- and {len(calls) - CALLS_LISTED} more (in the results file)")
+    title = f"🎧 The calls, to hear and see ({len(calls)})"
+    if not report.details:
+        return f"**{title}**\n\n" + "\n".join(lines)
+    return f"<details><summary>{title}</summary>\n\n" + "\n".join(lines) + "\n\n</details>"
 
 
 def _table(report: Report, level: Level) -> list[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lkeval.errors import ExitCode
+from lkeval.reporters.call_links import call_links
 from lkeval.reporters.interface import Report
 from lkeval.results.baseline import Comparison, MetricDelta, ScenarioChange
 from lkeval.results.gate import format_rate, tally
@@ -234,8 +235,10 @@ def failure_block(
     short_reasons: bool,
     collapsible: bool,
     pin_hint: bool = True,
+    links: Report | None = None,
 ) -> str:
-    """A failing scenario: where it is, every reason once, the agent's own check, transcript."""
+    """A failing scenario: where it is, every reason once, the agent's own check, transcript;
+    an audio call's files linked as ``links`` (the report) can link them."""
     tags = [text(scenario.group_name)]
     if change is not None and change.kind in ("regression", "new"):
         tags.append(CHANGE_TEXT[change.kind])
@@ -272,9 +275,7 @@ def failure_block(
             tail = attempt.log_tail[-min(LOG_TAIL_LINES, transcript_items) :]
             where = f" of <code>{text(attempt.log_path)}</code>" if attempt.log_path else ""
             parts.append(_collapsed(f"Last {len(tail)} log lines{where}", "\n".join(tail)))
-        if attempt.call is not None and (attempt.call.recording or attempt.call.timeline):
-            files = [f for f in (attempt.call.recording, attempt.call.timeline) if f]
-            listed = " · ".join(f"<code>{text(f)}</code>" for f in files)
+        if listed := call_links(attempt.call, links):
             parts.append(f"The call, to hear and see (with the run's logs): {listed}")
         if pin_hint and (pin := pin_command(scenario, attempt)):
             parts.append(f"Keep this conversation as a test: <code>{text(pin)}</code>")

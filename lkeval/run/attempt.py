@@ -13,8 +13,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from lkeval.agents.process import AgentFailure, AgentProcess
+from lkeval.agents.process import AgentFailure
 from lkeval.agents.protocol import ProtocolError, SessionConnection
+from lkeval.agents.session_agent import SessionAgent
 from lkeval.audio import SpeechError
 from lkeval.replay.session import AttemptTapes, active
 from lkeval.results.model import (
@@ -202,7 +203,7 @@ class ScenarioAttempt:
                     self.interrupted = decided
                 raise
 
-    async def _hang_up(self, agent: AgentProcess, conn: SessionConnection | None) -> None:
+    async def _hang_up(self, agent: SessionAgent, conn: SessionConnection | None) -> None:
         """The call, the session and the agent closed, in that order."""
         if self.call is not None:
             await self.call.close()
@@ -210,7 +211,7 @@ class ScenarioAttempt:
             await conn.close()
         await agent.stop(self.settings.stop_grace)  # finishes even if cancelled again
 
-    def _agent_process(self, agent_env: dict[str, str] | None) -> AgentProcess | Attempt:
+    def _agent_process(self, agent_env: dict[str, str] | None) -> SessionAgent | Attempt:
         """The attempt's agent, not started yet; the attempt itself when it cannot run (no
         simulated user for a scenario that needs one, audio without the run's speech)."""
         self.caller = self.evaluator.caller_for(self.scenario) if self.evaluator else None
@@ -224,10 +225,10 @@ class ScenarioAttempt:
             return Attempt(status="error", reason="audio mode needs the run's speech (--speech)")
         if rig is not None:
             agent_env = {**rig.agent_env(self.job_id), **(agent_env or {})}
-        return AgentProcess(self.settings.launch, dispatch, self.log_path, mocks, agent_env)
+        return self.settings.agents(self.settings.launch, dispatch, self.log_path, mocks, agent_env)
 
     def _keep_interrupted(
-        self, conv: Conversation | None, agent: AgentProcess, started: float
+        self, conv: Conversation | None, agent: SessionAgent, started: float
     ) -> None:
         """What an interrupted attempt saw so far, for the partial results; one whose
         conversation never began (``conv`` None) did not run: its agent only booted."""
@@ -239,7 +240,7 @@ class ScenarioAttempt:
         else:
             self.interrupted = Attempt(status="skipped", reason=NOT_RUN_INTERRUPTED)
 
-    async def _converse(self, conv: Conversation, agent: AgentProcess, started: float) -> Attempt:
+    async def _converse(self, conv: Conversation, agent: SessionAgent, started: float) -> Attempt:
         p = self.p
         try:
             greeting, note = await conv.wait_for_greeting(self.turn_timeout)
@@ -277,11 +278,11 @@ class ScenarioAttempt:
                 return self._attempt("error", str(exc), started, agent, agent.log_tail())
         return await self._judge_and_finalize(conv, agent, started)
 
-    def _agent_reason(self, reason: str, conv: Conversation, agent: AgentProcess) -> str:
+    def _agent_reason(self, reason: str, conv: Conversation, agent: SessionAgent) -> str:
         return with_agent_text(reason, agent_error_text(conv.errors, agent.log_tail(400)))
 
     def _ended_early(
-        self, conv: Conversation, agent: AgentProcess, started: float, ended: str
+        self, conv: Conversation, agent: SessionAgent, started: float, ended: str
     ) -> Attempt:
         """The agent hung up or its session closed: its own verdict can no longer be asked,
         so the attempt cannot pass; before the caller's first turn it is no conversation."""
@@ -402,7 +403,7 @@ class ScenarioAttempt:
         return self.call is not None and metrics is not None and metrics.first_audio_ms is not None
 
     async def _judge_and_finalize(
-        self, conv: Conversation, agent: AgentProcess, started: float
+        self, conv: Conversation, agent: SessionAgent, started: float
     ) -> Attempt:
         p = self.p
         verdicts, faults = await verdicts_of(
@@ -452,7 +453,7 @@ class ScenarioAttempt:
         reason: str,
         faults: Sequence[str],
         started: float,
-        agent: AgentProcess,
+        agent: SessionAgent,
         log_tail: Sequence[str],
     ) -> Attempt:
         decision = decide(verdicts, ok, reason, self.p.expectations, faults)
@@ -464,7 +465,7 @@ class ScenarioAttempt:
         status: str,
         reason: str,
         started: float,
-        agent: AgentProcess,
+        agent: SessionAgent,
         log_tail: Sequence[str],
         verdicts: Sequence[Verdict] = (),
     ) -> Attempt:

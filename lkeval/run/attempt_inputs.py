@@ -11,7 +11,8 @@ from google.protobuf import json_format
 from livekit.protocol import agent_simulation as sim_pb
 
 from lkeval import defaults
-from lkeval.agents.process import AgentLaunch
+from lkeval.agents.process import AgentLaunch, AgentProcess
+from lkeval.agents.session_agent import AgentFactory
 from lkeval.replay.session import Cassettes
 from lkeval.results.pricing import PriceTable
 from lkeval.run.collaborators import AudioRig
@@ -37,6 +38,9 @@ class RunSettings:
     # ``--mode``: how scenarios without their own ``mode:`` play; the speech for audio ones.
     mode: str = "text"
     audio: AudioRig | None = None
+    # How each attempt's agent comes to exist: a process (the console over TCP), or the
+    # in-process player of ``lkeval dev`` (lkeval.inproc); the same session either way.
+    agents: AgentFactory = AgentProcess
 
 
 #: How lk-eval plays a conversation: text turns (the dispatch's mode, the console's text mode).

@@ -69,10 +69,12 @@ class Microphone:
         conn: SessionConnection,
         frame_filter: FrameFilter | None = None,
         frame_delay: Callable[[], float] | None = None,
+        line_start: Callable[[bytes], None] | None = None,
     ) -> None:
         self._conn = conn
         self._filter = frame_filter
         self._delay = frame_delay
+        self._line_start = line_start
         self._queue: list[tuple[SpokenLine, bytearray]] = []
         self._held: deque[tuple[float, bytes]] = deque()  # (when to send, frame), in order
         self.lines: list[SpokenLine] = []
@@ -125,6 +127,8 @@ class Microphone:
         line, pcm = self._queue[0]
         if line.started is None:
             line.started = at
+            if self._line_start is not None:  # before the filter sees the line's first frame
+                self._line_start(bytes(pcm))
         chunk = bytes(pcm[:FRAME_BYTES])
         del pcm[:FRAME_BYTES]
         if not pcm:

@@ -60,6 +60,9 @@ class AudioSettings:
     frame_filter: FrameFilter | None = None
     #: After each frame through ``frame_filter``: how long the line holds it back (jitter).
     frame_delay: Callable[[], float] | None = None
+    #: Given each caller line as its first frame goes through ``frame_filter`` (the
+    #: impairments reseed, and set the noise level against the first line's speech).
+    line_start: Callable[[bytes], None] | None = None
     caller_pause: float = CALLER_PAUSE
     #: ``--listen``: a speech-to-text for the agent's played audio (mono s16le, its rate).
     listen: Callable[[bytes, int], Awaitable[str]] | None = None
@@ -84,7 +87,9 @@ class AudioCall:
     def __init__(self, conv: Conversation, settings: AudioSettings) -> None:
         self.conv = conv
         self.settings = settings
-        self.mic = Microphone(conv.conn, settings.frame_filter, settings.frame_delay)
+        self.mic = Microphone(
+            conv.conn, settings.frame_filter, settings.frame_delay, settings.line_start
+        )
         self.speaker = Speaker(conv.conn, conv.wake)
         self.heard = _Heard()
         self._played: dict[int, list[Reply]] = {}  # each turn's replies, for --listen

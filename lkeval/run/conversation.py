@@ -17,8 +17,9 @@ from livekit.protocol.agent_pb import agent_session as pb
 
 from lkeval.agents.limits import STOPPED
 from lkeval.agents.machine import with_load
-from lkeval.agents.process import AgentFailure, AgentProcess
+from lkeval.agents.process import AgentFailure
 from lkeval.agents.protocol import ProtocolError, SessionConnection
+from lkeval.agents.session_agent import SessionAgent
 from lkeval.host import greeting_mark
 from lkeval.results.model import TranscriptItem, TurnMetrics, Usage, Verdict, VerdictValue
 from lkeval.results.pricing import PriceTable
@@ -58,7 +59,7 @@ class Conversation:
     connection's reader, so a burst delivered within one tick cannot be missed.
     """
 
-    def __init__(self, conn: SessionConnection, agent: AgentProcess, turn_timeout: float) -> None:
+    def __init__(self, conn: SessionConnection, agent: SessionAgent, turn_timeout: float) -> None:
         self.conn = conn
         self.agent = agent
         self.turn_timeout = turn_timeout

@@ -24,7 +24,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from lkeval.audio.impair import Impairer, derive_seed, parse_impairments
 from lkeval.host.tape import ALIASES_ENV
@@ -36,6 +36,8 @@ OPENAI_URL = "OPENAI_BASE_URL"
 #: Where LiveKit Inference and OpenAI live when an agent names no URL (their SDKs' defaults).
 DEFAULT_INFERENCE_URL = "https://agent-gateway.livekit.cloud/v1"
 DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
+#: The local server's recognizers (``lkeval.testing.speech_stt.SttEngine``).
+Stt = Literal["oracle", "pocketsphinx"]
 
 
 def server_key(attempt_key: str) -> str:
@@ -68,7 +70,12 @@ class RunSpeech:
             voice += f"; the agent's audio transcribed by {self.listen_spec} (--listen)"
         if self.impairments.active:
             voice += f" through {self.impairments.describe()}"
-        if self.speech == "local":
+        if self.local and self.stt == "pocketsphinx":
+            return (
+                f"{voice}; agent's STT/TTS from lk-eval's local speech server "
+                "(pocketsphinx STT: a weak recognizer of synthetic speech; espeak TTS)"
+            )
+        if self.local:
             return (
                 f"{voice}; agent's STT/TTS from lk-eval's local speech server "
                 "(oracle STT: recognition not tested; espeak TTS)"
@@ -77,7 +84,13 @@ class RunSpeech:
 
     @property
     def local(self) -> bool:
-        return self.speech == "local"
+        return self.speech.split(":")[0] == "local"
+
+    @property
+    def stt(self) -> Stt:
+        """The local server's recognizer: ``local:pocketsphinx`` hears the audio, ``local``
+        is the oracle told each line."""
+        return "pocketsphinx" if self.speech == "local:pocketsphinx" else "oracle"
 
     async def start(self) -> None:
         from lkeval.audio.listen import build_listener  # httpx: not on the CLI's import path
@@ -92,7 +105,7 @@ class RunSpeech:
             self._server = SpeechServer(
                 upstream=self._upstream(INFERENCE_URL),
                 openai_upstream=self._upstream(OPENAI_URL),
-                stt="oracle",
+                stt=self.stt,
             )
             await self._server.start()
 
@@ -149,12 +162,13 @@ class RunSpeech:
             settings,
             frame_filter=impairer.process,
             frame_delay=lambda: impairer.last_delay,
+            line_start=impairer.begin_line,
             line_report=report,
         )
 
     def _oracle(self, attempt_key: str) -> BeforeLine | None:
         server = self._server
-        if server is None:
+        if server is None or self.stt != "oracle":  # a recognizer is told nothing
             return None
 
         key = server_key(attempt_key)

@@ -135,7 +135,8 @@ class Suite:
         with self._signals.deferred():  # files only: a signal finds the scenarios known
             plan = self.plan = self._load_plan()
         self._signals.check()  # a signal while lk-eval imported: every scenario "not run"
-        check_python(plan, settings.python)
+        if self.parts.agents is None:  # in-process: the agent already imported here
+            check_python(plan, settings.python)
         parts.writers.check_writable(
             [
                 settings.results_path,
@@ -378,12 +379,17 @@ class Suite:
         start_line: str,
         raw_logs: Path,
     ) -> tuple[list[ScenarioResult], signal.Signals | None]:
-        """Show the start mode, then run the engine with the run's launcher."""
-        memory = memory_plan()
+        """Show the start mode, then run the engine with the run's launcher (or the agents
+        the run was handed: ``lkeval dev``'s in-process ones, no agent process to bound)."""
+        agents = self.parts.agents
+        memory = memory_plan() if agents is None else None
+        start_line = str(getattr(agents, "start_line", start_line))
         write_start_lines(self.out, start_line, memory, plan)
         launch = dataclasses.replace(launch, launcher=launcher)
         speech = self._speech(plan)
         settings = attempt_settings(self.settings, launch, raw_logs, self._cassettes, speech)
+        if agents is not None:
+            settings = dataclasses.replace(settings, agents=agents)
         plan = for_launcher(plan, launcher, self.settings.concurrency_given)
         progress = PatchesLine(self.parts.progress(len(plan.selected)), self.out)
         engine = self._engine = build_engine(plan, settings, evaluator, progress, memory)

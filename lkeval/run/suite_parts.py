@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from lkeval.agents.launch import StartingLauncher, begin_launcher
+from lkeval.agents.session_agent import AgentFactory
 from lkeval.results.controls import KnownBad
 from lkeval.results.model import Calibration, RunResults
 from lkeval.run.collaborators import RunEvaluator
@@ -72,6 +73,9 @@ class Collaborators:
     early: EarlyStart = EARLY
     """The fork server ``python -m lkeval`` started before its imports, if any: the run
     takes it when it is the one it would start (:mod:`lkeval.run.early_start`)."""
+    agents: AgentFactory | None = None
+    """Each attempt's agent; None: a process through the launcher. ``lkeval dev`` hands in
+    the in-process player's (:mod:`lkeval.inproc`), whose ``start_line`` the run prints."""
 
 
 __all__ = ["Collaborators", "EvaluatorFactory", "LauncherOpener", "Writers"]

@@ -372,3 +372,42 @@ def test_cassettes_workflow_records_on_main_and_replays_main_on_prs() -> None:
     assert all(u["if"] == "always()" for u in uploads.values())
     for step in steps(wf):
         assert "${{" not in step.get("run", "")
+
+
+def results_of_run(step: dict[str, Any]) -> str | None:
+    """The results file a step's ``lkeval run`` writes (the action's or the CLI's), else None."""
+    if str(step.get("uses", "")).startswith("org/lk-eval"):
+        given = step.get("with", {})
+        if given.get("command", "run") != "run":
+            return None
+        assert "--logs-dir" not in str(given.get("extra-args", ""))
+        return str(given.get("results") or ACTION["inputs"]["results"]["default"])
+    script = str(step.get("run", ""))
+    if "lkeval run" not in script:
+        return None
+    assert "--logs-dir" not in script
+    argv = script.replace('"', "").split()
+    return argv[argv.index("--results") + 1]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in WORKFLOWS.glob("*.yml")))
+def test_every_run_uploads_its_results_folder_with_the_logs_and_calls(name: str) -> None:
+    """The agents' logs and each audio call's WAV and SVG are written to ``logs/`` beside the
+    results (each bounded: a log by --agent-log-limit, a WAV at 16 MiB, an SVG ~150 KB); the
+    job summary and PR comment name them by their path inside the uploaded results folder. So
+    each recipe that runs lk-eval uploads that folder, also when the gate failed."""
+    checked = 0
+    for job in load(name)["jobs"].values():
+        uploads = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/upload")]
+        for step in job["steps"]:
+            results = results_of_run(step)
+            if results is None:
+                continue
+            folder = str(Path(results).parent) + "/"
+            assert any(
+                u.get("if") in ("always()", "${{ !cancelled() }}")
+                and folder in str(u["with"]["path"]).split()
+                for u in uploads
+            ), (name, folder, uploads)
+            checked += 1
+    assert checked or name == "eval-comment.yml"  # the comment recipe only reports

@@ -79,6 +79,42 @@ def test_the_same_seed_gives_the_same_bytes_and_another_seed_does_not(line: byte
     assert first != other
 
 
+def test_a_line_is_impaired_the_same_however_long_the_pause_before_it(line: bytes) -> None:
+    """The pause before a caller line lasts as long as the agent takes (timing): the line's
+    noise and losses are drawn from (seed, line number), not from how many frames went before,
+    so the same seed replays the same line byte for byte."""
+    spec = "noise=5dB,loss=10%,jitter=20ms,seed=3"
+
+    def after_pause(frames_before: int) -> tuple[bytes, bytes]:
+        impairer = Impairer(parse_impairments(spec))
+        lines = []
+        for _ in range(2):  # two lines, each after its own pause
+            for _ in range(frames_before):
+                impairer.process(bytes(FRAME_BYTES))
+            impairer.begin_line(line)
+            lines.append(impairer.process_line(line))
+        return lines[0], lines[1]
+
+    short, long = after_pause(7), after_pause(131)
+    assert short == long
+    assert short[0] != short[1]  # the second line has draws of its own
+    assert short[0] != impaired(spec.replace("seed=3", "seed=4"), line)[0]
+
+
+def test_the_first_line_sets_the_noise_level_as_the_microphone_plays_it(line: bytes) -> None:
+    """In a call the microphone tells the impairer each line (``begin_line``): the noise is
+    at the asked SNR against the caller's own level, whatever that level is, not against a
+    default one."""
+    for level in (0.5, 1.0, 2.0):
+        loud = (samples(line) * level).astype("<i2").tobytes()
+        impairer = Impairer(parse_impairments("noise=5dB,seed=3"))
+        for _ in range(50):  # the pause before the caller speaks: noise at the default level
+            impairer.process(bytes(FRAME_BYTES))
+        impairer.begin_line(loud)
+        impairer.process_line(loud)
+        assert impairer.stats().snr_db == pytest.approx(5.0, abs=0.3), level
+
+
 def test_the_noise_is_at_the_asked_snr_measured_from_the_bytes(line: bytes) -> None:
     out, impairer = impaired("noise=15dB,seed=3", line)
     clean = samples(line.ljust(len(out), b"\0"))

@@ -158,8 +158,8 @@ def test_merge_of_a_missing_file_is_exit_2(
 def test_every_registered_command_is_in_the_parser() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert len(COMMANDS) == len(sub.choices) == 6  # type: ignore[arg-type]
-    expected = {"run", "validate", "report", "merge", "calibrate", "pin"}
+    assert len(COMMANDS) == len(sub.choices) == 7  # type: ignore[arg-type]
+    expected = {"run", "dev", "validate", "report", "merge", "calibrate", "pin"}
     assert set(sub.choices) == expected  # type: ignore[arg-type]
 
 

@@ -21,6 +21,7 @@ PACKAGE = Path(lkeval.__file__).parent
 #: grammar, which the scenario loader checks) and the package root are the floor everyone may use.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli"}),
+    frozenset({"inproc"}),
     frozenset({"llm", "publish"}),
     frozenset({"run", "reporters"}),
     frozenset({"audio"}),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "cli.md"
-COMMANDS = ("run", "validate", "report", "merge", "calibrate", "pin")
+COMMANDS = ("run", "dev", "validate", "report", "merge", "calibrate", "pin")
 HEAD = """# The command line
 
 Every command's `--help`, as it prints (generated: `python tests/project/test_cli_doc.py`; a test

@@ -90,7 +90,7 @@ PRELOADED = """
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import agent_host
-server = agent_host.siblings.load_by_path("_fork_server", os.path.join(sys.argv[1], "fork_server.py"))
+server = agent_host.sibling("fork_server")
 host = server.agent_host
 dict(server.WARM_CALLS)["replay recorder"]()
 loaded = sys.modules["_lkeval_transports"]

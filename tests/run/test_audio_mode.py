@@ -188,6 +188,48 @@ async def _test_microphone_streams_20ms_frames_with_silence_between_lines() -> N
     await conn.close()
 
 
+def test_the_microphone_says_when_each_line_starts_before_filtering_its_first_frame() -> None:
+    """The impairments reseed at each caller line (``Impairer.begin_line``): the microphone
+    calls ``line_start`` once per line, just before the line's first frame reaches the filter,
+    however much silence went before."""
+    asyncio.run(_test_line_start())
+
+
+async def _test_line_start() -> None:
+    conn, reader, writer = await _pair()  # the agent's end, kept open
+    filtered: list[bytes] = []
+    starts: list[int] = []  # how many frames the filter had seen at each line's start
+
+    def keep(frame: bytes) -> bytes:
+        filtered.append(frame)
+        return frame
+
+    lines: list[bytes] = []
+
+    def line_start(line: bytes) -> None:
+        starts.append(len(filtered))
+        lines.append(line)
+
+    mic = Microphone(conn, keep, line_start=line_start)
+    mic.start()
+    for _silence in range(3):
+        await _read(reader)
+    first = mic.say("one", b"\x01\x00" * (WIRE_RATE // 25))  # 40 ms: two frames
+    await first.done.wait()
+    for _silence in range(4):
+        await _read(reader)
+    mic.say("two", b"\x02\x00" * (WIRE_RATE // 50))
+    while len(starts) < 2 or len(filtered) <= starts[1]:
+        await _read(reader)
+    await mic.stop()
+    await conn.close()
+    writer.close()
+    assert lines == [b"\x01\x00" * (WIRE_RATE // 25), b"\x02\x00" * (WIRE_RATE // 50)]
+    assert len(starts) == 2
+    assert filtered[starts[0]][:2] == b"\x01\x00" and not any(filtered[starts[0] - 1])
+    assert filtered[starts[1]][:2] == b"\x02\x00" and not any(filtered[starts[1] - 1])
+
+
 def test_jitter_delays_the_microphones_frames_in_order_and_the_stream_goes_on() -> None:
     """``--impair jitter=200ms``: each frame reaches the agent when the impairer says (its
     nominal time plus its delay), in order, none lost or repeated. Measured on the receiving
@@ -483,3 +525,49 @@ def test_a_caller_who_barges_in_makes_the_call_spoken(tmp_path: Path) -> None:
 def scenario_plays_audio(scenario: Scenario) -> bool:
     """Spoken whatever ``--mode`` says."""
     return scenario.plays_audio("text")
+
+
+def test_local_pocketsphinx_serves_a_recognizer_and_tells_it_nothing() -> None:
+    """``--speech local:pocketsphinx``: the local server recognizes the audio with pocketsphinx
+    (so an impairment changes what the agent hears), no line is announced to it (an oracle
+    would make the recognizer moot), and the conditions say which STT it was."""
+    pytest.importorskip("pocketsphinx")
+    from lkeval.run.speech import RunSpeech
+
+    async def scenario() -> None:
+        speech = RunSpeech("local:pocketsphinx", "espeak", {})
+        await speech.start()
+        try:
+            assert speech.local and speech.agent_env("s#1")["LIVEKIT_INFERENCE_URL"]
+            assert speech._server is not None and speech._server.stt == "pocketsphinx"
+            assert speech.audio_settings("s#1").before_line is None
+            assert "pocketsphinx STT" in speech.conditions
+        finally:
+            await speech.stop()
+        oracle = RunSpeech("local", "espeak", {})
+        await oracle.start()
+        try:
+            assert oracle._server is not None and oracle._server.stt == "oracle"
+            assert oracle.audio_settings("s#1").before_line is not None
+            assert "oracle STT: recognition not tested" in oracle.conditions
+        finally:
+            await oracle.stop()
+
+    asyncio.run(scenario())
+
+
+def test_local_pocketsphinx_without_pocketsphinx_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    from lkeval.cli.options import speech_option
+    from lkeval.errors import UsageError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pocketsphinx" else real(name)
+    )
+    with pytest.raises(UsageError, match=r"pip install 'lk-eval\[speech\]'"):
+        speech_option("local:pocketsphinx")
+    assert speech_option("local") == "local"

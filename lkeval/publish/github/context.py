@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,11 @@ from lkeval.publish.github.api import GitHubApi, GitHubError, json_of
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_SERVER_URL = "https://github.com"
 PR_EVENTS = ("pull_request", "pull_request_target")
+#: What a server URL, a repository and a run id may be before a link is built from them (the
+#: environment is GitHub's, but a link into a comment must not depend on that).
+_SERVER_URL = re.compile(r"https://[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?")
+_REPOSITORY = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
+_RUN_ID = re.compile(r"[0-9]{1,20}")
 
 
 @dataclass(frozen=True)
@@ -55,12 +61,26 @@ class GitHubContext:
 
     @property
     def run_url(self) -> str | None:
-        """The page of the evaluated workflow run (its artifacts hold the full results)."""
-        if self.evaluated_run_url:
-            return self.evaluated_run_url
-        if self.repository and self.run_id:
-            return f"{self.server_url}/{self.repository}/actions/runs/{self.run_id}"
-        return None
+        """The page of the evaluated workflow run (its artifacts hold the full results): the
+        payload's run in the ``workflow_run`` recipe, else this one. Reports link it, so it is
+        None unless the server URL, the repository and the run id are what GitHub sets."""
+        if not _SERVER_URL.fullmatch(self.server_url):
+            return None
+        if self.evaluated_run_url is not None:
+            path = self.evaluated_run_url.removeprefix(self.server_url + "/")
+            repository, _, run_id = path.partition("/actions/runs/")
+        else:
+            repository, run_id = self.repository or "", self.run_id or ""
+        if not (_REPOSITORY.fullmatch(repository) and _RUN_ID.fullmatch(run_id)):
+            return None
+        if any(part in (".", "..") for part in repository.split("/")):
+            return None
+        return f"{self.server_url}/{repository}/actions/runs/{run_id}"
+
+    @property
+    def artifacts_url(self) -> str | None:
+        """The artifacts section of :attr:`run_url`'s page (where a call's files are)."""
+        return f"{self.run_url}#artifacts" if self.run_url else None
 
     def __repr__(self) -> str:  # never show the token, not even in a traceback
         return (
