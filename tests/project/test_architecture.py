@@ -20,7 +20,7 @@ PACKAGE = Path(lkeval.__file__).parent
 #: may use it; ``errors``, ``defaults``, ``startup``, ``impairments`` (the impairment spec's
 #: grammar, which the scenario loader checks) and the package root are the floor everyone may use.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"cli"}),
+    frozenset({"cli", "pytest_plugin"}),
     frozenset({"inproc"}),
     frozenset({"llm", "publish"}),
     frozenset({"run", "reporters"}),
