@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import signal
 import socket
 import sys
@@ -41,6 +40,10 @@ from lkeval.agents.cold import ColdLauncher
 from lkeval.agents.environment import LOOP_MONITOR_ENV as LOOP_MONITOR_ENV
 from lkeval.agents.environment import LOOP_MONITOR_WARN_MS as LOOP_MONITOR_WARN_MS
 from lkeval.agents.environment import agent_environment
+from lkeval.agents.failure import BOOT_FAILURE as BOOT_FAILURE
+from lkeval.agents.failure import CRASH_MARKERS as CRASH_MARKERS
+from lkeval.agents.failure import MOCK_TOOLS_REASON as MOCK_TOOLS_REASON
+from lkeval.agents.failure import crash_reason, exit_reason, log_crashed
 from lkeval.agents.interface import AgentProc, Launcher, LaunchError, SpawnRequest, StartMode
 from lkeval.agents.limits import (
     DEFAULT_AGENT_LOG_MIB,
@@ -56,19 +59,7 @@ from lkeval.agents.machine import with_load
 from lkeval.agents.memory import oom_kills
 from lkeval.agents.protocol import SessionConnection, SessionListener
 from lkeval.agents.workdir import prepare_agent_dir
-from lkeval.host import agent_host, tool_mocks
-from lkeval.text.masking import clip
-
-#: How the reason begins when a scenario's ``mock_tools`` name a tool the agent does not have.
-MOCK_TOOLS_REASON = "the scenario's mock_tools do not fit the agent:"
-#: How the reason of an agent that died before it was prepared begins (import, entrypoint).
-BOOT_FAILURE = "agent failed to boot:"
-CRASH_MARKERS = ('"reason": "job crashed"', "reason=job crashed", "job crashed")
-# A Python exception line, dotted names included: ``openai.OpenAIError: Missing credentials``,
-# ``livekit.agents.cli.discover.CLIError: Could not find AgentServer``.
-_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit)\b:?")
-
-_MODULE_NOT_FOUND = ("ModuleNotFoundError", "ImportError")
+from lkeval.host import agent_host
 
 # Every agent process still running, so an interrupted lk-eval can stop them all.
 LIVE_PROCESSES: set[AgentProcess] = set()
@@ -430,22 +421,9 @@ class AgentProcess:
         assert self.proc is not None and self.proc.returncode is not None
         if self._stopped_for is not None:
             return self._stopped_for
-        rc = self.proc.returncode
-        if rc == agent_host.EXIT_UNSUPPORTED:
-            for line in reversed(self.log_tail(200)):
-                if agent_host.UNSUPPORTED_MARKER in line:
-                    return line.removeprefix("lk-eval: ")
-        if rc == -signal.SIGKILL and self._oom_killed():
-            return (
-                "agent process killed by the kernel's OOM killer (the machine, or its memory "
-                "cgroup, ran out of memory: run fewer at once with --concurrency, or give it "
-                "more memory)"
-            )
-        if rc < 0:
-            return f"agent process killed by signal {signal.Signals(-rc).name}"
-        last_error = self._last_error_line()
-        suffix = f": {last_error}{self._module_hint(last_error)}" if last_error else ""
-        return f"agent process exited with code {rc}{suffix}"
+        return exit_reason(
+            self.proc.returncode, self.log_tail(200), self.launch.python, self._oom_killed
+        )
 
     def _oom_killed(self) -> bool:
         """Whether the kernel's OOM killer struck while this agent lived (its SIGKILL that
@@ -453,54 +431,9 @@ class AgentProcess:
         now = oom_kills()
         return self._oom_kills is not None and now is not None and now > self._oom_kills
 
-    def _module_hint(self, error_line: str) -> str:
-        """For a module the agent could not import: the likely fix. lk-eval runs the agent
-        with its own interpreter unless ``--python`` names the agent's (its venv's)."""
-        if not error_line.startswith(_MODULE_NOT_FOUND):
-            return ""
-        return (
-            f" (the agent ran with {self.launch.python}: if that module is installed in the "
-            "agent's own environment, pass its interpreter with --python, e.g. "
-            "--python .venv/bin/python)"
-        )
-
-    def _last_error_line(self) -> str:
-        for line in reversed(self.log_tail(200)):
-            text = line.strip()
-            if _EXCEPTION_LINE.match(text) or text.startswith("lk-eval:"):
-                # masked before the cut: a secret cut in half is no longer recognised
-                return clip(text, 300, ellipsis="")
-        return ""
-
     def _scan_log_for_crash(self) -> str | None:
-        try:
-            with self.raw_log_path.open("rb") as fh:
-                # a flooding agent writes faster than this reads: only the newest MiB counts
-                end = fh.seek(0, os.SEEK_END)
-                start = fh.seek(max(self._log_offset, end - _SCAN_BYTES))
-                chunk = fh.read(_SCAN_BYTES)
-        except OSError:
-            return None
-        # keep a little overlap so a marker split across reads is still found
-        self._log_offset = start + max(0, len(chunk) - 64)
-        text = chunk.decode("utf-8", errors="replace")
-        if any(marker in text for marker in CRASH_MARKERS):
-            return self._mock_tools_refused() or (
-                "the agent's job crashed (its entrypoint raised)" + self._crash_detail()
-            )
-        return None
-
-    def _mock_tools_refused(self) -> str | None:
-        """The host's line when the scenario's ``mock_tools`` do not fit the agent."""
-        for line in reversed(self.log_tail(200)):
-            _, marker, why = line.partition(tool_mocks.MARKER)
-            if marker:
-                return clip(f"{MOCK_TOOLS_REASON} {why.strip()}", 500, ellipsis="...")
-        return None
-
-    def _crash_detail(self) -> str:
-        error = self._last_error_line()
-        return f": {error}{self._module_hint(error)}" if error else ""
+        crashed, self._log_offset = log_crashed(self.raw_log_path, self._log_offset)
+        return crash_reason(self.log_tail(200), self.launch.python) if crashed else None
 
     def log_tail(self, lines: int = 30) -> tuple[str, ...]:
         """The last lines of this agent's log."""
@@ -574,9 +507,6 @@ class AgentProcess:
             _signal_group(self.proc.pid, signal.SIGKILL)
             agent_host.kill_processes(tree)
         self._release()
-
-
-_SCAN_BYTES = 1024 * 1024
 
 
 def _broken_channel(task: asyncio.Future[Any]) -> OSError | None:

@@ -28,7 +28,8 @@ from lkeval.cli.options import RunOptions, run_options, sensitivity_rule
 from lkeval.cli.report import RunWriters, finish
 from lkeval.errors import LkevalError
 from lkeval.llm.config import MissingCredentialsError
-from lkeval.llm.evaluator import agent_placeholders, missing_credentials, run_evaluator
+from lkeval.llm.evaluator import missing_credentials, run_evaluator
+from lkeval.llm.placeholders import agent_placeholders
 from lkeval.publish.files import ResultsDirLock, write_text
 from lkeval.publish.github.checkout import recorded_commit
 from lkeval.publish.github.context import read_context

@@ -12,7 +12,7 @@ Replaying with no keys: in ``--cassette-mode replay`` every HTTP call of the age
 and the judge is answered from the cassettes, and a call they do not hold is answered locally
 with an error (docs/replay.md): nothing reaches a provider. The clients still refuse to be
 built without a key (lk-eval's credential check, the OpenAI SDK in the agent, LiveKit
-Inference's token signing), so a key that is missing is filled with :data:`PLACEHOLDER`, which
+Inference's token signing), so a key that is missing is filled with a :data:`PLACEHOLDER`, which
 is no secret and never leaves the machine. A key that is set is left as it is. This is what
 lets a CI failure be reproduced on a laptop with no keys, and a fork's pull request evaluate
 what replays in full.
@@ -38,6 +38,7 @@ from lkeval.llm.config import (
     resolve_llm_spec,
 )
 from lkeval.llm.logs import route_livekit_logs
+from lkeval.llm.placeholders import PLACEHOLDER
 from lkeval.results.controls import KnownBad
 from lkeval.results.model import JudgeCheck, LLMInUse, TranscriptItem, Usage, Verdict
 from lkeval.run.collaborators import CallerBrokeRole, JudgingFailed
@@ -365,11 +366,6 @@ def run_evaluator(
     return built
 
 
-PLACEHOLDER = "lkeval-replay-no-key"
-#: Keys agents commonly need just to build their models: the OpenAI SDK's, LiveKit Inference's.
-AGENT_KEYS = ("OPENAI_API_KEY", "LIVEKIT_API_KEY", "LIVEKIT_API_SECRET")
-
-
 def keyless_environ(
     options: LLMOptions,
     scenarios: Sequence[Scenario],
@@ -395,10 +391,3 @@ def keyless_environ(
                 raise
             env.update(dict.fromkeys(fill, PLACEHOLDER))
     return env
-
-
-def agent_placeholders(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """For the agent's environment: a placeholder for each of :data:`AGENT_KEYS` unset or empty
-    (an agent that builds an OpenAI or LiveKit Inference model refuses to start without)."""
-    env = os.environ if environ is None else environ
-    return {name: PLACEHOLDER for name in AGENT_KEYS if not env.get(name)}

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Literal
-from urllib.parse import urlsplit
 
+from lkeval.results.conditions import inference_class_change, mode_change, model_changes
+from lkeval.results.deltas import MetricDelta as MetricDelta
+from lkeval.results.deltas import cost_delta, latency_delta
 from lkeval.results.history import (
     DEFAULT_WINDOW,
     HistoryRate,
@@ -31,19 +33,12 @@ from lkeval.results.history import (
     slipped_passes,
 )
 from lkeval.results.metrics import (
-    MIN_TURNS,
-    BudgetMiss,
-    Budgets,
-    Metrics,
-    format_ms,
     scenario_metrics,
-    scenario_miss,
     suite_metrics,
 )
 from lkeval.results.model import (
     Calibration,
     History,
-    LLMInUse,
     RunResults,
     ScenarioHistory,
     ScenarioResult,
@@ -53,49 +48,6 @@ from lkeval.results.model import (
 ChangeKind = Literal["regression", "fixed", "new", "removed", "unchanged"]
 
 _BAD: frozenset[str] = frozenset({"failed", "error"})
-
-
-@dataclass(frozen=True)
-class MetricDelta:
-    """One figure before (baseline) and after (this run).
-
-    ``noisy`` marks a latency delta that is shown but never flagged: fewer than
-    :data:`~lkeval.results.metrics.MIN_TURNS` turns on either side, or a change no larger than
-    this run's own spread (p95 - p50), which the next run could undo by chance.
-    """
-
-    before: float | None = None
-    after: float | None = None
-    noisy: bool = False
-
-    @property
-    def percent(self) -> float | None:
-        """The change in percent of ``before`` (None when either side is unknown or 0)."""
-        if self.before is None or self.after is None or self.before == 0:
-            return None
-        return (self.after - self.before) / self.before * 100
-
-
-def latency_delta(now: Metrics, before: Metrics) -> MetricDelta:
-    """p95 turn latency before and after, with the noise rule applied."""
-    if now.latency is None or before.latency is None:
-        return MetricDelta(
-            before.latency.p95 if before.latency else None,
-            now.latency.p95 if now.latency else None,
-            noisy=True,
-        )
-    few = min(now.latency.n, before.latency.n) < MIN_TURNS
-    spread = now.latency.p95 - now.latency.p50
-    within = abs(now.latency.p95 - before.latency.p95) <= spread
-    return MetricDelta(before.latency.p95, now.latency.p95, noisy=few or within)
-
-
-def cost_delta(now: Metrics, before: Metrics) -> MetricDelta:
-    """Cost before and after; unknown (None) on a side with unpriced tokens."""
-    return MetricDelta(
-        None if before.unpriced else before.cost_usd,
-        None if now.unpriced else now.cost_usd,
-    )
 
 
 @dataclass(frozen=True)
@@ -283,11 +235,11 @@ def compare(current: RunResults, baseline: RunResults, window: int = DEFAULT_WIN
         cost=cost_delta(now_suite, before_suite),
         cost_unpriced=bool(now_suite.unpriced or before_suite.unpriced),
         baseline_verdicts=sum(1 for s in baseline.scenarios if s.status in ("passed", "failed")),
-        model_changes=_model_changes(current, baseline)
-        + _inference_class_change(current, baseline)
-        + _mode_change(current, baseline),
+        model_changes=model_changes(current, baseline)
+        + inference_class_change(current, baseline)
+        + mode_change(current, baseline),
         history_runs=len(history.runs),
-        latency_comparable=not _mode_change(current, baseline),
+        latency_comparable=not mode_change(current, baseline),
     )
 
 
@@ -365,63 +317,6 @@ def _pass_rate(results: RunResults) -> float | None:
     return passed / len(counted) if counted else None
 
 
-def _model_changes(current: RunResults, baseline: RunResults) -> tuple[str, ...]:
-    """The caller or judge models that differ from the baseline's (both must be recorded).
-
-    What identifies a model is its name (with the provider, ``openai/gpt-4.1-mini``) and the
-    host serving it, not the port: a local server on an ephemeral port (the bundled example's
-    scripted LLM, a llama-server started per job) gets a new one every run, and a warning that
-    is always there teaches users to ignore warnings.
-    """
-    before = {u.role: u for u in baseline.metadata.llms}
-    changes: list[str] = []
-    for now in current.metadata.llms:
-        old = before.get(now.role)
-        if old is None or _identity(old) == _identity(now):
-            continue
-        same_host = _hostname(old.host) == _hostname(now.host)
-        was = old.model if same_host else f"{old.model} at {old.host}"
-        new = now.model if same_host else f"{now.model} at {now.host}"
-        changes.append(f"{now.role} model changed since the baseline: {was} → {new}")
-    return tuple(changes)
-
-
-def _identity(llm: LLMInUse) -> tuple[str, str]:
-    return llm.model, _hostname(llm.host)
-
-
-def _hostname(host: str) -> str:
-    """``127.0.0.1:36143`` → ``127.0.0.1``; ``[::1]:8080`` → ``::1``; a name stays itself."""
-    try:
-        return (urlsplit(f"//{host}").hostname or host).lower()
-    except ValueError:
-        return host.lower()
-
-
-def _inference_class_change(current: RunResults, baseline: RunResults) -> tuple[str, ...]:
-    """The LiveKit Inference class the agent's calls ran at, when it differs from the
-    baseline's (both must be recorded): its latency deltas then compare two conditions."""
-    was, now = baseline.metadata.inference_class, current.metadata.inference_class
-    if not was or not now or was == now:
-        return ()
-    return (
-        f"LiveKit Inference class changed since the baseline: {was} → {now} "
-        "(latency deltas compare different conditions)",
-    )
-
-
-def _mode_change(current: RunResults, baseline: RunResults) -> tuple[str, ...]:
-    """Text or audio turns, when they differ from the baseline's (both recorded): a text turn's
-    latency is a reply's, an audio turn's the caller's wait for the agent's first audio."""
-    was, now = baseline.metadata.conversation_mode, current.metadata.conversation_mode
-    if not was or not now or was == now:
-        return ()
-    return (
-        f"conversation mode changed since the baseline: {was} → {now} "
-        "(latency deltas compare different measures and are not gated)",
-    )
-
-
 def _classify(
     current: Status, baseline: Status | None, history: HistoryVerdict | None = None
 ) -> ChangeKind:
@@ -445,62 +340,3 @@ def _by_id(scenarios: tuple[ScenarioResult, ...]) -> dict[str, ScenarioResult]:
     for scenario in scenarios:
         found.setdefault(scenario.scenario_id, scenario)
     return found
-
-
-def regression_misses(
-    results: RunResults, comparison: Comparison, budgets: Budgets | None
-) -> list[BudgetMiss]:
-    """The regression budgets (``--latency-regression``, ``--cost-regression``) this
-    comparison misses: noisy deltas never do; an unpriced side makes cost uncheckable, a miss."""
-    if budgets is None:
-        return []
-    misses: list[BudgetMiss] = []
-    limit = budgets.latency_regression
-    if limit is not None and comparison.latency_comparable:
-        if _over(comparison.latency_p95, limit):
-            misses.append(
-                BudgetMiss(
-                    "latency_regression",
-                    f"suite p95 {_delta_ms(comparison.latency_p95)}"
-                    f" is over --latency-regression {limit:.0%}",
-                )
-            )
-        scenarios = {s.scenario_id: s for s in results.scenarios if not s.quarantined}
-        for change in comparison.changes:
-            scenario = scenarios.get(change.scenario_id)
-            if scenario is not None and change.latency_p95 and _over(change.latency_p95, limit):
-                text = (
-                    f"{scenario.label}: p95 {_delta_ms(change.latency_p95)} is over "
-                    f"--latency-regression {limit:.0%}"
-                )
-                misses.append(scenario_miss("latency_regression", text, scenario))
-    if budgets.cost_regression is not None:
-        cost = comparison.cost
-        if cost.before is None or cost.after is None:
-            if cost.after is not None or cost.before is not None or comparison.cost_unpriced:
-                misses.append(
-                    BudgetMiss(
-                        "cost_regression",
-                        "cost regression cannot be checked:"
-                        " unpriced tokens in this run or the baseline",
-                    )
-                )
-        elif _over(cost, budgets.cost_regression):
-            misses.append(
-                BudgetMiss(
-                    "cost_regression",
-                    f"cost ${cost.before:.4f} → ${cost.after:.4f} "
-                    f"({cost.percent:+.0f}%) is over --cost-regression "
-                    f"{budgets.cost_regression:.0%}",
-                )
-            )
-    return misses
-
-
-def _over(delta: MetricDelta, limit: float) -> bool:
-    return not delta.noisy and delta.percent is not None and delta.percent > limit * 100
-
-
-def _delta_ms(delta: MetricDelta) -> str:
-    percent = f" ({delta.percent:+.0f}%)" if delta.percent is not None else ""
-    return f"{format_ms(delta.before)} → {format_ms(delta.after)}{percent}"

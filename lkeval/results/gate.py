@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lkeval.errors import ExitCode
-from lkeval.results.baseline import Comparison, regression_misses
+from lkeval.results.baseline import Comparison
 from lkeval.results.calibration import WEAK_JUDGE_ALLOWED
 from lkeval.results.metrics import BudgetMiss, Budgets, check_budgets
 from lkeval.results.model import (
@@ -39,6 +39,10 @@ from lkeval.results.model import (
     RunResults,
     ScenarioResult,
 )
+from lkeval.results.regression_budgets import regression_misses
+from lkeval.results.tally import Tally as Tally
+from lkeval.results.tally import bucket as bucket
+from lkeval.results.tally import format_rate, tally
 from lkeval.scenarios.model import NOTHING_TO_CHECK
 from lkeval.text.untrusted import label
 
@@ -54,61 +58,6 @@ class GateOutcome:
     exit_code: ExitCode
     reasons: tuple[str, ...] = ()
     budget_misses: tuple[BudgetMiss, ...] = ()
-
-
-@dataclass(frozen=True)
-class Tally:
-    """Scenario counts as every report shows them.
-
-    A quarantined scenario counts only as ``quarantined`` (whatever its status) so that the
-    passed/failed/errored numbers are exactly the ones the gate looked at.
-    """
-
-    total: int
-    passed: int
-    failed: int
-    errored: int
-    skipped: int
-    quarantined: int
-
-    @property
-    def counted(self) -> int:
-        """Scenarios that count toward the pass rate (not skipped, not quarantined)."""
-        return self.passed + self.failed + self.errored
-
-    @property
-    def pass_rate(self) -> float | None:
-        """Passed over counted scenarios (None when none counted)."""
-        return self.passed / self.counted if self.counted else None
-
-
-def tally(results: RunResults) -> Tally:
-    """Count the scenarios of a run by the buckets reports and outputs use."""
-    counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "quarantined": 0}
-    for scenario in results.scenarios:
-        counts[bucket(scenario)] += 1
-    return Tally(
-        total=len(results.scenarios),
-        passed=counts["passed"],
-        failed=counts["failed"],
-        errored=counts["error"],
-        skipped=counts["skipped"],
-        quarantined=counts["quarantined"],
-    )
-
-
-def bucket(scenario: ScenarioResult) -> str:
-    """passed / failed / error / skipped / quarantined: where a scenario is counted."""
-    if scenario.status == "skipped":
-        return "skipped"
-    if scenario.quarantined:
-        return "quarantined"
-    return scenario.status
-
-
-def format_rate(rate: float | None) -> str:
-    """A pass rate as a percentage with one decimal (``n/a`` when undefined)."""
-    return "n/a" if rate is None else f"{rate * 100:.1f}%"
 
 
 JUDGE_FAILED = "judge failed"

@@ -10,9 +10,10 @@ Budgets: each miss is its own reason in the gate, the outputs and annotations. A
 (``--max-latency``, a scenario's ``latency:``, ``--max-cost``) are checked here
 (:func:`check_budgets`); regression budgets against the baseline (``--latency-regression``,
 ``--cost-regression``) by the comparison that measures them
-(:func:`lkeval.results.baseline.regression_misses`). Two rules keep them honest. A budget that
-cannot be checked is a miss, not a pass: a ``ttft_p95`` budget on an agent that reports no TTFT,
-or a cost budget when some model is unpriced (a partial sum would pass a run that may be over).
+(:func:`lkeval.results.regression_budgets.regression_misses`). Two rules keep them honest. A
+budget that cannot be checked is a miss, not a pass: a ``ttft_p95`` budget on an agent that
+reports no TTFT, or a cost budget when some model is unpriced (a partial sum would pass a run
+that may be over).
 And latency regressions follow the baseline diff's noise rule: a delta with too few turns or
 inside the run's own spread is shown but never flagged. A latency result measured with the
 agent's LiveKit Inference calls pinned to the low class (a text simulation,
@@ -214,8 +215,8 @@ def check_budgets(
     results: RunResults, budgets: Budgets | None, regressions: Sequence[BudgetMiss] = ()
 ) -> tuple[BudgetMiss, ...]:
     """Every budget miss of the run: suite ones first, then per scenario in run order, then
-    the ``regressions`` the baseline comparison found (:func:`~lkeval.results.baseline.
-    regression_misses`); a latency miss measured at the low class says so."""
+    the ``regressions`` the baseline comparison found (:func:`~lkeval.results.
+    regression_budgets.regression_misses`); a latency miss measured at the low class says so."""
     budgets = budgets or Budgets()
     suite = suite_metrics(results)
     misses = [

@@ -9,21 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from google.protobuf import json_format
-from livekit.protocol import agent_simulation as sim_pb
-
-from lkeval import defaults
-from lkeval.agents.process import AgentFailure, AgentLaunch, AgentProcess
+from lkeval.agents.process import AgentFailure
 from lkeval.agents.protocol import ProtocolError, SessionConnection
-from lkeval.agents.session_agent import AgentFactory, SessionAgent
+from lkeval.agents.session_agent import SessionAgent
 from lkeval.audio import SpeechError
-from lkeval.replay.session import AttemptTapes, Cassettes, active
+from lkeval.replay.session import AttemptTapes, active
 from lkeval.results.model import (
     NOT_RUN_INTERRUPTED,
     Attempt,
@@ -34,16 +28,14 @@ from lkeval.results.model import (
     Usage,
     Verdict,
 )
-from lkeval.results.pricing import PriceTable
+from lkeval.run.attempt_inputs import CONVERSATION_MODE, RunSettings, dispatch_json
+from lkeval.run.attempt_verdicts import agent_check_text, all_pass, verdicts_of
 from lkeval.run.audio_turns import AudioCall
 from lkeval.run.call_files import write_call
 from lkeval.run.collaborators import (
-    AudioRig,
     Caller,
-    CallerBrokeRole,
     CallerTurnLike,
     Evaluator,
-    JudgingFailed,
     Slot,
 )
 from lkeval.run.conversation import AgentEndedSession, Conversation, TurnFailed
@@ -52,73 +44,16 @@ from lkeval.run.outcome import (
     agent_error_text,
     caller_turns,
     decide,
-    describe_failures,
     has_assistant_message,
     no_conversation,
-    scripted_failures,
     with_agent_text,
 )
-from lkeval.run.spoken_calls import spoken_call_verdict
 from lkeval.scenarios.model import Scenario, Turn, mock_tools_wire
 from lkeval.text.file_names import attempt_stem
 
 
 class AttemptError(Exception):
     """An infrastructure fault that makes the attempt an ``error`` result."""
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """Run-wide defaults; a scenario's own limits override them."""
-
-    launch: AgentLaunch
-    logs_dir: Path
-    work_dir: Path
-    boot_timeout: float = defaults.BOOT_TIMEOUT
-    turn_timeout: float = defaults.TURN_TIMEOUT
-    max_turns: int = defaults.MAX_TURNS
-    max_silent_turns: int = defaults.MAX_SILENT_TURNS
-    stop_grace: float = defaults.STOP_GRACE
-    # Prices the agent's own tokens (its get_session_usage names the models).
-    prices: PriceTable = field(default_factory=PriceTable)
-    # ``--cassettes``: each attempt's HTTP exchanges recorded and replayed (None: off).
-    cassettes: Cassettes | None = None
-    # ``--mode``: how scenarios without their own ``mode:`` play; the speech for audio ones.
-    mode: str = "text"
-    audio: AudioRig | None = None
-    # How each attempt's agent comes to exist: a process (the console over TCP), or the
-    # in-process player of ``lkeval dev`` (lkeval.inproc); the same session either way.
-    agents: AgentFactory = AgentProcess
-
-
-#: How lk-eval plays a conversation: text turns (the dispatch's mode, the console's text mode).
-#: Recorded with the results, since latency measured in text mode is not a voice agent's.
-CONVERSATION_MODE = "text"
-
-
-def dispatch_json(scenario: Scenario, run_id: str, job_id: str, audio: bool = False) -> str:
-    """The protojson ``SimulationDispatch`` LiveKit's simulator would attach to the job.
-
-    Userdata travels as a JSON string; a scenario without userdata sends an empty string,
-    not ``"null"`` (some agents crash on ``null``). An audio scenario says
-    ``SIMULATION_MODE_AUDIO``: the agent host then leaves the console in audio mode, and the
-    agent's ``simulation_context()`` and LiveKit's inference class see an audio simulation.
-    """
-    mode = sim_pb.SimulationMode.SIMULATION_MODE_AUDIO if audio else None
-    proto = sim_pb.SimulationDispatch(
-        simulation_run_id=run_id,
-        job_id=job_id,
-        mode=mode or sim_pb.SimulationMode.SIMULATION_MODE_TEXT,
-        scenario=sim_pb.Scenario(
-            id=scenario.id,
-            label=scenario.label,
-            instructions=scenario.instructions,
-            agent_expectations=scenario.agent_expectations,
-            tags=scenario.tags,
-            userdata=json.dumps(scenario.userdata) if scenario.userdata else "",
-        ),
-    )
-    return json_format.MessageToJson(proto, indent=None)
 
 
 @dataclass
@@ -471,29 +406,10 @@ class ScenarioAttempt:
         self, conv: Conversation, agent: SessionAgent, started: float
     ) -> Attempt:
         p = self.p
-        verdicts: list[Verdict] = []
-        faults: list[str] = []
-        if p.expectations:
-            failed = scripted_failures(p.expectations)
-            verdicts.append(
-                Verdict("scripted", "fail" if failed else "pass", describe_failures(failed))
-            )
-        if (spoken := spoken_call_verdict(p.transcript)) is not None:
-            verdicts.append(spoken)  # its LLM wrote a tool call as text: judged or not, a fail
-        if self.evaluator is not None:
-            try:
-                instructions = await conv.agent_instructions()  # for LiveKit's judges
-                verdicts.extend(
-                    await self.evaluator.judge(self.scenario, p.transcript, p.usage, instructions)
-                )
-            except CallerBrokeRole as exc:  # not the conversation the scenario asked for
-                faults.append(str(exc))
-            except JudgingFailed as exc:  # some judge gave no verdict: keep those that came
-                verdicts.extend(exc.verdicts)
-                faults.append(f"judge failed: {exc}")
-            except Exception as exc:  # the judge is down: an error of the judge, not a pass
-                faults.append(f"judge failed: {exc}")
-        ok, reason = self.evaluator.passes(verdicts) if self.evaluator else _all_pass(verdicts)
+        verdicts, faults = await verdicts_of(
+            self.evaluator, self.scenario, p.transcript, p.expectations, p.usage, conv
+        )
+        ok, reason = self.evaluator.passes(verdicts) if self.evaluator else all_pass(verdicts)
         ok = ok and not faults
         agent_verdict, final_error = await self._finalize(conv, ok, reason or "; ".join(faults))
         if final_error:
@@ -617,27 +533,12 @@ class _HeldSlot:
         pass
 
 
-def _all_pass(verdicts: Sequence[Verdict]) -> tuple[bool, str]:
-    failed = [v for v in verdicts if v.verdict != "pass"]
-    return not failed, "; ".join(f"{v.source}: {v.reason}" for v in failed)
-
-
 def _add_usage(usage: dict[str, Usage], party: str, more: Usage) -> None:
     usage[party] = usage.get(party, Usage()) + more
 
 
-def agent_check_text(verdict: Verdict | None, error: str) -> str:
-    """How the agent's own ``on_simulation_end`` check went, for reports to state it."""
-    if error:
-        return f"not run: {error}" if "could not" in error else f"error: {error}"
-    if verdict is None:
-        return "passed (no veto)"
-    if verdict.verdict == "fail":
-        return f"vetoed: {verdict.reason}" if verdict.reason else "vetoed"
-    return "passed" + (f": {verdict.reason}" if verdict.reason else "")
-
-
 __all__ = [  # the collaborators are re-exported: the engine and tests import them from here
+    "CONVERSATION_MODE",
     "NOT_RUN_INTERRUPTED",
     "AttemptError",
     "Caller",
@@ -646,5 +547,6 @@ __all__ = [  # the collaborators are re-exported: the engine and tests import th
     "RunSettings",
     "ScenarioAttempt",
     "Slot",
+    "agent_check_text",
     "dispatch_json",
 ]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from lkeval.agents.process import BOOT_FAILURE, MOCK_TOOLS_REASON
+from lkeval.agents.failure import BOOT_FAILURE, MOCK_TOOLS_REASON
 from lkeval.results.model import NOT_RUN_STOPPED, Attempt
 
 _NUMBERS = re.compile(r"\d+")

@@ -9,7 +9,8 @@ from lkeval.cli import build_parser
 from lkeval.cli.options import run_options
 from lkeval.cli.run import suite_settings
 from lkeval.llm.config import LLMEndpointOptions, LLMOptions, MissingCredentialsError
-from lkeval.llm.evaluator import PLACEHOLDER, agent_placeholders, build_evaluator, keyless_environ
+from lkeval.llm.evaluator import build_evaluator, keyless_environ
+from lkeval.llm.placeholders import PLACEHOLDER, agent_placeholders
 from lkeval.scenarios.model import Scenario
 
 SIMULATED = [  # played by the simulated caller: needs a caller and a judge

@@ -64,7 +64,8 @@ def test_figures_say_the_load_and_an_overloaded_machine_is_said_with_every_miss(
 
 
 def test_an_audio_run_against_a_text_baseline_is_named_and_its_latency_never_gated() -> None:
-    from lkeval.results.baseline import compare, regression_misses
+    from lkeval.results.baseline import compare
+    from lkeval.results.regression_budgets import regression_misses
 
     def run(mode: str, ms: float):  # type: ignore[no-untyped-def]
         turns = tuple(TurnMetrics(turn=i, latency_ms=ms, mode=mode) for i in range(1, 7))
