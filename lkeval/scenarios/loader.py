@@ -51,6 +51,7 @@ from lkeval.scenarios.yaml_nodes import (
     suggestion,
     to_plain,
 )
+from lkeval.text.file_names import file_stem
 
 __all__ = [
     "GROUP_KEYS",
@@ -118,7 +119,7 @@ def load_scenario_file(path: StrPath) -> tuple[ScenarioGroup, list[Diagnostic]]:
     Any diagnostic with severity "error" means the file must not be run.
     """
     group, diagnostics, sites = _load(path)
-    diagnostics += _duplicate_ids(sites, {})
+    diagnostics += _duplicate_ids(sites, {}) + _shared_files(sites, {})
     return group, _sorted(diagnostics)
 
 
@@ -128,6 +129,7 @@ def load_scenario_files(paths: Iterable[StrPath]) -> tuple[list[ScenarioGroup], 
     diagnostics: list[Diagnostic] = []
     seen_files: dict[Path, str] = {}
     seen_ids: dict[str, _IdSite] = {}
+    seen_stems: dict[str, _IdSite] = {}
     for path in paths:
         resolved = Path(path).resolve()
         if resolved in seen_files:
@@ -145,7 +147,8 @@ def load_scenario_files(paths: Iterable[StrPath]) -> tuple[list[ScenarioGroup], 
         seen_files[resolved] = str(path)
         group, file_diagnostics, sites = _load(path)
         groups.append(group)
-        diagnostics += _sorted(file_diagnostics + _duplicate_ids(sites, seen_ids))
+        clashes = _duplicate_ids(sites, seen_ids) + _shared_files(sites, seen_stems)
+        diagnostics += _sorted(file_diagnostics + clashes)
     return groups, diagnostics
 
 
@@ -421,6 +424,34 @@ def _parse_judges(node: Node | None, path: str, problems: FileProblems) -> tuple
         else:
             judges.append(name)
     return tuple(judges)
+
+
+def _shared_files(sites: list[_IdSite], seen: dict[str, _IdSite]) -> list[Diagnostic]:
+    """Two scenario ids must not name the same files: an attempt's log and cassette are named
+    by :func:`~lkeval.text.file_names.attempt_stem`, which writes ``a/b`` and ``a:b`` alike
+    (``a_b``), and a later attempt of ``x`` as ``x.2``, which is also the first of ``x.2``.
+    Sharing, one attempt's log would overwrite the other's and their cassettes would mix.
+    ``seen`` holds each stem, and ``"#" + base`` for a stem that reads as ``base.N``."""
+    found = []
+    for site in sites:
+        stem = file_stem(site.scenario_id)
+        base, dot, number = stem.rpartition(".")
+        numbered = bool(dot) and number.isdigit() and number != "1"
+        clashes = [seen.get(stem), seen.get(base) if numbered else None, seen.get("#" + stem)]
+        clash = next((c for c in clashes if c and c.scenario_id != site.scenario_id), None)
+        seen.setdefault(stem, site)
+        if numbered:
+            seen.setdefault("#" + base, site)
+        if clash is None:
+            continue
+        where = f"{clash.file}:{line_of(clash.node)}"
+        message = (
+            f"scenario id '{site.scenario_id}' would share its log and cassette files with "
+            f"'{clash.scenario_id}' (at {where}): change one of the two ids"
+        )
+        mark = site.node.start_mark
+        found.append(Diagnostic(site.file, mark.line + 1, mark.column + 1, site.field, message))
+    return found
 
 
 def _duplicate_ids(sites: list[_IdSite], seen: dict[str, _IdSite]) -> list[Diagnostic]:

@@ -385,6 +385,30 @@ def test_duplicate_ids_across_files() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("a/b", "a:b"), ("book", "book.2"), ("book.2", "book"), ("x" * 130, "x" * 121)],
+)
+def test_two_ids_that_would_share_their_log_and_cassette_are_an_error(
+    first: str, second: str
+) -> None:
+    """An attempt's log and cassette are named from its scenario id (``a/b`` and ``a:b`` are
+    both ``a_b``; ``book``'s second attempt is ``book.2``, as is ``book.2``'s first)."""
+    text = f"scenarios:\n  - id: '{first}'\n    label: A\n    instructions: a\n"
+    text += f"  - id: '{second}'\n    label: B\n    instructions: b\n"
+    errors = [m for m in messages(text) if "error" in m]
+    assert errors == [
+        f"s.yaml:5:9: error: scenarios[1].id: scenario id '{second}' would share its log and "
+        f"cassette files with '{first}' (at s.yaml:2): change one of the two ids"
+    ]
+
+
+def test_ids_whose_files_differ_load() -> None:
+    text = "scenarios:\n  - id: book.2\n    label: A\n    instructions: a\n"
+    text += "  - id: book.3\n    label: B\n    instructions: b\n"
+    assert [m for m in messages(text) if "error" in m] == []
+
+
 def test_same_file_stem_in_two_folders_collides_on_derived_ids() -> None:
     for folder in ("x", "y"):
         Path(folder).mkdir()
