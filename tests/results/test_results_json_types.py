@@ -28,7 +28,7 @@ def _raw() -> dict[str, Any]:
         (("metadata", "interrupted"), "yes", "metadata.interrupted: expected true or false"),
         (("metadata", "git_sha"), 12, "metadata.git_sha: expected a string, got 12"),
         (("metadata", "scenario_files"), "s.yaml", "metadata.scenario_files: expected a list"),
-        (("scenarios", 0, "status"), "green", "scenarios[0].status: \"green\" is not one of"),
+        (("scenarios", 0, "status"), "green", 'scenarios[0].status: "green" is not one of'),
         (("scenarios", 0, "attempts"), {"a": 1}, "scenarios[0].attempts: expected a list"),
         (("scenarios", 0), [], "scenarios[0]: expected an object, got a list"),
     ],
