@@ -277,7 +277,7 @@ def _child_subreaper(on: bool | None = None) -> bool:
         return False
     import ctypes
 
-    from lkeval.host.agent_host import PR_SET_CHILD_SUBREAPER
+    from lkeval.host.tree import PR_SET_CHILD_SUBREAPER
 
     prctl = ctypes.CDLL(None).prctl
     if on is not None:

@@ -44,14 +44,8 @@ import contextlib
 import importlib
 import importlib.util
 import json
-import logging
 import os
-import resource
-import shutil
-import signal
-import socket
 import sys
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -68,24 +62,35 @@ else:  # run by path in the agent's interpreter: the host's one loader, by path 
     _spec.loader.exec_module(siblings)
 sibling = siblings.sibling
 HOST_DIR = siblings.HOST_DIR
+if __package__:
+    from . import control, tree
+else:
+    tree = sibling("tree")
+    control = sibling("control")
+# lk-eval's side and the fork server reach these through the agent host, as before
+Control = control.Control
+PREPARED = control.PREPARED
+GO = control.GO
+ENDING = control.ENDING
+announce_ending = control.announce_ending
+hold_session_start = control.hold_session_start
+AGENT_DIR_ENV = tree.AGENT_DIR_ENV
+AGENT_TMP = tree.AGENT_TMP
+RAW_LOG_ENV = tree.RAW_LOG_ENV
+MEMORY_ENV = tree.MEMORY_ENV
+become_subreaper = tree.become_subreaper
+process_tree = tree.process_tree
+parent_of = tree.parent_of
+kill_processes = tree.kill_processes
+clean_agent_dir = tree.clean_agent_dir
+drop_raw_log = tree.drop_raw_log
+die_with_tree = tree.die_with_tree
+fast_exit = tree.fast_exit
+limit_memory = tree.limit_memory
 
 SUPPORTED_RANGE = ">=1.6.6,<1.9"
 EXIT_UNSUPPORTED = 78
 UNSUPPORTED_MARKER = "lk-eval: unsupported livekit-agents"
-PREPARED = b'{"prepared": true}\n'
-# lk-eval's word that the scenario's conversation slot is open: the session may start.
-GO = b'{"go": true}\n'
-# Sent when the agent itself ends its session (see announce_ending).
-ENDING = b'{"ending": true}\n'
-# The agent's own directory (its working directory) that lk-eval prepared and cleans up.
-AGENT_DIR_ENV = "LKEVAL_AGENT_DIR"
-AGENT_TMP = ".tmp"  # the agent's TMPDIR, inside its directory
-# The agent's raw (unmasked) log, in the run's private dir: lk-eval publishes a masked copy when
-# the agent stops. An agent that outlives lk-eval deletes it (nobody is left to mask it).
-RAW_LOG_ENV = "LKEVAL_RAW_LOG"
-#: The agent's memory bound in MiB (lk-eval's ``--agent-memory``); see :func:`limit_memory`.
-MEMORY_ENV = "LKEVAL_AGENT_MEMORY_MIB"
-PR_SET_CHILD_SUBREAPER = 36
 # Which LiveKit Inference class the agent's calls run at: "low" (as LiveKit's text simulation
 # pins them) or "agent" (the class each model asks for, as in production).
 INFERENCE_CLASS_ENV = "LKEVAL_INFERENCE_CLASS"
@@ -128,7 +133,7 @@ def installed_version() -> str:
         return "unknown"
 
 
-def attach_dispatch(dispatch: str | Control) -> None:
+def attach_dispatch(dispatch: str | control.Control) -> None:
     """Make every job this process launches carry the scenario as LiveKit's simulator does.
 
     With a :class:`Control`, the job waits for the scenario lk-eval sends right after the
@@ -170,7 +175,7 @@ def console_mode_for(dispatch_json: str) -> str:
     return "text"
 
 
-def enter_audio_mode(dispatch: str | Control) -> None:
+def enter_audio_mode(dispatch: str | control.Control) -> None:
     """Leave the console in audio mode for an audio scenario (``--mode audio``).
 
     The job is launched but its session not started yet: the console reads its mode when the
@@ -184,40 +189,6 @@ def enter_audio_mode(dispatch: str | Control) -> None:
     AgentsConsole.get_instance().console_mode = "audio"
     if isinstance(dispatch, Control):
         dispatch.conditions = conditions_line("agent", dispatch.marks_greeting, dispatch.patches)
-
-
-def hold_session_start(control: Control) -> None:
-    """Hold the agent's session until lk-eval's ``go``: the per-job work before it runs while
-    the agent waits for its conversation slot, the session itself only once the slot is open.
-
-    The job (its runner, context and the entrypoint up to ``AgentSession.start``: the user's
-    models and tools built, ``prewarm`` done) starts no session and no timer, so it runs before
-    ``prepared``. ``AgentSession.start`` is where the greeting, the idle and away timers and
-    the console's connection begin: the first call says ``prepared`` and waits for ``go``. So
-    how long an agent waits for a slot cannot change its transcript, and none of the per-job
-    work is inside the slot. (Mocks installed by ``tool_mocks`` wrap this from outside: an
-    unknown mocked tool fails the agent before ``prepared``.)
-    """
-    import asyncio
-    import functools
-
-    from livekit.agents import AgentSession
-
-    original: Callable[..., Any] = AgentSession.start
-
-    @functools.wraps(original)
-    async def start(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if control.hold():
-            control.announce_prepared()
-            # held, nothing of the agent's runs on this loop: its monitor need not tick
-            resume_monitor = sibling("idle_timers").pause_loop_monitor()
-            try:
-                await asyncio.get_running_loop().run_in_executor(None, control.wait_go)
-            finally:
-                resume_monitor()
-        return await original(self, *args, **kwargs)
-
-    AgentSession.start = start  # type: ignore[method-assign]
 
 
 #: The siblings every agent process loads (:func:`run`); the fork server loads them before it
@@ -261,50 +232,6 @@ def warm_mock_room() -> None:
             create_mock_room()
 
 
-def announce_ending(control: Control) -> None:
-    """Tell lk-eval on the control channel when the agent itself ends its session.
-
-    ``JobContext.shutdown``, ``AgentSession.shutdown`` and ``AgentSession.aclose`` first
-    write ``{"ending": true}``, then do what they always did. The agent closes the console's
-    connection only some milliseconds later (after its session's teardown), and no session
-    event announces it; this line does, and since it is written before anything the agent
-    sends after the call, lk-eval has it by the time it reads the turn's answer. So an agent
-    that hangs up in its last turn is told apart from one that stays, however loaded the
-    machine: lk-eval does not ask its verdict (docs/protocol.md, "Ending the session").
-    """
-    import functools
-    import inspect
-
-    from livekit.agents import AgentSession, JobContext
-
-    def wrap(cls: type, name: str) -> None:
-        original = cls.__dict__.get(name)
-        if original is None or getattr(original, "_lkeval_ending", False):
-            return
-        if inspect.iscoroutinefunction(original):
-
-            @functools.wraps(original)
-            async def closing(self: Any, *args: Any, **kwargs: Any) -> Any:
-                control.announce_ending()
-                return await original(self, *args, **kwargs)
-
-            wrapped: Any = closing
-        else:
-
-            @functools.wraps(original)
-            def ending(self: Any, *args: Any, **kwargs: Any) -> Any:
-                control.announce_ending()
-                return original(self, *args, **kwargs)
-
-            wrapped = ending
-        wrapped._lkeval_ending = True
-        setattr(cls, name, wrapped)
-
-    wrap(JobContext, "shutdown")
-    wrap(AgentSession, "shutdown")
-    wrap(AgentSession, "aclose")
-
-
 def set_inference_class(wanted: str) -> str:
     """Make the job's LiveKit Inference calls run at ``wanted``; returns the class they run at.
 
@@ -344,175 +271,6 @@ def conditions_line(
     return (json.dumps(said) + "\n").encode()
 
 
-class Control:
-    """The host's end of the control channel: the scenario and ``go`` in, ``prepared`` out,
-    end of file = die.
-
-    A daemon thread reads the channel from the start (before the slow imports), so the host
-    dies with lk-eval even while it is importing, waiting, or stuck in a hung tool.
-    """
-
-    def __init__(self, fd: int) -> None:
-        self._sock = socket.socket(fileno=fd)
-        self._sock.setblocking(True)
-        self._scenario = threading.Event()
-        self._go = threading.Event()
-        self._held = False
-        self._dispatch = ""
-        #: The scenario's ``mock_tools`` (tool name -> cases), sent with its dispatch.
-        self.mock_tools: dict[str, Any] = {}
-        self._ending_sent = False
-        threading.Thread(target=self._watch, name="lkeval-control", daemon=True).start()
-
-    def announce_prepared(self) -> None:
-        """Tell lk-eval the agent is ready to start its session."""
-        with contextlib.suppress(OSError):
-            self._sock.sendall(self.conditions + PREPARED)
-
-    def announce_ending(self) -> None:
-        """Tell lk-eval (once) that the agent is ending its session: see :func:`announce_ending`."""
-        if self._ending_sent:
-            return
-        self._ending_sent = True
-        with contextlib.suppress(OSError):
-            self._sock.sendall(ENDING)
-
-    #: :func:`conditions_line`, sent with ``prepared``.
-    conditions = b""
-    #: Whether the session marks the end of its greeting (part of :attr:`conditions`).
-    marks_greeting = False
-    #: :func:`speed_patches` (part of :attr:`conditions`).
-    patches: dict[str, str] = {}  # noqa: RUF012 (replaced, never changed in place)
-
-    def wait_scenario(self) -> str:
-        """Block until lk-eval has sent the scenario; returns its dispatch JSON."""
-        self._scenario.wait()
-        return self._dispatch
-
-    def hold(self) -> bool:
-        """True the first time only: the one session start that waits for ``go``."""
-        held, self._held = self._held, True
-        return not held
-
-    def wait_go(self) -> None:
-        """Block until lk-eval says go (the scenario's conversation slot is open)."""
-        self._go.wait()
-
-    def _watch(self) -> None:
-        buf = b""
-        while True:
-            try:
-                chunk = self._sock.recv(65536)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                die_with_tree(1)
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
-                    self._read(json.loads(line))
-
-    def _read(self, message: dict[str, Any]) -> None:
-        if "dispatch" in message:
-            self._dispatch = str(message["dispatch"])
-            self.mock_tools = dict(message.get("mock_tools") or {})
-            self._scenario.set()
-        if message.get("go") is True:
-            self._go.set()
-
-
-def become_subreaper() -> None:
-    """Orphaned descendants (a tool's child that called ``setsid`` and lost its parent) are
-    re-parented to this process instead of init, so they stay in its tree."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(Exception):
-            import ctypes
-
-            ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def process_tree(root: int) -> list[tuple[int, float]]:
-    """Every descendant of ``root`` as (pid, start time), through psutil (a dependency of
-    livekit-agents, so in every agent interpreter): the same walk on Linux and macOS.
-
-    Descendants that called ``setsid`` left ``root``'s process group but not its tree; the
-    start time lets a later kill skip a pid the kernel has given to someone else since.
-    """
-    import psutil
-
-    found: list[tuple[int, float]] = []
-    try:
-        children = psutil.Process(root).children(recursive=True)
-    except psutil.Error:
-        return found
-    for child in children:
-        with contextlib.suppress(psutil.Error):
-            found.append((child.pid, child.create_time()))
-    return found
-
-
-def parent_of(pid: int) -> int | None:
-    """``pid``'s parent now, or None when it is gone."""
-    import psutil
-
-    try:
-        return int(psutil.Process(pid).ppid())
-    except psutil.Error:
-        return None
-
-
-def kill_processes(processes: Iterable[tuple[int, float]], sig: int = signal.SIGKILL) -> None:
-    """Signal each (pid, start time) that is still the process it was."""
-    import psutil
-
-    for pid, started in processes:
-        with contextlib.suppress(psutil.Error, OSError):
-            if psutil.Process(pid).create_time() == started:
-                os.kill(pid, sig)
-
-
-def clean_agent_dir(path: str) -> None:
-    """Remove what lk-eval put in an agent's directory (the links to the project's entries
-    and the agent's temp dir), then the directory itself if the agent wrote nothing else."""
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(path):
-            if entry.is_symlink():
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
-    shutil.rmtree(os.path.join(path, AGENT_TMP), ignore_errors=True)
-    with contextlib.suppress(OSError):
-        os.rmdir(path)
-
-
-def drop_raw_log(path: str) -> None:
-    """Delete an unpublished raw log, and its private dir once the last one is gone."""
-    with contextlib.suppress(OSError):
-        os.unlink(path)
-    with contextlib.suppress(OSError):
-        os.rmdir(os.path.dirname(path))
-
-
-def die_with_tree(code: int) -> None:
-    """Kill every descendant, clean up after the agent, and exit at once (never returns).
-
-    Runs when lk-eval is gone: its directory links and temp dir go, and the raw log too (it
-    is unmasked, and nobody is left to publish a masked copy).
-    """
-    kill_processes(process_tree(os.getpid()))
-    agent_dir = os.environ.get(AGENT_DIR_ENV)
-    if agent_dir:
-        clean_agent_dir(agent_dir)
-    for tape_file in ("LKEVAL_TAPE", "LKEVAL_TAPE_OUT"):  # unmasked exchanges, beside the log
-        with contextlib.suppress(OSError):
-            os.unlink(os.environ.get(tape_file) or "")
-    raw_log = os.environ.get(RAW_LOG_ENV)
-    if raw_log:
-        drop_raw_log(raw_log)
-    os.kill(os.getpid(), signal.SIGKILL)
-    os._exit(code)
-
-
 def forget_host_dir() -> None:
     """Take this file's directory off ``sys.path`` before the user's module is imported.
 
@@ -524,22 +282,7 @@ def forget_host_dir() -> None:
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
 
 
-def fast_exit(code: int) -> None:
-    """Exit without the interpreter's final garbage collection (~0.75 s of a 0.8 s exit).
-
-    The agent's own shutdown hooks have run by now (``_run_tcp_console`` returned after the
-    server closed), so only flushing is left to do, and stopping what the agent started and
-    left running (a tool's ``setsid`` child would otherwise outlive it).
-    """
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    kill_processes(process_tree(os.getpid()))
-    os._exit(code)
-
-
-def run(agent_path: str, connect_addr: str, dispatch: str | Control) -> int:
+def run(agent_path: str, connect_addr: str, dispatch: str | control.Control) -> int:
     """Import the user's agent and run the console against ``connect_addr``."""
     missing = missing_hooks()
     if missing:
@@ -601,22 +344,6 @@ def start_tape() -> None:
     load_tape().install_from_env()
 
 
-def limit_memory() -> None:
-    """A hard backstop under lk-eval's watch on the agent's resident memory, for growth faster
-    than that watch polls: ``RLIMIT_DATA`` at twice the bound, inherited by the agent's own
-    processes. Not ``RLIMIT_AS``: native libraries (ONNX Runtime, LiveKit's Rust core)
-    reserve far more address space than they use and fail under it; ``RLIMIT_DATA`` counts
-    only writable private memory, which a reservation (``PROT_NONE``) is not."""
-    try:
-        mib = int(os.environ.get(MEMORY_ENV, "0"))
-    except ValueError:
-        return
-    if mib > 0:
-        limit = 2 * mib * 1024 * 1024
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
-
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the agent process."""
     parser = argparse.ArgumentParser(prog="lkeval/host/agent_host.py")
@@ -628,7 +355,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     become_subreaper()
     limit_memory()
-    dispatch: str | Control
+    dispatch: str | control.Control
     if args.control_fd is not None:
         dispatch = Control(args.control_fd)
     else:
