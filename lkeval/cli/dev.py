@@ -163,7 +163,7 @@ def dev_main(options: RunOptions, stream: TextIO | None = None) -> int:
     to run an agent whose environment is not lk-eval's, before any LLM is asked anything.
     """
     # imported here: ``lkeval run`` loads the CLI too, and needs none of it
-    from lkeval.inproc.agent import in_process_agents
+    from lkeval.inproc.agent import ConversationBegins, in_process_agents
     from lkeval.inproc.hooks import check_hooks
     from lkeval.inproc.loader import load_server
     from lkeval.publish.live_transcript import LiveTranscript
@@ -177,7 +177,11 @@ def dev_main(options: RunOptions, stream: TextIO | None = None) -> int:
         return shown[-1]
 
     def echo(event: object) -> None:
-        if shown:
+        if not shown:
+            return
+        if isinstance(event, ConversationBegins):
+            shown[-1].conversation_begins(event.scenario_id)
+        else:
             shown[-1](event)
 
     collaborators = Collaborators(

@@ -28,6 +28,7 @@ import os
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,17 @@ from lkeval.inproc.hooks import check_hooks
 from lkeval.inproc.loader import load_server
 
 Echo = Callable[[Any], None]
-"""Called with each session event as it arrives (``lkeval dev`` prints the transcript)."""
+"""Called with each session event as it arrives (``lkeval dev`` prints the transcript), and
+with a :class:`ConversationBegins` before an attempt's first event."""
+
+
+@dataclass(frozen=True)
+class ConversationBegins:
+    """Handed to the echo when an attempt's conversation begins: the session events after it
+    are that scenario's (the next scenario's agent may already be starting)."""
+
+    scenario_id: str
+
 
 START_MODE = StartMode("in-process")  # type: ignore[arg-type]
 AUDIO_REFUSED = "audio scenarios are not played in-process (lkeval dev has no audio): lkeval run"
@@ -221,6 +232,8 @@ class InProcessAgent:
         finally:
             self._listener.stop()
         if self.echo is not None:
+            scenario = json.loads(self.dispatch).get("scenario") or {}
+            self.echo(ConversationBegins(str(scenario.get("id", ""))))
             conn.on_event(self.echo)
         return conn
 

@@ -119,7 +119,7 @@ class LLMEvaluator:
         key = self._preflight_key() if self.cache_preflight and not suite_controls else None
         check = preflight_cache.load_check(key) if key else None
         if check is not None:
-            print("judge preflight: kept from an earlier run of this judge", file=out)
+            print("judge preflight: kept from an earlier run of this judge, which found:", file=out)
         else:
             check = preflight_judge(
                 self.judge_spec,

@@ -27,23 +27,35 @@ INDENT = "    "
 
 
 class LiveTranscript:
-    """Prints a session's items as they arrive (its ``echo``), and the scenarios' start and
-    result lines (a :class:`~lkeval.run.engine.ProgressObserver`)."""
+    """Prints a session's items as they arrive (its ``echo``), each conversation under its
+    scenario's start line, and the result lines (a
+    :class:`~lkeval.run.engine.ProgressObserver`)."""
 
     def __init__(self, stream: TextIO, total: int | None = None) -> None:
         self.stream = stream
         self._lock = threading.Lock()
         self._results = TerminalProgress(stream, total, status_every=3600.0)
         self._turn = 0  # the caller's lines so far in the scenario playing
+        self._headers: dict[str, str] = {}  # started, its conversation not begun yet
 
     def scenario_started(self, scenario_id: str, label: str) -> None:
-        """``▶ label (id)``."""
-        self._turn = 0
-        self._write(f"▶ {terminal_text(label, 120)} ({terminal_text(scenario_id, 80)})")
+        """Noted: its ``▶ label (id)`` line comes when its conversation begins (the next
+        scenario's agent starts while one still plays)."""
+        self._headers[scenario_id] = (
+            f"▶ {terminal_text(label, 120)} ({terminal_text(scenario_id, 80)})"
+        )
         self._results.scenario_started(scenario_id, label)
+
+    def conversation_begins(self, scenario_id: str) -> None:
+        """The session events from now on are this scenario's: its ``▶`` line (once)."""
+        self._turn = 0
+        header = self._headers.pop(scenario_id, None)
+        if header is not None:
+            self._write(header)
 
     def scenario_finished(self, result: ScenarioResult) -> None:
         """The result line ``lkeval run`` prints."""
+        self._headers.pop(result.scenario_id, None)  # one that never conversed
         self._results.scenario_finished(result)
 
     def __call__(self, event: Any) -> None:

@@ -34,6 +34,7 @@ def test_the_conversation_is_printed_as_it_happens() -> None:
     out = io.StringIO()
     live = LiveTranscript(out, total=1)
     live.scenario_started("SCN_book", "Books a room")
+    live.conversation_begins("SCN_book")
     for event in (
         _message(pb.ASSISTANT, "Welcome!"),
         _message(pb.USER, "Book it for Ada"),
@@ -69,3 +70,26 @@ def test_a_secret_or_a_workflow_command_in_the_conversation_is_not_printed(
     text = out.getvalue()
     assert "sk-live-transcript-secret-123456" not in text
     assert not any(line.startswith("::") for line in text.splitlines())
+
+
+def test_each_conversation_is_under_its_own_scenario_when_the_next_one_starts_early() -> None:
+    """The next scenario's agent starts while one still plays: its line waits for its
+    conversation, so no transcript is printed under the wrong scenario."""
+    out = io.StringIO()
+    live = LiveTranscript(out, total=3)
+    live.scenario_started("SCN_a", "First")
+    live.scenario_started("SCN_b", "Second")
+    live.scenario_started("SCN_c", "Never talks")
+    live.conversation_begins("SCN_a")
+    live(_message(pb.ASSISTANT, "Hello from A."))
+    live.conversation_begins("SCN_b")
+    live(_message(pb.ASSISTANT, "Hello from B."))
+    live.scenario_finished(ScenarioResult("SCN_c", "Never talks", "", "", "s.yaml", 1, "error"))
+    lines = out.getvalue().splitlines()
+    assert lines[:4] == [
+        "▶ First (SCN_a)",
+        "    [0] assistant: Hello from A.",
+        "▶ Second (SCN_b)",
+        "    [0] assistant: Hello from B.",
+    ]
+    assert not any("▶ Never talks" in line for line in lines)
