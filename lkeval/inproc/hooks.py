@@ -4,7 +4,7 @@ The player builds the job as LiveKit's own in-process test helper does and hands
 scenario as LiveKit's simulator would; for that it reads and sets names livekit-agents does not
 promise to keep (docs/dev.md). On a version without one of them a scenario would fail somewhere
 in the middle with an ``AttributeError``; the check names what is missing and the supported
-range in one line instead, as the console's host does (``agents/agent_host.py``).
+range in one line instead, as the console's host does (``host/agent_host.py``).
 
 Module-level names are looked up on the modules; the names a ``JobContext`` or an
 ``AgentServer`` sets in its constructor are looked up on real instances (a fake job's context,

@@ -8,8 +8,8 @@
 - ``JobContext.shutdown``, ``AgentSession.shutdown`` and ``AgentSession.aclose`` tell the
   player the agent is ending its session, as the console's host tells lk-eval
   (``agent_host.announce_ending``).
-- Each tool's schema is built once, not per LLM request (``agents/tool_schemas.py``), and the
-  session marks the end of its greeting (``agents/greeting_mark.py``), as in an agent process.
+- Each tool's schema is built once, not per LLM request (``host/tool_schemas.py``), and the
+  session marks the end of its greeting (``host/greeting_mark.py``), as in an agent process.
 """
 
 from __future__ import annotations
