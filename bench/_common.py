@@ -13,6 +13,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -139,3 +140,20 @@ def llm_server_process(rules: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def edit(agent: Path, round_no: int) -> None:
+    """What a developer's edit does to the agent module: new source, compiled again."""
+    with agent.open("a", encoding="utf-8") as fh:
+        fh.write(f"# edit {round_no}\n")
+
+
+def wall(argv: list[str], env: dict[str, str], cwd: Path, ok: tuple[int, ...] = (0,)) -> float:
+    """Seconds from start to exit of one command, whose exit code must be one of ``ok`` (the
+    figure is of the run measured, not of a failure)."""
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode not in ok:
+        sys.exit(f"{argv[2:4]} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return seconds

@@ -29,23 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import HOTEL, HOTEL_RULES, hotel_env, llm_server_process, machine, stats
-
-
-def edit(agent: Path, round_no: int) -> None:
-    """What a developer's edit does to the agent module: new source, compiled again."""
-    with agent.open("a", encoding="utf-8") as fh:
-        fh.write(f"# edit {round_no}\n")
-
-
-def wall(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int]:
-    """(seconds from start to exit, exit code) of one command."""
-    started = time.perf_counter()
-    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - started
-    if done.returncode not in (0, 1):
-        sys.exit(f"{argv[3]} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return seconds, done.returncode
+from _common import HOTEL, HOTEL_RULES, edit, hotel_env, llm_server_process, machine, stats, wall
 
 
 class Watcher:
@@ -99,7 +83,7 @@ def main() -> None:
             "run": [*lkeval, "run", *common, "--repeat", "1", "--results", run_results],
         }
         for argv in commands.values():  # unmeasured: dev keeps its preflight from here
-            wall(argv, env, work)
+            wall(argv, env, work, ok=(0, 1))
         # the watcher's own copy: the other commands' edits must not wake it
         shutil.copytree(HOTEL, work / "watched")
         watched = work / "watched" / "agent.py"
@@ -111,7 +95,7 @@ def main() -> None:
             for round_no in range(args.rounds):
                 for name, argv in commands.items():
                     edit(agent, sum(map(len, times.values())))
-                    times[name].append(wall(argv, env, work)[0])
+                    times[name].append(wall(argv, env, work, ok=(0, 1)))
                 edits = sum(map(len, times.values()))
                 times["dev --watch"].append(watcher.rerun(watched, edits))
                 laps = ", ".join(f"{name} {t[-1]:.2f} s" for name, t in times.items())

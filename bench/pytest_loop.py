@@ -21,29 +21,11 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from _common import HOTEL, HOTEL_RULES, hotel_env, llm_server_process, machine, stats
-
-
-def edit(agent: Path, round_no: int) -> None:
-    """What a developer's edit does to the agent module: new source, compiled again."""
-    with agent.open("a", encoding="utf-8") as fh:
-        fh.write(f"# edit {round_no}\n")
-
-
-def wall(argv: list[str], env: dict[str, str], cwd: Path) -> float:
-    """Seconds from start to exit of one command (which must pass: the figure is a pass's)."""
-    started = time.perf_counter()
-    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        sys.exit(f"{argv[2:4]} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return seconds
+from _common import HOTEL, HOTEL_RULES, edit, hotel_env, llm_server_process, machine, stats, wall
 
 
 def commands(work: Path, scenario: str) -> dict[str, list[str]]:
