@@ -129,7 +129,7 @@ lkeval.cli.entrypoint()
 
 # On the fork server's PYTHONPATH (bench-only): each forked agent profiles itself, every thread
 # (the console runs the job in one of its own), on the CPU clock, from the fork to its
-# ``os._exit`` (agents leave through ``agent_host.fast_exit``).
+# ``os._exit`` (agents leave through ``tree.fast_exit``).
 AGENT_PROFILER = r"""
 import os, sys
 if sys.argv and sys.argv[0].endswith("fork_server.py") and os.environ.get("AGENT_PROFILE_DIR"):

@@ -349,14 +349,14 @@ def steps_once(tree: Path, repeat: int = 200) -> dict[str, float]:
     walk of an agent's process tree (every stop and every agent's exit walk one) on a live
     tree of 3 processes, and an agent's working directory made and cleaned."""
     from lkeval.agents.workdir import prepare_agent_dir
-    from lkeval.host import agent_host
+    from lkeval.host import tree
 
     sleepers = [subprocess.Popen(["sleep", "30"]) for _ in range(3)]
     out: dict[str, float] = {"processes on the machine": float(len(_pids()))}
     try:
         started = time.process_time()
         for _ in range(repeat):
-            agent_host.process_tree(os.getpid())
+            tree.process_tree(os.getpid())
         out["process_tree"] = (time.process_time() - started) / repeat * 1000
     finally:
         for sleeper in sleepers:
@@ -367,7 +367,7 @@ def steps_once(tree: Path, repeat: int = 200) -> dict[str, float]:
         for k in range(repeat // 4):
             agent_dir = Path(tmp) / f"agent-{k}.files"
             prepare_agent_dir(agent_dir, tree)
-            agent_host.clean_agent_dir(str(agent_dir))
+            tree.clean_agent_dir(str(agent_dir))
         out["agent dir made and cleaned"] = (time.process_time() - started) / (repeat // 4) * 1000
     return out
 

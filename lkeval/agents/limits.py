@@ -4,7 +4,7 @@ One runaway agent must not take the runner down with every other scenario's resu
 that flooded stdout once left a 1.1 GB log and 2 GB of disk, and nothing bounded an agent's
 memory. :meth:`AgentProcess.wait_failure` polls :func:`bound_passed` (the log's size and one small
 ``/proc`` read) and stops an agent past either bound; inside the agent,
-:func:`lkeval.host.agent_host.limit_memory` sets ``RLIMIT_DATA`` at twice the memory bound
+:func:`lkeval.host.tree.limit_memory` sets ``RLIMIT_DATA`` at twice the memory bound
 for growth faster than the poll.
 """
 

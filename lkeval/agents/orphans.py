@@ -7,7 +7,7 @@ import os
 
 from lkeval.agents.fork_start import LAUNCHER_PIDS
 from lkeval.agents.process import LIVE_PROCESSES
-from lkeval.host import agent_host
+from lkeval.host import tree
 
 
 def kill_all_now() -> None:
@@ -28,13 +28,13 @@ def adopt_orphans() -> None:
     crash in a tool that had started a ``setsid`` child) come to lk-eval instead of init, and
     :func:`kill_all_now` stops them. For the CLI process, which starts nothing else."""
     global _ADOPTING
-    agent_host.become_subreaper()
+    tree.become_subreaper()
     _ADOPTING = True
 
 
 def _sweep_orphans() -> None:
     me = os.getpid()
-    for pid, started in agent_host.process_tree(me):
-        if agent_host.parent_of(pid) != me or pid in LAUNCHER_PIDS:
+    for pid, started in tree.process_tree(me):
+        if tree.parent_of(pid) != me or pid in LAUNCHER_PIDS:
             continue
-        agent_host.kill_processes([(pid, started), *agent_host.process_tree(pid)])
+        tree.kill_processes([(pid, started), *tree.process_tree(pid)])

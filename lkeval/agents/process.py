@@ -59,7 +59,7 @@ from lkeval.agents.machine import with_load
 from lkeval.agents.memory import oom_kills
 from lkeval.agents.protocol import SessionConnection, SessionListener
 from lkeval.agents.workdir import prepare_agent_dir
-from lkeval.host import agent_host
+from lkeval.host import agent_host, control, tree
 
 # Every agent process still running, so an interrupted lk-eval can stop them all.
 LIVE_PROCESSES: set[AgentProcess] = set()
@@ -214,7 +214,7 @@ class AgentProcess:
         started = time.monotonic()
         self._went = True
         with contextlib.suppress(OSError):  # the agent is gone: the race reports how it ended
-            await asyncio.get_running_loop().sock_sendall(self._control, agent_host.GO)
+            await asyncio.get_running_loop().sock_sendall(self._control, control.GO)
         try:
             conn = await self._race("connect", self._listener.accepted, boot_timeout)
         finally:
@@ -241,7 +241,7 @@ class AgentProcess:
             with contextlib.suppress(BlockingIOError, InterruptedError, OSError):
                 while chunk := self._control.recv(4096):
                     self._after_go += chunk
-                    if agent_host.ENDING.strip() in self._after_go:
+                    if control.ENDING.strip() in self._after_go:
                         self._ending = True
                         break
         return self._ending
@@ -286,13 +286,13 @@ class AgentProcess:
         env = {
             **agent_env(self.launch),
             **self.extra_env,
-            agent_host.AGENT_DIR_ENV: str(self.agent_dir.resolve()),
-            "TMPDIR": str((self.agent_dir / agent_host.AGENT_TMP).resolve()),
+            tree.AGENT_DIR_ENV: str(self.agent_dir.resolve()),
+            "TMPDIR": str((self.agent_dir / tree.AGENT_TMP).resolve()),
         }
         if self.raw_log_path != self.log_path:  # a private raw log, published when it stops
-            env[agent_host.RAW_LOG_ENV] = str(self.raw_log_path.resolve())
+            env[tree.RAW_LOG_ENV] = str(self.raw_log_path.resolve())
         if self.launch.memory_limit_mib:
-            env[agent_host.MEMORY_ENV] = str(self.launch.memory_limit_mib)
+            env[tree.MEMORY_ENV] = str(self.launch.memory_limit_mib)
         return env
 
     async def _read_prepared(self) -> None:
@@ -301,7 +301,7 @@ class AgentProcess:
         with contextlib.suppress(OSError):  # the agent is gone: the race reports how it ended
             await loop.sock_sendall(self._control, self._scenario_line())
         received = b""
-        while agent_host.PREPARED not in received:
+        while control.PREPARED not in received:
             try:
                 chunk = await loop.sock_recv(self._control, 4096)
             except OSError:  # ECONNRESET: it died before reading the scenario line
@@ -411,9 +411,9 @@ class AgentProcess:
                 self.launch.log_limit_mib,
             )
             if self._stopped_for is not None:
-                tree = agent_host.process_tree(self.proc.pid)
+                descendants = tree.process_tree(self.proc.pid)
                 _signal_group(self.proc.pid, signal.SIGKILL)
-                agent_host.kill_processes(tree)
+                tree.kill_processes(descendants)
         return self._stopped_for
 
     def exit_reason(self) -> str:
@@ -466,7 +466,7 @@ class AgentProcess:
         proc = self.proc
         try:
             if proc is not None and proc.returncode is None:
-                tree = agent_host.process_tree(proc.pid)
+                descendants = tree.process_tree(proc.pid)
                 # No session yet (its entrypoint crashed or hangs, or it waited for a slot that
                 # never came): nothing to end gracefully, so it is killed at once, and by us:
                 # closing the control channel would make the host delete its raw log as if
@@ -475,10 +475,10 @@ class AgentProcess:
                 try:
                     await asyncio.wait_for(proc.wait(), grace)
                 except asyncio.TimeoutError:
-                    tree += agent_host.process_tree(proc.pid)
+                    descendants += tree.process_tree(proc.pid)
                     _signal_group(proc.pid, signal.SIGKILL)
                     await proc.wait()
-                agent_host.kill_processes(tree)
+                tree.kill_processes(descendants)
             if proc is not None:
                 _signal_group(proc.pid, signal.SIGKILL)  # what it left behind in its group
         finally:
@@ -497,15 +497,15 @@ class AgentProcess:
             self._control = None
         if self._memory is not None:
             self._memory.close()
-        agent_host.clean_agent_dir(str(self.agent_dir))
+        tree.clean_agent_dir(str(self.agent_dir))
         LIVE_PROCESSES.discard(self)
 
     def kill_now(self) -> None:
         """SIGKILL the agent's whole tree at once (no grace), from any thread or none."""
         if self.proc is not None and self.proc.returncode is None:
-            tree = agent_host.process_tree(self.proc.pid)
+            descendants = tree.process_tree(self.proc.pid)
             _signal_group(self.proc.pid, signal.SIGKILL)
-            agent_host.kill_processes(tree)
+            tree.kill_processes(descendants)
         self._release()
 
 

@@ -7,7 +7,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from lkeval.host import agent_host
+from lkeval.host import tree
 
 
 def prepare_agent_dir(path: Path, project: Path) -> None:
@@ -19,11 +19,11 @@ def prepare_agent_dir(path: Path, project: Path) -> None:
     the whole path each time, half of this function's CPU, paid by every scenario.
     """
     path.mkdir(parents=True, exist_ok=True)
-    (path / agent_host.AGENT_TMP).mkdir(exist_ok=True)
+    (path / tree.AGENT_TMP).mkdir(exist_ok=True)
     with contextlib.suppress(OSError):
         real_project = project.resolve()
         for entry in os.scandir(project):
-            if entry.name == agent_host.AGENT_TMP:
+            if entry.name == tree.AGENT_TMP:
                 continue
             target = real_project / entry.name
             if entry.is_symlink():

@@ -212,7 +212,7 @@ def leave(code: int) -> NoReturn:
     garbage collection and module teardown between the gate line and the exit, on 2 cores):
     its ``atexit`` hooks only close resource-file contexts (certifi's CA bundle, livekit's
     bundled files, none of them temporary copies) and logging, which is shut down (flushed)
-    here. The agent processes leave the same way (``agent_host.fast_exit``). A thread that is
+    here. The agent processes leave the same way (``tree.fast_exit``). A thread that is
     not a daemon would be waited for by a normal exit; none is expected, but if one is alive
     the normal exit runs so that whatever it writes is not lost.
     """

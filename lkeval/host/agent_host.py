@@ -67,26 +67,6 @@ if __package__:
 else:
     tree = sibling("tree")
     control = sibling("control")
-# lk-eval's side and the fork server reach these through the agent host, as before
-Control = control.Control
-PREPARED = control.PREPARED
-GO = control.GO
-ENDING = control.ENDING
-announce_ending = control.announce_ending
-hold_session_start = control.hold_session_start
-AGENT_DIR_ENV = tree.AGENT_DIR_ENV
-AGENT_TMP = tree.AGENT_TMP
-RAW_LOG_ENV = tree.RAW_LOG_ENV
-MEMORY_ENV = tree.MEMORY_ENV
-become_subreaper = tree.become_subreaper
-process_tree = tree.process_tree
-parent_of = tree.parent_of
-kill_processes = tree.kill_processes
-clean_agent_dir = tree.clean_agent_dir
-drop_raw_log = tree.drop_raw_log
-die_with_tree = tree.die_with_tree
-fast_exit = tree.fast_exit
-limit_memory = tree.limit_memory
 
 SUPPORTED_RANGE = ">=1.6.6,<1.9"
 EXIT_UNSUPPORTED = 78
@@ -145,7 +125,7 @@ def attach_dispatch(dispatch: str | control.Control) -> None:
     original: Callable[..., Any] = ProcPool.launch_job
 
     async def launch_job(self: Any, info: Any) -> Any:
-        if isinstance(dispatch, Control):
+        if isinstance(dispatch, control.Control):
             import asyncio
 
             loop = asyncio.get_running_loop()
@@ -187,7 +167,7 @@ def enter_audio_mode(dispatch: str | control.Control) -> None:
     from livekit.agents.cli.cli import AgentsConsole
 
     AgentsConsole.get_instance().console_mode = "audio"
-    if isinstance(dispatch, Control):
+    if isinstance(dispatch, control.Control):
         dispatch.conditions = conditions_line("agent", dispatch.marks_greeting, dispatch.patches)
 
 
@@ -303,10 +283,10 @@ def run(agent_path: str, connect_addr: str, dispatch: str | control.Control) -> 
     # dispatch turns audio back on before its session starts (enter_audio_mode).
     AgentsConsole.get_instance().console_mode = "text"
     inference_class = set_inference_class(os.environ.get(INFERENCE_CLASS_ENV, "low"))
-    if isinstance(dispatch, Control):
-        hold_session_start(dispatch)
+    if isinstance(dispatch, control.Control):
+        control.hold_session_start(dispatch)
         dispatch.marks_greeting = sibling("greeting_mark").install()
-        announce_ending(dispatch)
+        control.announce_ending(dispatch)
     attach_dispatch(dispatch)
     # each tool's schema once per process, not per LLM request (same bytes sent)
     schemas = sibling("tool_schemas").install()
@@ -314,7 +294,7 @@ def run(agent_path: str, connect_addr: str, dispatch: str | control.Control) -> 
     server = _discover_server(agent_path)
     # no idle-process poll or load report where one console job is the process's only work
     sibling("idle_timers").install(server)
-    if isinstance(dispatch, Control):
+    if isinstance(dispatch, control.Control):
         dispatch.patches = speed_patches(schemas)
         dispatch.conditions = conditions_line(
             inference_class, dispatch.marks_greeting, dispatch.patches
@@ -353,15 +333,15 @@ def main(argv: list[str] | None = None) -> None:
     source.add_argument("--control-fd", type=int, help="lk-eval's control channel")
     source.add_argument("--dispatch-file", help="run at once with this scenario")
     args = parser.parse_args(argv)
-    become_subreaper()
-    limit_memory()
+    tree.become_subreaper()
+    tree.limit_memory()
     dispatch: str | control.Control
     if args.control_fd is not None:
-        dispatch = Control(args.control_fd)
+        dispatch = control.Control(args.control_fd)
     else:
         with open(args.dispatch_file, encoding="utf-8") as fh:
             dispatch = fh.read()
-    fast_exit(run(args.agent, args.connect_addr, dispatch))
+    tree.fast_exit(run(args.agent, args.connect_addr, dispatch))
 
 
 if __name__ == "__main__":

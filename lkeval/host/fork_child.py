@@ -57,7 +57,7 @@ def child_main(
     except BaseException:
         traceback.print_exc()
         os._exit(EXIT_CHILD_SETUP)
-    agent_host.fast_exit(_run_host(agent_host, argv))
+    agent_host.tree.fast_exit(_run_host(agent_host, argv))
 
 
 def _run_host(agent_host: Any, argv: list[str]) -> int:

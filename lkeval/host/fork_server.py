@@ -45,7 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 if __package__:  # imported as lkeval.host.fork_server (tests, type checks)
-    from . import agent_host, fork_child, tls_context
+    from . import agent_host, fork_child, tls_context, tree
 else:  # run by path with the agent's interpreter, which may not have lk-eval: the agent host,
     # by path, brings the host's one loader (siblings.py), which loads the rest under private
     # names, not through sys.path (a user module named ``agent_host`` stays theirs)
@@ -60,6 +60,7 @@ else:  # run by path with the agent's interpreter, which may not have lk-eval: t
     _spec.loader.exec_module(agent_host)
     fork_child = agent_host.sibling("fork_child")
     tls_context = agent_host.sibling("tls_context")
+    tree = agent_host.sibling("tree")
     agent_host.forget_host_dir()  # nothing preloaded may resolve to this directory's modules
 
 PROTOCOL_VERSION = 2
@@ -273,18 +274,18 @@ class Server:
             while self._step():
                 pass
         finally:
-            tree = agent_host.process_tree(os.getpid())  # children, and what they started
+            descendants = tree.process_tree(os.getpid())  # children, and what they started
             agent_dirs = list(self.agent_dirs.values())
             for pid in list(self.children):
                 _kill_group(pid)
-            agent_host.kill_processes(tree)
+            tree.kill_processes(descendants)
             self._reap()
             # a child killed here may not have finished cleaning up after itself
             for agent_dir in agent_dirs:
-                agent_host.clean_agent_dir(agent_dir)
+                tree.clean_agent_dir(agent_dir)
             if self.lost_runner:  # nobody is left to publish (mask) the raw logs
                 for raw_log in self.raw_logs:
-                    agent_host.drop_raw_log(raw_log)
+                    tree.drop_raw_log(raw_log)
 
     def _step(self) -> bool:
         readable, _, _ = select.select([0, self._wake_r], [], [])
@@ -381,10 +382,10 @@ class Server:
             pass
         os.close(sync_r)
         self.children[pid] = spawn_id
-        if env.get(agent_host.AGENT_DIR_ENV):
-            self.agent_dirs[pid] = env[agent_host.AGENT_DIR_ENV]
-        if env.get(agent_host.RAW_LOG_ENV):
-            self.raw_logs.add(env[agent_host.RAW_LOG_ENV])
+        if env.get(tree.AGENT_DIR_ENV):
+            self.agent_dirs[pid] = env[tree.AGENT_DIR_ENV]
+        if env.get(tree.RAW_LOG_ENV):
+            self.raw_logs.add(env[tree.RAW_LOG_ENV])
         self._tell("spawned", id=spawn_id, pid=pid)
 
     def _receive_control(self, spawn_id: str) -> int | None:
@@ -450,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     fd_channel = socket.socket(fileno=args.fd_channel) if args.fd_channel is not None else None
-    agent_host.become_subreaper()
+    tree.become_subreaper()
     # No collector passes while the framework loads: they walk a heap that only grows (~15%
     # of the preload's CPU); ``_preload`` collects once, freezes, and turns it back on.
     gc.disable()

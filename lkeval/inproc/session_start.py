@@ -7,7 +7,7 @@
   the code that serves the console. Outside a scenario it is livekit's ``start`` unchanged.
 - ``JobContext.shutdown``, ``AgentSession.shutdown`` and ``AgentSession.aclose`` tell the
   player the agent is ending its session, as the console's host tells lk-eval
-  (``agent_host.announce_ending``).
+  (``control.announce_ending``).
 - Each tool's schema is built once, not per LLM request (``host/tool_schemas.py``), and the
   session marks the end of its greeting (``host/greeting_mark.py``), as in an agent process.
 """
@@ -18,7 +18,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from lkeval.host import agent_host, greeting_mark, tool_schemas
+from lkeval.host import agent_host, control, greeting_mark, tool_schemas
 
 
 class Player(Protocol):
@@ -57,7 +57,7 @@ def install() -> tuple[dict[str, str], bool]:
 
     schemas = tool_schemas.install()
     marks_greeting = greeting_mark.install()
-    agent_host.announce_ending(CURRENT)  # type: ignore[arg-type]
+    control.announce_ending(CURRENT)  # type: ignore[arg-type]
     original: Callable[..., Awaitable[Any]] = AgentSession.start
 
     @functools.wraps(original)

@@ -10,7 +10,7 @@ import time
 
 import psutil
 
-from lkeval.host import agent_host
+from lkeval.host import tree
 
 # a child that starts a grandchild in its own session (as a tool's daemon would), then waits
 SPAWNER = (
@@ -39,16 +39,16 @@ def test_the_walk_finds_a_setsid_grandchild_and_the_kill_checks_start_times() ->
     try:
         assert child.stdout is not None
         grandchild = int(child.stdout.readline())
-        tree = dict(agent_host.process_tree(os.getpid()))
-        assert child.pid in tree and grandchild in tree
-        assert agent_host.parent_of(grandchild) == child.pid
+        walked = dict(tree.process_tree(os.getpid()))
+        assert child.pid in walked and grandchild in walked
+        assert tree.parent_of(grandchild) == child.pid
         # a start time that does not match: the pid is someone else's now, left alone
-        agent_host.kill_processes([(grandchild, tree[grandchild] + 1.0)])
+        tree.kill_processes([(grandchild, walked[grandchild] + 1.0)])
         time.sleep(0.2)
         assert psutil.Process(grandchild).status() != psutil.STATUS_ZOMBIE
-        agent_host.kill_processes(agent_host.process_tree(child.pid))
+        tree.kill_processes(tree.process_tree(child.pid))
         assert dead(grandchild)  # its parent sleeps, so it stays a zombie until reaped
     finally:
         child.kill()
         child.wait()
-    assert agent_host.process_tree(child.pid) == []  # a gone root has no tree
+    assert tree.process_tree(child.pid) == []  # a gone root has no tree

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from lkeval.agents.workdir import prepare_agent_dir
-from lkeval.host import agent_host
+from lkeval.host import tree
 
 
 def test_each_link_points_at_the_entrys_real_path_through_linked_directories(
@@ -20,7 +20,7 @@ def test_each_link_points_at_the_entrys_real_path_through_linked_directories(
     outside.write_text("{}")
     (real / "data.json").symlink_to(outside)  # an entry that is a link itself
     (real / "chain").symlink_to(real / "data.json")  # a link to a link
-    (real / agent_host.AGENT_TMP).mkdir()  # never linked: the agent's temp dir is its own
+    (real / tree.AGENT_TMP).mkdir()  # never linked: the agent's temp dir is its own
     project = tmp_path / "project"  # the project reached through a link
     project.symlink_to(real)
     agent_dir = tmp_path / "agent.files"
@@ -29,8 +29,8 @@ def test_each_link_points_at_the_entrys_real_path_through_linked_directories(
 
     prepare_agent_dir(agent_dir, project)
 
-    assert (agent_dir / agent_host.AGENT_TMP).is_dir()
-    assert not (agent_dir / agent_host.AGENT_TMP).is_symlink()
+    assert (agent_dir / tree.AGENT_TMP).is_dir()
+    assert not (agent_dir / tree.AGENT_TMP).is_symlink()
     assert (agent_dir / "agent.py").read_text() == "mine\n"
     for name in ("pkg", "data.json", "chain"):
         link = agent_dir / name
@@ -38,5 +38,5 @@ def test_each_link_points_at_the_entrys_real_path_through_linked_directories(
         assert Path(os.readlink(link)) == (project / name).resolve()
     assert Path(os.readlink(agent_dir / "chain")) == outside.resolve()
     assert sorted(p.name for p in agent_dir.iterdir()) == sorted(
-        ["pkg", "agent.py", "data.json", "chain", agent_host.AGENT_TMP]
+        ["pkg", "agent.py", "data.json", "chain", tree.AGENT_TMP]
     )

@@ -26,7 +26,7 @@ def test_a_missing_hook_stops_with_one_line_naming_it_and_the_range() -> None:
         f"import sys; sys.path.insert(0, {str(agent_host.HOST_DIR)!r})\n"
         "import agent_host\n"
         "agent_host.HOOKS = agent_host.HOOKS + (('livekit.agents.cli.cli', '_gone_in_2027'),)\n"
-        "agent_host.fast_exit(agent_host.run('agent.py', '127.0.0.1:1', '{}'))\n"
+        "agent_host.tree.fast_exit(agent_host.run('agent.py', '127.0.0.1:1', '{}'))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == agent_host.EXIT_UNSUPPORTED

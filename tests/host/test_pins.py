@@ -11,7 +11,7 @@ from types import ModuleType
 import pytest
 
 from lkeval.agents import process
-from lkeval.host import agent_host, idle_timers, pins, tls_context, tool_schemas
+from lkeval.host import agent_host, control, idle_timers, pins, tls_context, tool_schemas
 
 BUILDER = "def build(tool):\n    return {'name': tool}\n"
 HELPER = "def helper():\n    return 1\n"
@@ -70,7 +70,7 @@ def test_the_patch_notes_name_what_turned_one_off(monkeypatch: pytest.MonkeyPatc
 def test_the_host_tells_lk_eval_which_patches_are_on() -> None:
     notes = {"tool_schemas": "on (verified x)", "idle_timers": "off (y changed since 1.8.9)"}
     line = agent_host.conditions_line("low", True, notes)
-    said = process._conditions(line + agent_host.PREPARED)
+    said = process._conditions(line + control.PREPARED)
     assert said["speed_patches"] == notes and said["inference_class"] == "low"
     assert agent_host.conditions_line("low")  # a host that has none says an empty table
     assert process._conditions(agent_host.conditions_line("low"))["speed_patches"] == {}

@@ -269,13 +269,13 @@ def test_a_case_model_without_error_sends_its_output() -> None:
 def test_the_hosts_control_channel_reads_the_mocks_sent_with_the_scenario() -> None:
     import socket
 
-    from lkeval.host import agent_host
+    from lkeval.host import agent_host, control
 
     ours, theirs = socket.socketpair()
-    control = agent_host.Control(theirs.detach())
+    host_end = control.Control(theirs.detach())
     wire = {"book_table": CASES}
     ours.sendall((json.dumps({"dispatch": "{}", "mock_tools": wire}) + "\n").encode())
-    assert control.wait_scenario() == "{}"
-    assert control.mock_tools == wire
+    assert host_end.wait_scenario() == "{}"
+    assert host_end.mock_tools == wire
     assert agent_host.sibling("tool_mocks") is tool_mocks
     ours.detach()  # closing it would make the host's watcher kill this process
