@@ -41,6 +41,7 @@ from lkeval.results.pricing import PriceTable
 from lkeval.run.attempt import RunSettings
 from lkeval.run.engine import Engine, EngineOptions, attempt_factory
 from lkeval.run.revote import ask_again_with
+from lkeval.run.suite import nothing_to_check
 from lkeval.scenarios.model import Scenario
 
 
@@ -113,10 +114,7 @@ class ScenarioPlayer:
         if self.evaluator is None:
             self.evaluator = build_evaluator(self.options.llm, [scenario])
         evaluator = self.evaluator
-        unchecked = scenario.nothing_to_check(
-            judge_scripted=evaluator is not None and evaluator.judge_scripted,
-            run_judges=evaluator.run_judges if evaluator is not None else (),
-        )
+        unchecked = nothing_to_check([scenario], evaluator).get(scenario.id)
         if unchecked is not None:  # as lkeval run decides it, before anything plays: no pass
             return ScenarioResult.of(scenario, "skipped", unchecked)
         engine_options = EngineOptions(

@@ -200,7 +200,7 @@ class Suite:
             judge_check = self._preflight(evaluator, controls)
         self._signals.check()  # a signal the preflight's code absorbed still ends the run
         self._judge_check = judge_check
-        unchecked = _nothing_to_check(plan.selected, evaluator)
+        unchecked = nothing_to_check(plan.selected, evaluator)
         plan = dataclasses.replace(
             plan,
             engine_options=dataclasses.replace(
@@ -458,8 +458,10 @@ def _cassettes_written(settings: SuiteSettings) -> list[Path]:
     return [] if settings.cassette_mode == "replay" else [settings.cassettes / MANIFEST]
 
 
-def _nothing_to_check(selected: list[Scenario], evaluator: RunEvaluator | None) -> dict[str, str]:
-    """Scenario id -> why it has nothing to check, with the judges this run configured."""
+def nothing_to_check(selected: list[Scenario], evaluator: RunEvaluator | None) -> dict[str, str]:
+    """Scenario id -> why it has nothing to check, with the judges this run configured (such
+    a scenario is skipped before anything plays, never passed; ``lkeval dev`` and the
+    in-process player decide it the same way)."""
     judge_scripted = evaluator is not None and evaluator.judge_scripted
     run_judges = evaluator.run_judges if evaluator is not None else ()
     found = {}
@@ -476,4 +478,5 @@ __all__ = [
     "LauncherOpener",
     "Suite",
     "Writers",
+    "nothing_to_check",
 ]
